@@ -1,0 +1,149 @@
+"""Multi-head scaled dot-product attention (Sec 3.2.1-3.2.2)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, get_args
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from blocks.context import LayerContext
+
+AttentionKind = Literal["self", "causal_self", "cross"]
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (Sec 3.2.1, eq. 1). d_k and d_v are free of
+    d_model / h (Table 3 rows A and B vary them); W^O maps h * d_v back to d_model.
+
+    kind="self" and "causal_self" project Q, K, V from x with one fused matmul; "cross" takes Q
+    from x and K, V from the encoder memory (Sec 3.2.3). "causal_self" lets position i attend to
+    positions <= i only. Padded keys are masked everywhere.
+
+    With `ctx.state` set the module decodes incrementally: causal self-attention appends this
+    step's keys and values to the cache and attends over all cached positions; cross-attention
+    projects the memory once and reuses it.
+
+    Setting `record_weights = True` also stores the softmax weights (B, h, T, S), before
+    attention dropout, in `last_weights` (for attention maps); the output does not change.
+    """
+
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        h: int,
+        d_k: int,
+        d_v: int,
+        bias: bool = True,
+        attn_dropout: float = 0.0,
+        kind: AttentionKind,
+    ) -> None:
+        super().__init__()
+        if kind not in get_args(AttentionKind):
+            raise ValueError(f"kind ({kind!r}) must be one of {get_args(AttentionKind)}")
+        for name, value in (("d_model", d_model), ("h", h), ("d_k", d_k), ("d_v", d_v)):
+            if value < 1:
+                raise ValueError(f"{name} ({value}) must be >= 1")
+        if not 0.0 <= attn_dropout < 1.0:
+            raise ValueError(f"attn_dropout ({attn_dropout}) must be in [0, 1)")
+        self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
+        self.kind: AttentionKind = kind
+        self.attn_dropout = attn_dropout
+        if kind == "cross":
+            self.w_q = nn.Linear(d_model, h * d_k, bias=bias)
+            self.w_kv = nn.Linear(d_model, h * (d_k + d_v), bias=bias)
+        else:
+            self.w_qkv = nn.Linear(d_model, h * (2 * d_k + d_v), bias=bias)
+        self.w_o = nn.Linear(h * d_v, d_model, bias=bias)
+        self.record_weights: bool = False
+        self.last_weights: Tensor | None = None
+
+    def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
+        B, T, _ = x.shape
+        if self.kind == "cross":
+            q, k, v, key_padding = self._project_cross(x, ctx)
+        else:
+            q, k, v, key_padding = self._project_self(x, ctx)
+        # q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v), key_padding (B, S) or None
+        mask, is_causal = self._mask(key_padding, T, k.size(2), x.device)
+        dropout_p = self.attn_dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+        )  # (B, h, T, d_v)
+        if self.record_weights:
+            self.last_weights = self._weights(q, k, mask, is_causal).detach()
+        out = out.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h*d_v)
+        return self.w_o(out)  # (B, T, d_model)
+
+    def _heads(self, t: Tensor, d: int) -> Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.h, d).transpose(1, 2)  # (B, h, T, d)
+
+    def _project_self(self, x: Tensor, ctx: LayerContext) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        hk, hv = self.h * self.d_k, self.h * self.d_v
+        q, k, v = self.w_qkv(x).split([hk, hk, hv], dim=-1)  # (B, T, h*d_k) x2, (B, T, h*d_v)
+        q, k, v = self._heads(q, self.d_k), self._heads(k, self.d_k), self._heads(v, self.d_v)
+        key_padding = ctx.self_padding_mask
+        if ctx.state is not None:
+            if self.kind != "causal_self":
+                raise ValueError(
+                    f"incremental decoding needs kind='causal_self', this attention is kind={self.kind!r}: "
+                    "bidirectional self-attention cannot be computed one step at a time"
+                )
+            k, v, key_padding = self._append(ctx.state.cache(self), k, v, key_padding)
+        return q, k, v, key_padding
+
+    def _project_cross(self, x: Tensor, ctx: LayerContext) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        if ctx.memory is None:
+            raise ValueError("cross-attention needs the encoder output in ctx.memory, got None")
+        q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
+        cache = ctx.state.cache(self) if ctx.state is not None else {}
+        if "k" not in cache:
+            k, v = self.w_kv(ctx.memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
+            cache["k"], cache["v"] = self._heads(k, self.d_k), self._heads(v, self.d_v)
+        return q, cache["k"], cache["v"], ctx.memory_padding_mask
+
+    @staticmethod
+    def _append(
+        cache: dict[str, Tensor], k: Tensor, v: Tensor, key_padding: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Concatenate this step's keys/values (and padding) after the cached ones."""
+        past = cache["k"].size(2) if "k" in cache else 0
+        if past:
+            k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+        if key_padding is not None or "padding" in cache:
+            B, T = k.size(0), k.size(2) - past
+            old = cache.get("padding", k.new_zeros(B, past, dtype=torch.bool))
+            new = key_padding if key_padding is not None else k.new_zeros(B, T, dtype=torch.bool)
+            key_padding = cache["padding"] = torch.cat([old, new], dim=1)  # (B, S)
+        cache["k"], cache["v"] = k, v
+        return k, v, key_padding
+
+    def _mask(self, key_padding: Tensor | None, T: int, S: int, device: torch.device) -> tuple[Tensor | None, bool]:
+        """Boolean mask (True = may attend), broadcastable to (B, h, T, S), and the is_causal flag."""
+        causal = self.kind == "causal_self"
+        if causal and key_padding is None and T == S:
+            return None, True  # lets SDPA pick its fused causal kernels
+        mask = None if key_padding is None else ~key_padding[:, None, None, :]  # (B, 1, 1, S)
+        if causal and T > 1:
+            # queries are the last T of S positions: query i sees keys 0 .. S - T + i
+            allowed = torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
+            mask = allowed if mask is None else mask & allowed  # (B, 1, T, S)
+        return mask, False
+
+    def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, S)
+        if is_causal:
+            T, S = scores.shape[-2:]
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return scores.softmax(dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind!r}, d_model={self.d_model}, h={self.h}, d_k={self.d_k}, d_v={self.d_v}"

@@ -1,0 +1,39 @@
+"""Position-wise feed-forward network (Sec 3.3, eq. 2)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from blocks.context import LayerContext
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately (eq. 2).
+
+    The activation is passed in (nn.ReLU() is the paper's); `activation_dropout` (off in the
+    paper) drops units of the inner d_ff-wide layer.
+    """
+
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        d_ff: int,
+        activation: nn.Module,
+        activation_dropout: float = 0.0,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        for name, value in (("d_model", d_model), ("d_ff", d_ff)):
+            if value < 1:
+                raise ValueError(f"{name} ({value}) must be >= 1")
+        if not 0.0 <= activation_dropout < 1.0:
+            raise ValueError(f"activation_dropout ({activation_dropout}) must be in [0, 1)")
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.activation = activation
+        self.dropout = nn.Dropout(activation_dropout)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
+        inner = self.dropout(self.activation(self.w_1(x)))  # (B, T, d_ff)
+        return self.w_2(inner)  # (B, T, d_model)

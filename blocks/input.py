@@ -1,0 +1,26 @@
+"""The input of either stack: token embedding plus positions, then dropout (Sec 3.4, 3.5, 5.4)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from blocks.embedding import ScaledEmbedding
+
+
+class InputEmbedding(nn.Module):
+    """Dropout(Embedding(tokens) * sqrt(d_model) + PE) (Sec 3.5; dropout on the sums, Sec 5.4).
+
+    `positional` is any module with forward(length, offset) -> (length, d_model).
+    """
+
+    def __init__(self, *, token: ScaledEmbedding, positional: nn.Module, dropout: float) -> None:
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout ({dropout}) must be in [0, 1)")
+        self.token = token
+        self.positional = positional
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        x = self.token(tokens)  # (B, T, d_model)
+        return self.dropout(x + self.positional(tokens.size(1), offset))  # (B, T, d_model)

@@ -1,0 +1,71 @@
+"""Position information added to the embeddings: sinusoids (Sec 3.5) or learned (Table 3 row E)."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import torch
+from torch import Tensor, nn
+
+SinusoidLayout = Literal["interleaved", "concatenated"]
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    layout="interleaved" is the paper's equation (Sec 3.5); "concatenated" puts all sines, then
+    all cosines, with the same frequencies (tensor2tensor and fairseq). No parameters: the table
+    is a non-persistent buffer, grown on demand, so any length works.
+    """
+
+    def __init__(self, *, d_model: int, layout: SinusoidLayout = "interleaved") -> None:
+        super().__init__()
+        if d_model < 2 or d_model % 2:
+            raise ValueError(f"d_model ({d_model}) must be divisible by 2 for sinusoidal positions")
+        if layout not in get_args(SinusoidLayout):
+            raise ValueError(f"layout ({layout!r}) must be one of {get_args(SinusoidLayout)}")
+        self.d_model, self.layout = d_model, layout
+        self.register_buffer("table", torch.empty(0, d_model), persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        if offset < 0 or length < 0:
+            raise ValueError(f"offset ({offset}) and length ({length}) must be >= 0")
+        if offset + length > self.table.size(0):
+            self.table = self._build(max(offset + length, 2 * self.table.size(0)))
+        return self.table[offset : offset + length]  # (length, d_model)
+
+    def _build(self, n: int) -> Tensor:
+        # float64 so that the angles of long positions round once, when cast to the buffer dtype
+        t = self.table
+        pos = torch.arange(n, dtype=torch.float64, device=t.device)[:, None]  # (n, 1)
+        two_i = torch.arange(0, self.d_model, 2, dtype=torch.float64, device=t.device)
+        angles = pos / 10000.0 ** (two_i / self.d_model)  # (n, d_model/2)
+        if self.layout == "concatenated":
+            pe = torch.cat([angles.sin(), angles.cos()], dim=1)
+        else:
+            pe = torch.stack([angles.sin(), angles.cos()], dim=2).flatten(1)  # sin, cos, sin, ...
+        return pe.to(t.dtype)  # (n, d_model)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, layout={self.layout!r}"
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """One learned d_model vector per position 0 .. max_len-1 (Table 3 row E)."""
+
+    def __init__(self, *, max_len: int, d_model: int) -> None:
+        super().__init__()
+        if max_len < 1 or d_model < 1:
+            raise ValueError(f"max_len ({max_len}) and d_model ({d_model}) must be >= 1")
+        self.max_len = max_len
+        self.table = nn.Embedding(max_len, d_model)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        if offset < 0 or length < 0:
+            raise ValueError(f"offset ({offset}) and length ({length}) must be >= 0")
+        if offset + length > self.max_len:
+            raise ValueError(
+                f"position {offset + length - 1} requested but learned positions cover only "
+                f"0..{self.max_len - 1} (max_len={self.max_len}); raise max_len or shorten the input"
+            )
+        return self.table.weight[offset : offset + length]  # (length, d_model)

@@ -1,0 +1,29 @@
+"""A stack of N identical-shaped layers (Sec 3.1: N = 6 for encoder and decoder)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import Tensor, nn
+
+from blocks.context import LayerContext
+
+
+class TransformerStack(nn.Module):
+    """Applies `layers` in order, then `final_norm` if given (Sec 3.1).
+
+    The paper's post-norm stacks have no final norm; pre-norm stacks need one, because their
+    residual stream is otherwise never normalised.
+    """
+
+    def __init__(self, *, layers: Sequence[nn.Module], final_norm: nn.Module | None = None) -> None:
+        super().__init__()
+        if len(layers) == 0:
+            raise ValueError("layers is empty: a stack needs at least one layer (N >= 1)")
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+
+    def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, ctx)  # (B, T, d_model)
+        return x if self.final_norm is None else self.final_norm(x)

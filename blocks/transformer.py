@@ -1,0 +1,73 @@
+"""The encoder-decoder Transformer (Sec 3, Figure 1)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from blocks.context import LayerContext
+from blocks.embedding import OutputProjection
+from blocks.input import InputEmbedding
+from blocks.stack import TransformerStack
+from blocks.state import DecoderState
+
+
+class EncoderDecoder(nn.Module):
+    """Encoder stack over the source, decoder stack over the shifted target, then logits (Figure 1).
+
+    Tokens equal to `pad_id` are padding: masked as keys in every attention. The decoder can
+    run one step at a time with a DecoderState (see `init_state`), giving the same logits as
+    the full teacher-forced pass.
+    """
+
+    def __init__(
+        self,
+        *,
+        src_embed: InputEmbedding,
+        tgt_embed: InputEmbedding,
+        encoder: TransformerStack,
+        decoder: TransformerStack,
+        generator: OutputProjection,
+        pad_id: int,
+    ) -> None:
+        super().__init__()
+        if pad_id < 0:
+            raise ValueError(f"pad_id ({pad_id}) must be a token id >= 0")
+        self.src_embed, self.tgt_embed = src_embed, tgt_embed
+        self.encoder, self.decoder = encoder, decoder
+        self.generator = generator
+        self.pad_id = pad_id
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S) -> memory (B, S, d_model), src_padding_mask (B, S) True at padding."""
+        padding = src.eq(self.pad_id)  # (B, S)
+        memory = self.encoder(self.src_embed(src), LayerContext(self_padding_mask=padding))
+        return memory, padding
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        memory_padding_mask: Tensor | None,
+        state: DecoderState | None = None,
+    ) -> Tensor:
+        """tgt (B, T) -> logits (B, T, V). With `state`, tgt holds only the new tokens."""
+        offset = 0 if state is None else state.length
+        ctx = LayerContext(
+            self_padding_mask=tgt.eq(self.pad_id),  # (B, T)
+            memory=memory,
+            memory_padding_mask=memory_padding_mask,
+            state=state,
+        )
+        y = self.decoder(self.tgt_embed(tgt, offset), ctx)  # (B, T, d_model)
+        if state is not None:
+            state.advance(tgt.size(1))
+        return self.generator(y)  # (B, T, V)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) (the target shifted right) -> logits (B, T, V)."""
+        memory, src_padding = self.encode(src)
+        return self.decode(tgt_in, memory, src_padding)
+
+    def init_state(self) -> DecoderState:
+        """A fresh, empty cache for incremental decoding."""
+        return DecoderState()

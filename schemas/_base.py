@@ -1,0 +1,26 @@
+"""The base every schema shares: unknown keys are errors, specs are immutable."""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# A probability of dropping a unit: 1.0 would drop everything.
+Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldError(ValueError):
+    """A cross-field error that belongs to a nested key of the model it is raised in.
+
+    Pydantic reports a model validator's error at the model's own location; the CLI appends
+    `path` so the user sees the exact key (`model.decoder.layer[0].type: ...`).
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message

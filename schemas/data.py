@@ -1,0 +1,47 @@
+"""Where the parallel text comes from, and how it is tokenized and filtered."""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from schemas._base import PositiveInt, Spec
+
+
+class TokenizerSpec(Spec):
+    """A BPE vocabulary trained on the training split; its size is model.embedding.vocab_size."""
+
+    type: Literal["bpe"] = "bpe"
+    min_frequency: PositiveInt = 2
+
+
+class _DataSpec(Spec):
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    max_len: PositiveInt = 256  # tokens per side; longer training pairs are dropped
+    min_len: PositiveInt = 1
+    tokenizer: TokenizerSpec = TokenizerSpec()
+    cache_dir: str | None = None  # None: $AIAYN_CACHE or ~/.cache/aiayn
+    num_workers: int = Field(default=0, ge=0)
+
+
+class FilesDataSpec(_DataSpec):
+    """Line-aligned files `{dir}/{split}.{lang}`, as fairseq's and OpenNMT-py's raw inputs."""
+
+    type: Literal["files"] = "files"
+    dir: str
+    train: str = "train"
+    valid: str = "valid"
+    test: str = "test"
+
+
+class DemoDataSpec(_DataSpec):
+    """The generated English-German corpus built into the package (no download)."""
+
+    type: Literal["demo"] = "demo"
+    n_train: PositiveInt = 20000
+    n_valid: PositiveInt = 300
+    n_test: PositiveInt = 300
+    seed: int = 1234
+
+
+DataSpec = Annotated[FilesDataSpec | DemoDataSpec, Field(discriminator="type")]

@@ -1,0 +1,80 @@
+"""An experiment: the model, how to train it, on what data, and how to decode."""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from schemas._base import FieldError, PositiveInt, Probability, Spec
+from schemas.data import DataSpec
+from schemas.decode import DecodeSpec
+from schemas.model import ModelSpec
+from schemas.positional import LearnedSpec
+from schemas.train import TrainSpec
+from schemas.trainer import TrainerSpec
+
+
+class DimsSpec(Spec):
+    """Table 3's hyperparameters in one place; the model and train sections interpolate them
+    (`h: ${dims.h}`), so an ablation overrides only these."""
+
+    N: PositiveInt | None = None
+    d_model: PositiveInt | None = None
+    d_ff: PositiveInt | None = None
+    h: PositiveInt | None = None
+    d_k: PositiveInt | None = None
+    d_v: PositiveInt | None = None
+    P_drop: Probability | None = None
+    eps_ls: Probability | None = None
+    vocab_size: PositiveInt | None = None
+
+
+class ReportedSpec(Spec):
+    """What the paper reported for this configuration (newstest2013 dev set for Table 3)."""
+
+    source: str = "Vaswani et al. 2017, Table 3"
+    group: Literal["base", "A", "B", "C", "D", "E", "big"] | None = None
+    ppl: float | None = Field(default=None, gt=0.0)
+    bleu: float | None = Field(default=None, ge=0.0)
+    params_m: float | None = Field(default=None, gt=0.0)  # millions
+
+
+class ExperimentSpec(Spec):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._\-]+$")
+    extends: str | None = None  # consumed by the loader; kept for editors and the schema
+    description: str = ""
+    dims: DimsSpec = DimsSpec()
+    model: ModelSpec
+    train: TrainSpec = TrainSpec()
+    trainer: TrainerSpec = TrainerSpec()
+    data: DataSpec
+    decode: DecodeSpec = DecodeSpec()
+    reported: ReportedSpec | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "ExperimentSpec":
+        positional = self.model.positional
+        if isinstance(positional, LearnedSpec) and positional.max_len < self.data.max_len:
+            raise FieldError(
+                "model.positional.max_len",
+                f"the learned position table has {positional.max_len} rows but data.max_len is "
+                f"{self.data.max_len}, so longer sentences would have no position; set "
+                f"model.positional.max_len >= {self.data.max_len} or data.max_len <= "
+                f"{positional.max_len}",
+            )
+        if self.data.min_len > self.data.max_len:
+            raise FieldError(
+                "data.min_len",
+                f"min_len ({self.data.min_len}) is greater than max_len ({self.data.max_len}), "
+                "which would drop every sentence",
+            )
+        return self
+
+    @property
+    def world_size(self) -> int | None:
+        """devices x num_nodes when devices is a count or a list; None for "auto"."""
+        devices = self.trainer.devices
+        if isinstance(devices, list):
+            return len(devices) * self.trainer.num_nodes
+        if isinstance(devices, int) or (isinstance(devices, str) and devices.isdigit()):
+            return int(devices) * self.trainer.num_nodes
+        return None

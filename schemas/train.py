@@ -1,0 +1,66 @@
+"""The training recipe (Sec. 5): loss, optimizer, learning-rate schedule, batching, checkpoints."""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from schemas._base import FieldError, PositiveInt, Probability, Spec
+
+
+class AdamSpec(Spec):
+    type: Literal["adam"] = "adam"
+    betas: tuple[Probability, Probability] = (0.9, 0.98)
+    eps: float = Field(default=1e-9, gt=0.0)
+    weight_decay: float = Field(default=0.0, ge=0.0)
+
+
+class NoamSpec(Spec):
+    """lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (Sec. 5.3, eq. 3)."""
+
+    type: Literal["noam"] = "noam"
+    factor: float = Field(default=1.0, gt=0.0)
+    warmup_steps: PositiveInt = 4000
+
+
+class CheckpointSpec(Spec):
+    """The paper wrote a checkpoint every 10 minutes and averaged the last 5 (base) or 20 (big);
+    with neither trigger set, a checkpoint is written every 10 minutes."""
+
+    every_n_train_steps: PositiveInt | None = None
+    every_n_minutes: float | None = Field(default=None, gt=0.0)
+    keep_last: PositiveInt = 5
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> "CheckpointSpec":
+        if self.every_n_train_steps is not None and self.every_n_minutes is not None:
+            raise FieldError(
+                "every_n_minutes",
+                f"set either every_n_train_steps ({self.every_n_train_steps}) or every_n_minutes "
+                f"({self.every_n_minutes}), not both; set the other to null",
+            )
+        return self
+
+    @property
+    def minutes(self) -> float | None:
+        if self.every_n_train_steps is None and self.every_n_minutes is None:
+            return 10.0
+        return self.every_n_minutes
+
+
+class ValidationSpec(Spec):
+    bleu: bool = True
+    bleu_max_sentences: PositiveInt | None = None  # a fixed prefix of the valid split
+    num_samples: int = Field(default=4, ge=0)  # translation samples shown in TensorBoard
+    attention_maps_every: int = Field(default=5, ge=0)  # in validations; 0 turns them off
+    probe_sentence: str | None = None  # None: the first validation sentence
+
+
+class TrainSpec(Spec):
+    seed: int = 1
+    label_smoothing: Probability = 0.1  # eps_ls, spread over the V-1 non-target classes
+    tokens_per_step: PositiveInt = 25000  # global, per side, padded; independent of devices
+    max_tokens_per_batch: PositiveInt | None = None  # per device; None: tokens_per_step
+    optimizer: AdamSpec = AdamSpec()
+    lr_schedule: NoamSpec = NoamSpec()
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    validation: ValidationSpec = ValidationSpec()
