@@ -1,0 +1,40 @@
+"""aiayn validate / show / schema: read an experiment, build nothing."""
+
+import argparse
+import json
+
+import yaml
+
+from builder.config import load_experiment
+from builder.summary import render, summary
+from schemas.experiment import ExperimentSpec
+
+
+def validate(args: argparse.Namespace) -> int:
+    spec = load_experiment(args.experiment, args.overrides)
+    info = summary(spec)
+    columns = ", ".join(f"{k}={v}" for k, v in info["paper"].items())
+    print(f"{args.experiment}: ok: {spec.name}, {info['params']:,} parameters ({columns})")
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    spec = load_experiment(args.experiment, args.overrides)
+    info = summary(spec)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    resolved = spec.model_dump(mode="json", exclude={"extends"})
+    print(f"# {args.experiment}, resolved (defaults filled in)")
+    print(yaml.safe_dump(resolved, sort_keys=False, default_flow_style=None, width=100).rstrip())
+    print()
+    print(render(info))
+    return 0
+
+
+def schema(args: argparse.Namespace) -> int:
+    document = ExperimentSpec.model_json_schema()
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["title"] = "aiayn experiment"
+    print(json.dumps(document, indent=2))
+    return 0

@@ -1,0 +1,95 @@
+"""One registry from schema class to block: how to build it, and its closed-form size and cost.
+
+`params` must equal `sum(p.numel())` of what `build` returns (a test checks every entry), so
+`aiayn show` can count a big model without building it.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward
+from blocks import SinusoidalPositionalEncoding
+from schemas._base import Spec
+from schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
+from schemas.feed_forward import FeedForwardSpec
+from schemas.positional import LearnedSpec, SinusoidalSpec
+
+
+@dataclass(frozen=True)
+class Entry:
+    build: Callable[[Any, int], nn.Module]  # (spec, d_model) -> module
+    params: Callable[[Any, int], int]  # (spec, d_model) -> parameter count
+    flops: Callable[[Any, int, int], float]  # (spec, d_model, context length L) -> per token
+
+
+REGISTRY: dict[type[Spec], Entry] = {}
+
+_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+def entry(spec: Spec) -> Entry:
+    try:
+        return REGISTRY[type(spec)]
+    except KeyError:
+        raise TypeError(f"no builder registered for {type(spec).__name__}") from None
+
+
+# ---- attention (Sec. 3.2.2) ----------------------------------------------------------------
+
+
+def _build_attention(spec: SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec, d_model: int) -> nn.Module:
+    return MultiHeadAttention(
+        d_model=d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v, bias=spec.bias,
+        attn_dropout=spec.attn_dropout, kind=spec.kind,  # type: ignore[arg-type]
+    )
+
+
+def _attention_params(spec: SelfAttentionSpec, d_model: int) -> int:
+    qkv = spec.h * (2 * spec.d_k + spec.d_v)  # Q, K and V projections, whichever fused layout
+    weights = d_model * qkv + spec.h * spec.d_v * d_model
+    return weights + (qkv + d_model if spec.bias else 0)
+
+
+def _attention_flops(spec: SelfAttentionSpec, d_model: int, length: int) -> float:
+    keys = (length + 1) / 2 if isinstance(spec, CausalSelfAttentionSpec) else length
+    projections = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
+    scores_and_mix = 2 * spec.h * (spec.d_k + spec.d_v) * keys
+    return projections + scores_and_mix
+
+
+for _cls in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
+    REGISTRY[_cls] = Entry(_build_attention, _attention_params, _attention_flops)
+
+
+# ---- feed-forward (Sec. 3.3) ---------------------------------------------------------------
+
+
+def _build_feed_forward(spec: FeedForwardSpec, d_model: int) -> nn.Module:
+    return PositionwiseFeedForward(
+        d_model=d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
+        activation_dropout=spec.activation_dropout, bias=spec.bias,
+    )
+
+
+REGISTRY[FeedForwardSpec] = Entry(
+    _build_feed_forward,
+    lambda spec, d: 2 * d * spec.d_ff + (spec.d_ff + d if spec.bias else 0),
+    lambda spec, d, length: 4.0 * d * spec.d_ff,
+)
+
+
+# ---- positions (Sec. 3.5, Table 3 row E), one per side -------------------------------------
+
+REGISTRY[SinusoidalSpec] = Entry(
+    lambda spec, d: SinusoidalPositionalEncoding(d_model=d, layout=spec.layout),
+    lambda spec, d: 0,
+    lambda spec, d, length: 0.0,
+)
+REGISTRY[LearnedSpec] = Entry(
+    lambda spec, d: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=d),
+    lambda spec, d: spec.max_len * d,
+    lambda spec, d, length: 0.0,
+)

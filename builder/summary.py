@@ -1,0 +1,79 @@
+"""What `aiayn show` reports: Table 3's columns of an experiment, sizes and costs."""
+
+from typing import Any
+
+from schemas.attention import _AttentionSpec
+from schemas.experiment import ExperimentSpec
+from schemas.feed_forward import FeedForwardSpec
+from builder.model import count_params, flops_per_token, memory_estimate, param_table
+
+
+def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
+    """Table 3's columns (N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positional, train
+    steps). Where layers differ from each other, the first layer's value and "uniform": false."""
+    model = spec.model
+    subs = [s for stack in (model.encoder, model.decoder) for layer in stack.layers for s in layer]
+    attention = [s for s in subs if isinstance(s, _AttentionSpec)]
+    ffn = [s for s in subs if isinstance(s, FeedForwardSpec)]
+    drops = {model.dropout, model.encoder.add_norm.dropout, model.decoder.add_norm.dropout}
+    columns: dict[str, Any] = {
+        "N": model.encoder.num_layers,
+        "d_model": model.d_model,
+        "d_ff": ffn[0].d_ff if ffn else None,
+        "h": attention[0].h if attention else None,
+        "d_k": attention[0].d_k if attention else None,
+        "d_v": attention[0].d_v if attention else None,
+        "P_drop": model.encoder.add_norm.dropout,
+        "eps_ls": spec.train.label_smoothing,
+        "positional": model.positional.type,
+        "train_steps": spec.trainer.max_steps,
+    }
+    uniform = (
+        model.encoder.num_layers == model.decoder.num_layers
+        and len({(a.h, a.d_k, a.d_v) for a in attention}) <= 1
+        and len({f.d_ff for f in ffn}) <= 1
+        and len(drops) == 1
+    )
+    if not uniform:
+        columns["uniform"] = False
+    return columns
+
+
+def summary(spec: ExperimentSpec) -> dict[str, Any]:
+    """The object `aiayn show --json` prints."""
+    length = spec.data.max_len
+    tokens = spec.train.max_tokens_per_batch or spec.train.tokens_per_step
+    return {
+        "name": spec.name,
+        "params": count_params(spec.model),
+        "paper": paper_columns(spec),
+        "reported": spec.reported.model_dump() if spec.reported else None,
+        "blocks": [{"block": name, "params_each": each, "count": n, "params": each * n} for name, each, n in param_table(spec.model)],
+        "flops_per_token": {"length": length, "forward": round(flops_per_token(spec.model, length))},
+        "memory_bytes": {"tokens_per_batch": tokens, **memory_estimate(spec.model, tokens, length)},
+    }
+
+
+def render(info: dict[str, Any]) -> str:
+    """The human-readable table `aiayn show` prints under the resolved config."""
+    width = max(len(b["block"]) for b in info["blocks"]) + 2
+    lines = [f"{'block':<{width}}{'params':>14}{'x':>5}{'total':>14}"]
+    for b in info["blocks"]:
+        lines.append(f"{b['block']:<{width}}{b['params_each']:>14,}{b['count']:>5}{b['params']:>14,}")
+    lines.append(f"{'total':<{width}}{'':>14}{'':>5}{info['params']:>14,}")
+    paper = info["paper"]
+    lines.append("")
+    lines.append("Table 3 columns: " + ", ".join(f"{k}={v}" for k, v in paper.items()))
+    flops = info["flops_per_token"]
+    lines.append(f"forward FLOPs per target token (source = target = {flops['length']} tokens): {flops['forward'] / 1e6:,.1f} M")
+    mem = info["memory_bytes"]
+    gib = {k: v / 2**30 for k, v in mem.items() if k != "tokens_per_batch"}
+    lines.append(
+        f"training memory estimate (fp32 + Adam, {mem['tokens_per_batch']:,} tokens per batch): "
+        f"{gib['total']:.2f} GiB = weights {gib['weights']:.2f} + gradients {gib['gradients']:.2f} "
+        f"+ Adam {gib['optimizer']:.2f} + activations {gib['activations']:.2f}"
+    )
+    if info.get("reported"):
+        r = info["reported"]
+        lines.append(f"reported ({r['source']}): PPL {r['ppl']}, BLEU {r['bleu']}, params {r['params_m']}M")
+    return "\n".join(lines)
