@@ -1,0 +1,181 @@
+"""EncoderDecoder: incremental decoding equals teacher forcing, reorder, exact parameter counts."""
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from blocks import (
+    AddNorm,
+    DecoderState,
+    EncoderDecoder,
+    InputEmbedding,
+    LearnedPositionalEmbedding,
+    MultiHeadAttention,
+    OutputProjection,
+    PositionwiseFeedForward,
+    ScaledEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerLayer,
+    TransformerStack,
+)
+
+PAD = 0
+
+
+def make_model(
+    *, vocab=13, d_model=8, h=2, d_k=3, d_v=5, d_ff=16, n_enc=2, n_dec=2,
+    norm_first=False, learned_positions=False, dropout=0.1,
+) -> EncoderDecoder:
+    """Wires blocks the way the builder does: one shared table, tied projection, no output bias."""
+
+    def add_norm(sublayer):
+        return AddNorm(sublayer=sublayer, d_model=d_model, dropout=dropout, eps=1e-6, norm_first=norm_first)
+
+    def attention(kind):
+        return add_norm(MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind=kind))
+
+    def ffn():
+        return add_norm(PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=nn.ReLU()))
+
+    def positional():
+        if learned_positions:
+            return LearnedPositionalEmbedding(max_len=64, d_model=d_model)
+        return SinusoidalPositionalEncoding(d_model=d_model)
+
+    def final_norm():
+        return nn.LayerNorm(d_model, eps=1e-6) if norm_first else None
+
+    table = nn.Embedding(vocab, d_model)
+    embed = ScaledEmbedding(table=table, scale=True)
+    encoder = TransformerStack(
+        layers=[TransformerLayer(sublayers=[attention("self"), ffn()]) for _ in range(n_enc)],
+        final_norm=final_norm(),
+    )
+    decoder = TransformerStack(
+        layers=[
+            TransformerLayer(sublayers=[attention("causal_self"), attention("cross"), ffn()])
+            for _ in range(n_dec)
+        ],
+        final_norm=final_norm(),
+    )
+    return EncoderDecoder(
+        src_embed=InputEmbedding(token=embed, positional=positional(), dropout=dropout),
+        tgt_embed=InputEmbedding(token=embed, positional=positional(), dropout=dropout),
+        encoder=encoder,
+        decoder=decoder,
+        generator=OutputProjection(d_model=d_model, vocab_size=vocab, tied_weight=table.weight),
+        pad_id=PAD,
+    )
+
+
+def _batch():
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(1, 13, (3, 7), generator=g)
+    src[1, 5:] = PAD
+    src[2, 3:] = PAD
+    tgt = torch.randint(1, 13, (3, 6), generator=g)
+    return src, tgt
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"norm_first": True}, {"learned_positions": True}],
+    ids=["post_norm", "pre_norm", "learned_positions"],
+)
+def test_incremental_decoding_equals_teacher_forcing(options):
+    torch.manual_seed(0)
+    model = make_model(**options).eval()
+    src, tgt = _batch()
+    full = model(src, tgt)  # (B, T, V)
+    memory, src_pad = model.encode(src)
+    state = model.init_state()
+    steps = [model.decode(tgt[:, t : t + 1], memory, src_pad, state) for t in range(tgt.size(1))]
+    assert state.length == tgt.size(1)
+    assert_close(torch.cat(steps, dim=1), full)
+
+
+def test_incremental_decoding_with_several_tokens_per_call():
+    torch.manual_seed(0)
+    model = make_model().eval()
+    src, tgt = _batch()
+    full = model(src, tgt)
+    memory, src_pad = model.encode(src)
+    state = model.init_state()
+    chunks = [model.decode(tgt[:, :2], memory, src_pad, state), model.decode(tgt[:, 2:], memory, src_pad, state)]
+    assert_close(torch.cat(chunks, dim=1), full)
+
+
+def test_reorder_follows_selected_rows():
+    torch.manual_seed(0)
+    model = make_model().eval()
+    src, tgt = _batch()
+    memory, src_pad = model.encode(src)
+    state = model.init_state()
+    model.decode(tgt[:, :3], memory, src_pad, state)
+    order = torch.tensor([2, 0, 2])  # duplicate one row and drop another, as beam search does
+    state.reorder(order)
+    last = model.decode(tgt[order, 3:4], memory[order], src_pad[order], state)
+    assert_close(last[:, 0], model(src[order], tgt[order, :4])[:, 3])
+
+
+def test_padding_is_masked_everywhere():
+    torch.manual_seed(0)
+    model = make_model().eval()
+    src, tgt = _batch()
+    tgt[1, 2] = PAD  # padding in the middle of a target: later queries must not see it
+    tgt[0, 4:] = PAD
+    real = tgt.ne(PAD)
+    before = model(src, tgt)
+    with torch.no_grad():
+        model.src_embed.token.table.weight[PAD].normal_()  # a different PAD vector, everywhere
+    after = model(src, tgt)
+    # logits of real positions over real tokens cannot depend on what PAD embeds to
+    assert_close(after[real][:, 1:], before[real][:, 1:])
+    assert not torch.allclose(after[~real], before[~real])
+
+
+def test_source_padding_does_not_leak():
+    torch.manual_seed(0)
+    model = make_model().eval()
+    src, tgt = _batch()
+    longer = torch.cat([src, torch.full((3, 4), PAD)], dim=1)  # extra padding columns
+    assert_close(model(longer, tgt), model(src, tgt))
+
+
+def test_tied_parameter_count_by_hand():
+    model = make_model(vocab=13, d_model=8, h=2, d_k=3, d_v=5, d_ff=16, n_enc=2, n_dec=2)
+    d, V = 8, 13
+    layer_norm = 2 * d
+    self_attn = (d * 2 * (2 * 3 + 5) + 2 * (2 * 3 + 5)) + (2 * 5 * d + d)  # fused W^Q,K,V + W^O
+    cross_attn = (d * 2 * 3 + 2 * 3) + (d * 2 * (3 + 5) + 2 * (3 + 5)) + (2 * 5 * d + d)
+    ffn = (d * 16 + 16) + (16 * d + d)
+    encoder_layer = self_attn + layer_norm + ffn + layer_norm
+    decoder_layer = self_attn + layer_norm + cross_attn + layer_norm + ffn + layer_norm
+    shared_table = V * d  # source, target and output projection: counted once, no output bias
+    expected = shared_table + 2 * encoder_layer + 2 * decoder_layer
+    assert (self_attn, cross_attn, ffn) == (286, 286, 280)
+    assert expected == 104 + 2 * 598 + 2 * 900 == 3100
+    assert sum(p.numel() for p in model.parameters()) == expected
+    assert model.generator.weight is model.src_embed.token.table.weight
+
+
+def test_paper_base_model_has_63_082_496_parameters():
+    with torch.device("meta"):
+        model = make_model(vocab=37000, d_model=512, h=8, d_k=64, d_v=64, d_ff=2048, n_enc=6, n_dec=6)
+    assert sum(p.numel() for p in model.parameters()) == 63_082_496
+
+
+def test_pad_id_message():
+    model = make_model()
+    with pytest.raises(ValueError, match=r"^pad_id \(-1\) must be a token id >= 0$"):
+        EncoderDecoder(
+            src_embed=model.src_embed, tgt_embed=model.tgt_embed, encoder=model.encoder,
+            decoder=model.decoder, generator=model.generator, pad_id=-1,
+        )
+
+
+def test_init_state_is_fresh():
+    model = make_model()
+    first, second = model.init_state(), model.init_state()
+    assert isinstance(first, DecoderState) and first is not second and first.length == 0
