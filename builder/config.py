@@ -5,6 +5,7 @@ path; the CLI prints it and exits 2.
 """
 
 import difflib
+import functools
 import re
 import types
 import typing
@@ -105,17 +106,44 @@ def _merge(base: DictConfig, child: DictConfig, file: Path) -> DictConfig:
 
 def _drop_retyped(base: DictConfig, child: DictConfig) -> None:
     """A node whose `type` the child changes is a different kind, not a diff of the old one:
-    drop the parent's node so its keys (e.g. a sinusoidal `layout`) do not leak into the new kind."""
+    drop the parent's keys that the new kind does not have (e.g. a sinusoidal `layout` when
+    positions become learned), keep the ones it shares (h, d_k, d_v between attentions)."""
     for key in child.keys():
-        if key not in base or not isinstance(child._get_node(key), DictConfig):
+        old, new = base._get_node(key) if key in base else None, child._get_node(key)
+        if not isinstance(old, DictConfig) or not isinstance(new, DictConfig):
             continue
-        old, new = base._get_node(key), child._get_node(key)
-        if not isinstance(old, DictConfig):
-            continue
-        if "type" in new and "type" in old and new._get_node("type")._value() != old._get_node("type")._value():
-            base.pop(key)
-        else:
-            _drop_retyped(old, new)
+        if "type" in new and "type" in old:
+            _keep_fields_of(old, new._get_node("type")._value())
+        _drop_retyped(old, new)
+
+
+def _keep_fields_of(node: DictConfig, new_type: Any) -> None:
+    if node._get_node("type")._value() == new_type:
+        return
+    fields = _fields_by_tag().get(new_type)
+    for key in list(node.keys()):
+        if fields is None or key not in fields:
+            node.pop(key)
+
+
+@functools.cache
+def _fields_by_tag() -> dict[str, set[str]]:
+    """type tag -> the keys its schema accepts, for every tagged schema an experiment can hold."""
+    found: dict[str, set[str]] = {}
+    todo: list[Any] = [ExperimentSpec]
+    seen: set[Any] = set()
+    while todo:
+        hint = todo.pop()
+        for arg in _union_args(hint):
+            for inner in typing.get_args(arg) if typing.get_origin(arg) in (list, dict) else ():
+                todo.append(inner)
+            if isinstance(arg, type) and issubclass(arg, BaseModel) and arg not in seen:
+                seen.add(arg)
+                tag = arg.model_fields.get("type")
+                if tag is not None and len(typing.get_args(tag.annotation)) == 1:
+                    found[typing.get_args(tag.annotation)[0]] = set(arg.model_fields)
+                todo += [f.annotation for f in arg.model_fields.values()]
+    return found
 
 
 def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str]) -> None:
@@ -134,15 +162,13 @@ def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str]) -> Non
 
 
 def _retype(config: DictConfig, key: str, item: str) -> None:
-    """`model.positional.type=learned` starts a fresh node, as a retyped node in a file does."""
+    """`model.positional.type=learned` changes the node's kind, as a retyped node in a file does."""
     parent, _, leaf = key.rpartition(".")
     if leaf != "type" or not parent:
         return
     node = OmegaConf.select(config, parent, default=None, throw_on_resolution_failure=False)
     if isinstance(node, DictConfig) and "type" in node:
-        value = item.partition("=")[2].strip()
-        if node._get_node("type")._value() != value:
-            OmegaConf.update(config, parent, {}, merge=False)
+        _keep_fields_of(node, item.partition("=")[2].strip())
 
 
 def _first_line(e: BaseException) -> str:

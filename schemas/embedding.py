@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from schemas._base import PositiveInt, Spec
+from schemas._base import FieldError, PositiveInt, Spec
 
 
 class EmbeddingSpec(Spec):
@@ -20,8 +20,9 @@ class EmbeddingSpec(Spec):
     @model_validator(mode="after")
     def _sharing_needs_shared_vocab(self) -> "EmbeddingSpec":
         if self.share == "all" and not self.shared_vocab:
-            raise ValueError(
-                "share: 'all' ties the source embedding to the target embedding, which needs a "
+            raise FieldError(
+                "share",
+                "'all' ties the source embedding to the target embedding, which needs a "
                 "shared vocabulary, but shared_vocab is false; set shared_vocab: true, or "
                 "share: target_output (or none)"
             )

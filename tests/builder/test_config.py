@@ -1,0 +1,143 @@
+"""Every kind of bad input is a UserError whose text names the file or YAML path."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from builder.cli import main
+from builder.config import load_experiment
+from builder.errors import UserError
+from tests.conftest import EXPERIMENTS
+
+BASE = (EXPERIMENTS / "base.yaml").as_posix()
+
+
+def error_of(path, overrides=()) -> str:
+    with pytest.raises(UserError) as info:
+        load_experiment(path, overrides)
+    return str(info.value)
+
+
+def test_yaml_syntax_error_names_file_and_line(write):
+    path = write("bad.yaml", "name: x\nmodel:\n  d_model: [512\n  dropout: 0.1\n")
+    assert error_of(path) == f"{path}:4:10: YAML syntax error: did not find expected ',' or ']'"
+
+
+def test_missing_file():
+    assert error_of("nope/missing.yaml") == "nope/missing.yaml: does not exist"
+
+
+def test_missing_parent_names_the_parent(write):
+    path = write("child.yaml", "extends: gone.yaml\nname: x\n")
+    assert error_of(path) == f"{path.parent / 'gone.yaml'}: does not exist"
+
+
+def test_inheritance_cycle(write):
+    a = write("a.yaml", "extends: b.yaml\nname: a\n")
+    b = write("b.yaml", "extends: a.yaml\nname: b\n")
+    assert error_of(a) == f"{a}: inheritance cycle in 'extends': {a} -> {b} -> {a}"
+
+
+def test_unknown_key_with_did_you_mean():
+    message = error_of(BASE, ["model.encoder.layer[0].heads=8"])
+    assert message == f"{BASE} is not a valid experiment (1 error):\n  model.encoder.layer[0].heads: unknown key; did you mean 'h'?"
+
+
+def test_misspelled_key_gets_the_closest_name():
+    assert error_of(BASE, ["data.maxlen=10"]).endswith("  data.maxlen: unknown key; did you mean 'max_len'?")
+
+
+def test_wrong_type_and_out_of_range_name_path_and_value():
+    message = error_of(BASE, ["dims.d_ff=wide", "train.label_smoothing=1.5"])
+    assert "  dims.d_ff: input should be a valid integer, unable to parse string as an integer, got 'wide'" in message
+    assert "  model.encoder.layer[1].d_ff: input should be a valid integer, unable to parse string as an integer, got 'wide'" in message
+    assert "  train.label_smoothing: input should be less than 1, got 1.5" in message
+
+
+def test_unknown_sublayer_type_suggests():
+    message = error_of(BASE, ["model.encoder.layer[1].type=feed_forwad"])
+    assert message.endswith(
+        "  model.encoder.layer[1]: type 'feed_forwad' is not one of self_attention, "
+        "causal_self_attention, cross_attention, feed_forward; did you mean 'feed_forward'?"
+    )
+
+
+def test_sharing_all_needs_a_shared_vocabulary():
+    assert error_of(BASE, ["model.embedding.shared_vocab=false"]).endswith(
+        "  model.embedding.share: 'all' ties the source embedding to the target embedding, which "
+        "needs a shared vocabulary, but shared_vocab is false; set shared_vocab: true, or "
+        "share: target_output (or none)"
+    )
+
+
+def test_learned_positions_shorter_than_max_len():
+    assert error_of(EXPERIMENTS / "table3/e_learned.yaml", ["model.positional.max_len=100"]).endswith(
+        "  model.positional.max_len: the learned position table has 100 rows but data.max_len is 256, "
+        "so longer sentences would have no position; set model.positional.max_len >= 256 or "
+        "data.max_len <= 100"
+    )
+
+
+def test_decoder_self_attention_must_be_causal():
+    assert error_of(BASE, ["model.decoder.layer[0].type=self_attention"]).endswith(
+        "  model.decoder.layer[0].type: self_attention in the decoder lets a position see later "
+        "target tokens, which are not known when translating; use causal_self_attention"
+    )
+
+
+def test_override_index_out_of_range(write):
+    path = write("o.yaml", f"extends: {BASE}\nname: o\nmodel:\n  encoder:\n    overrides:\n      7: [{{type: feed_forward, d_ff: 8}}]\n")
+    assert error_of(path).endswith(
+        "  model.encoder.overrides.7: layer index 7 is out of range for num_layers 6; use an index from 0 to 5"
+    )
+
+
+def test_accumulation_is_derived():
+    assert "trainer.accumulate_grad_batches: accumulate_grad_batches is derived from train.tokens_per_step" in error_of(
+        BASE, ["trainer.accumulate_grad_batches=4"]
+    )
+
+
+def test_broken_interpolation_suggests_the_key(write):
+    path = write("i.yaml", f"extends: {BASE}\nname: i\nmodel:\n  d_model: ${{dims.dmodel}}\n")
+    assert error_of(path) == f"{path}: model.d_model: ${{dims.dmodel}} refers to a key that does not exist; did you mean ${{dims.d_model}}?"
+
+
+def test_unparsable_interpolation(write):
+    path = write("g.yaml", "name: ${oops\n")
+    assert error_of(path).startswith(f"{path}: ")
+
+
+def test_bad_override_syntax():
+    assert error_of(BASE, ["dims.h"]) == (
+        "override 'dims.h' is not KEY=VALUE with a dotted key, e.g. dims.h=16 or model.encoder.layer[0].h=4"
+    )
+
+
+def test_a_retyped_node_does_not_keep_the_old_kinds_keys():
+    spec = load_experiment(BASE, ["model.positional.type=learned", "model.positional.max_len=300"])
+    assert spec.model.positional.type == "learned" and spec.model.positional.max_len == 300
+
+
+def test_overrides_reach_every_interpolating_layer():
+    spec = load_experiment(BASE, ["dims.h=16", "dims.d_k=32"])
+    heads = [(s.h, s.d_k) for stack in (spec.model.encoder, spec.model.decoder) for l in stack.layers for s in l if hasattr(s, "h")]
+    assert set(heads) == {(16, 32)} and len(heads) == 18
+
+
+def test_cli_exit_code_2_and_every_error(capsys):
+    assert main(["validate", BASE, "dims.h=-1", "model.encoder.num_layer=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"aiayn validate: error: {BASE} is not a valid experiment (5 errors):\n")
+    assert "  model.encoder.num_layer: unknown key; did you mean 'num_layers'?\n" in err
+
+
+def test_console_script_prints_no_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [\n")
+    run = subprocess.run([sys.executable, "-m", "builder.cli", "show", str(bad)], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert re.match(rf"aiayn show: error: {re.escape(str(bad))}:2:1: YAML syntax error: ", run.stderr)

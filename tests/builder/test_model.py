@@ -1,0 +1,85 @@
+"""The registry covers every schema type; closed-form counts equal the built model's."""
+
+import typing
+
+import pytest
+import torch
+
+from builder.config import load_experiment
+from builder.model import build_model, count_params, flops_per_token, param_table
+from builder.registry import REGISTRY
+from builder.summary import paper_columns
+from schemas.positional import PositionalSpec
+from schemas.stacks import SublayerSpec
+from tests.conftest import EXPERIMENTS
+
+SMALL = ["dims.vocab_size=50", "dims.d_model=16", "dims.d_ff=24", "dims.h=2", "dims.d_k=5", "dims.d_v=3", "dims.N=2"]
+
+
+def small(*overrides):
+    return load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, *overrides])
+
+
+def union_members(annotated):
+    return typing.get_args(typing.get_args(annotated)[0])
+
+
+def test_every_layer_and_position_type_has_a_builder():
+    for cls in (*union_members(SublayerSpec), *union_members(PositionalSpec)):
+        assert cls in REGISTRY, cls.__name__
+
+
+VARIANTS = [
+    [],
+    ["model.embedding.share=none"],
+    ["model.embedding.share=target_output", "model.embedding.shared_vocab=false"],
+    ["model.embedding.output_bias=true"],
+    ["model.encoder.add_norm.placement=pre", "model.decoder.add_norm.placement=pre"],
+    ["model.encoder.final_norm=true"],
+    ["model.positional.type=learned", "model.positional.max_len=300"],
+    ["model.encoder.layer[0].bias=false", "model.decoder.layer[2].bias=false"],
+    ["model.encoder.layer[1].type=self_attention", "model.encoder.layer[1].h=1", "model.encoder.layer[1].d_k=4", "model.encoder.layer[1].d_v=6"],
+    ["model.decoder.num_layers=3", "model.decoder.overrides={1: [{type: cross_attention, h: 1, d_k: 4, d_v: 4}]}"],
+]
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: " ".join(o) or "paper")
+def test_count_equals_numel(overrides):
+    spec = small(*overrides).model
+    model = build_model(spec)
+    assert count_params(spec) == sum(p.numel() for p in model.parameters())
+    assert count_params(spec) == sum(each * n for _, each, n in param_table(spec))
+
+
+def test_pre_norm_adds_one_final_norm_per_stack():
+    post, pre = small().model, small("model.encoder.add_norm.placement=pre", "model.decoder.add_norm.placement=pre").model
+    assert count_params(pre) - count_params(post) == 2 * (2 * 16)
+    assert build_model(pre).encoder.final_norm is not None and build_model(post).encoder.final_norm is None
+
+
+def test_sharing_all_is_one_matrix():
+    model = build_model(small().model)
+    assert model.src_embed.token.table.weight is model.tgt_embed.token.table.weight
+    assert model.generator.weight is model.tgt_embed.token.table.weight
+
+
+def test_a_heterogeneous_stack_is_not_uniform():
+    spec = small("model.encoder.overrides={0: [{type: self_attention, h: 4, d_k: 2, d_v: 2}, {type: feed_forward, d_ff: 8}]}")
+    columns = paper_columns(spec)
+    assert columns["h"] == 4 and columns["d_ff"] == 8 and columns["uniform"] is False  # the first layer's
+    assert "uniform" not in paper_columns(small())
+
+
+def test_flops_closed_form():
+    spec = small().model
+    d, dff, h, dk, dv, V, L = 16, 24, 2, 5, 3, 50, 10
+    projections = 2 * (d * h * (2 * dk + dv) + h * dv * d)
+    ffn = 4 * d * dff
+    attention = lambda keys: projections + 2 * h * (dk + dv) * keys
+    per_layer = (attention(L) + ffn) + (attention((L + 1) / 2) + attention(L) + ffn)
+    assert flops_per_token(spec, L) == pytest.approx(2 * (per_layer) + 2 * d * V)
+
+
+def test_init_zeroes_padding_and_keeps_ties():
+    model = build_model(small().model)
+    assert torch.count_nonzero(model.src_embed.token.table.weight[0]) == 0

@@ -1,0 +1,21 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = ROOT / "experiments"
+SHARED_DATA = Path(os.environ.get("AIAYN_DATA", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def write(tmp_path):
+    """write("name.yaml", text) -> the path of a new file under tmp_path."""
+
+    def _write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    return _write

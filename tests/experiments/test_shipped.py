@@ -1,0 +1,91 @@
+"""Every shipped experiment validates, builds, and reports its Table 3 row exactly."""
+
+import json
+
+import pytest
+import torch
+
+from builder.cli import main
+from builder.config import load_experiment
+from builder.model import build_model, count_params
+from tests.conftest import EXPERIMENTS
+
+SHIPPED = sorted(p.relative_to(EXPERIMENTS).as_posix() for p in EXPERIMENTS.rglob("*.yaml") if not p.name.endswith(".sweep.yaml"))
+V = 37000
+
+# Table 3 of the paper: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positional, train steps
+BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100_000)
+ROWS = {
+    "base.yaml": {},
+    "big.yaml": dict(d_model=1024, d_ff=4096, h=16, P_drop=0.3, train_steps=300_000),
+    "table3/a_h1.yaml": dict(h=1, d_k=512, d_v=512),
+    "table3/a_h4.yaml": dict(h=4, d_k=128, d_v=128),
+    "table3/a_h16.yaml": dict(h=16, d_k=32, d_v=32),
+    "table3/a_h32.yaml": dict(h=32, d_k=16, d_v=16),
+    "table3/b_dk16.yaml": dict(d_k=16),
+    "table3/b_dk32.yaml": dict(d_k=32),
+    "table3/c_n2.yaml": dict(N=2),
+    "table3/c_n4.yaml": dict(N=4),
+    "table3/c_n8.yaml": dict(N=8),
+    "table3/c_dmodel256.yaml": dict(d_model=256, d_k=32, d_v=32),
+    "table3/c_dmodel1024.yaml": dict(d_model=1024, d_k=128, d_v=128),
+    "table3/c_dff1024.yaml": dict(d_ff=1024),
+    "table3/c_dff4096.yaml": dict(d_ff=4096),
+    "table3/d_pdrop0.0.yaml": dict(P_drop=0.0),
+    "table3/d_pdrop0.2.yaml": dict(P_drop=0.2),
+    "table3/d_ls0.0.yaml": dict(eps_ls=0.0),
+    "table3/d_ls0.2.yaml": dict(eps_ls=0.2),
+    "table3/e_learned.yaml": dict(positional="learned"),
+}
+
+
+def paper_params(N, d_model, d_ff, h, d_k, d_v, positional, **_):
+    """The parameter count written out from the paper's description, independently of builder."""
+    attention = d_model * h * d_k * 2 + d_model * h * d_v + h * d_v * d_model + (2 * h * d_k + h * d_v + d_model)
+    ffn = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    norm = 2 * d_model
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    learned = 2 * 512 * d_model if positional == "learned" else 0
+    return V * d_model + N * (encoder_layer + decoder_layer) + learned
+
+
+def test_every_table3_row_ships():
+    assert len([s for s in SHIPPED if s.startswith("table3/")]) == 18
+    assert set(ROWS) <= set(SHIPPED)
+
+
+def test_paper_totals():
+    assert count_params(load_experiment(EXPERIMENTS / "base.yaml").model) == 63_082_496
+    assert count_params(load_experiment(EXPERIMENTS / "big.yaml").model) == 214_245_376
+
+
+@pytest.mark.parametrize("name", [r for r in ROWS if r.startswith("table3/a_")])
+def test_row_a_keeps_the_parameter_count(name):
+    assert count_params(load_experiment(EXPERIMENTS / name).model) == 63_082_496
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_show_json_reports_the_row(name, capsys):
+    assert main(["show", str(EXPERIMENTS / name), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    expected = {**BASE, **ROWS[name]}
+    assert info["paper"] == expected
+    assert info["params"] == paper_params(**expected)
+    assert info["reported"]["bleu"] > 0
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_builds_with_the_counted_parameters(name):
+    spec = load_experiment(EXPERIMENTS / name)
+    model = build_model(spec.model, device="meta")
+    assert sum(p.numel() for p in model.parameters()) == count_params(spec.model)
+
+
+def test_base_builds_for_real_and_runs():
+    spec = load_experiment(EXPERIMENTS / "table3/c_n2.yaml", ["dims.vocab_size=100"])
+    model = build_model(spec.model).eval()
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+    logits = model(src, torch.tensor([[1, 10, 11], [1, 12, 0]]))
+    assert logits.shape == (2, 3, 100)
+    assert sum(p.numel() for p in model.parameters()) == count_params(spec.model)
