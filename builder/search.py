@@ -1,0 +1,176 @@
+"""Greedy and beam search over an EncoderDecoder (Sec 6.1; length penalty and early stop from GNMT).
+
+Both searches are batched over sentences of different lengths, drop sentences from the batch as
+they finish (DecoderState.reorder keeps the cache in step), and return, per input sentence and
+in input order, the token ids of the best hypothesis without BOS and EOS.
+
+Output length: at most `src_len + max_len_b` generated tokens per sentence, EOS included, where
+src_len counts the non-pad tokens of that sentence (Sec 6.1: "input length + 50"). A hypothesis
+that reaches the limit without EOS ends there.
+
+Beam search scores a finished hypothesis Y as log P(Y | X) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha
+(GNMT, Wu et al. 2016, eq. 14), |Y| counting EOS. Each step expands every live hypothesis, keeps
+the 2 * beam best candidates, finishes the EOS candidates among the top `beam` of them (as
+fairseq does) and continues with the `beam` best non-EOS candidates. A sentence stops when
+  - it has `beam` finished hypotheses (fairseq's rule; it makes beam=1 exactly greedy), or
+  - no live hypothesis can still beat the best finished one (GNMT's early termination): a live
+    hypothesis with log-probability s can at best score s / lp(max length), since log P only
+    falls and lp only grows (alpha >= 0). This only saves steps, it never changes the answer,
+  - or it reached its maximum length.
+
+`use_cache=False` is the reference decoder: it reruns the decoder over the whole prefix at every
+step without a DecoderState; the search logic is shared, so both must return the same tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from blocks import DecoderState, EncoderDecoder
+
+
+def length_penalty(length: int | float | Tensor, alpha: float) -> float | Tensor:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha."""
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def greedy_search(
+    model: EncoderDecoder,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len_b: int = 50,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """The most probable next token at every step, per sentence of src (B, S)."""
+    _check(model, src, max_len_b=max_len_b)
+    memory, src_pad = model.encode(src)  # (B, S, d_model), (B, S)
+    max_len = src.ne(model.pad_id).sum(1) + max_len_b  # (B,)
+    sentence = torch.arange(src.size(0), device=src.device)  # input index of each batch row
+    tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+    state = model.init_state() if use_cache else None
+    results: list[list[int]] = [[] for _ in range(src.size(0))]
+    for step in range(1, int(max_len.max()) + 1):
+        next_token = _next_log_probs(model, tokens, memory, src_pad, state).argmax(-1)  # (n,)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (n, step + 1)
+        done = next_token.eq(eos_id) | max_len.le(step)
+        if not done.any():
+            continue
+        for row in done.nonzero().flatten().tolist():
+            results[int(sentence[row])] = _strip(tokens[row, 1:].tolist(), eos_id)
+        keep = (~done).nonzero().flatten()
+        if keep.numel() == 0:
+            break
+        tokens, memory, src_pad = tokens[keep], memory[keep], src_pad[keep]
+        max_len, sentence = max_len[keep], sentence[keep]
+        if state is not None:
+            state.reorder(keep)
+    return results
+
+
+@torch.no_grad()
+def beam_search(
+    model: EncoderDecoder,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_len_b: int = 50,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """Beam search with GNMT's length penalty and early termination, per sentence of src (B, S)."""
+    _check(model, src, max_len_b=max_len_b)
+    if beam < 1:
+        raise ValueError(f"beam ({beam}) must be >= 1")
+    if alpha < 0:
+        raise ValueError(f"alpha ({alpha}) must be >= 0: early termination relies on lp growing with length")
+    B, k, device = src.size(0), beam, src.device
+    memory, src_pad = model.encode(src)
+    memory, src_pad = memory.repeat_interleave(k, 0), src_pad.repeat_interleave(k, 0)  # (B*k, S, ...)
+    max_len = src.ne(model.pad_id).sum(1) + max_len_b  # (B,)
+    sentence = torch.arange(B, device=device)  # input index of each live sentence
+    tokens = torch.full((B * k, 1), bos_id, dtype=torch.long, device=device)  # (n*k, step)
+    scores = torch.zeros(B, k, device=device)  # log P of each live hypothesis
+    scores[:, 1:] = -math.inf  # the k start hypotheses are identical: expand only the first
+    best = torch.full((B,), -math.inf, device=device)  # best finished score per live sentence
+    n_finished = torch.zeros(B, dtype=torch.long, device=device)
+    state = model.init_state() if use_cache else None
+    results: list[list[int]] = [[] for _ in range(B)]
+    for step in range(1, int(max_len.max()) + 1):
+        n = sentence.numel()
+        log_probs = _next_log_probs(model, tokens, memory, src_pad, state)  # (n*k, V)
+        V = log_probs.size(-1)
+        candidates = (scores.view(n * k, 1) + log_probs).view(n, k * V)
+        top, index = candidates.topk(min(2 * k, k * V), dim=1)  # (n, 2k), best first
+        origin = torch.arange(n, device=device)[:, None] * k + index // V  # (n, 2k) old batch row
+        token = index % V
+        is_eos = token.eq(eos_id)
+        # EOS within the top k finishes a hypothesis; at the length limit every top-k candidate does
+        ends = (is_eos | max_len.le(step)[:, None]) & top.isfinite()
+        ends[:, k:] = False
+        final = (top / length_penalty(step, alpha)).masked_fill(~ends, -math.inf)
+        step_best, j = final.max(dim=1)  # (n,)
+        for row in (step_best > best).nonzero().flatten().tolist():
+            prefix = tokens[origin[row, j[row]], 1:].tolist() + [int(token[row, j[row]])]
+            results[int(sentence[row])] = _strip(prefix, eos_id)
+        best = torch.maximum(best, step_best)
+        n_finished += ends.sum(dim=1)
+        # live: the k best candidates that are not EOS, in score order
+        rank = is_eos.long() * (2 * k) + torch.arange(top.size(1), device=device)
+        live = rank.topk(k, dim=1, largest=False).indices  # (n, k)
+        scores, origin, token = top.gather(1, live), origin.gather(1, live), token.gather(1, live)
+        unbeatable = best >= scores[:, 0] / length_penalty(max_len.to(scores.dtype), alpha)
+        done = max_len.le(step) | n_finished.ge(k) | unbeatable
+        keep = (~done).nonzero().flatten()  # (n',) live sentences
+        if keep.numel() == 0:
+            break
+        rows = origin[keep].flatten()  # (n'*k,) old rows the surviving hypotheses extend
+        tokens = torch.cat([tokens[rows], token[keep].view(-1, 1)], dim=1)
+        if state is not None:
+            state.reorder(rows)
+        if keep.numel() < n:  # beams of one sentence share its memory: select only on drops
+            kept_rows = (keep[:, None] * k + torch.arange(k, device=device)).flatten()
+            memory, src_pad = memory[kept_rows], src_pad[kept_rows]
+        scores, best, n_finished = scores[keep], best[keep], n_finished[keep]
+        max_len, sentence = max_len[keep], sentence[keep]
+    return results
+
+
+def _next_log_probs(
+    model: EncoderDecoder,
+    tokens: Tensor,
+    memory: Tensor,
+    memory_padding_mask: Tensor,
+    state: DecoderState | None,
+) -> Tensor:
+    """log P(next token | prefix) (n, V) for each row of tokens (n, t)."""
+    if state is None:
+        logits = model.decode(tokens, memory, memory_padding_mask)[:, -1]  # whole prefix again
+    else:
+        logits = model.decode(tokens[:, -1:], memory, memory_padding_mask, state)[:, -1]
+    log_probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
+    log_probs[:, model.pad_id] = -math.inf  # padding is never a word
+    return log_probs
+
+
+def _strip(ids: list[int], eos_id: int) -> list[int]:
+    return ids[:-1] if ids and ids[-1] == eos_id else ids
+
+
+def _check(model: EncoderDecoder, src: Tensor, *, max_len_b: int) -> None:
+    if model.training:
+        raise ValueError("search needs model.eval(): dropout is active in training mode")
+    if src.dim() != 2:
+        raise ValueError(f"src must be (batch, length) token ids, got shape {tuple(src.shape)}")
+    if max_len_b < 0:
+        raise ValueError(f"max_len_b ({max_len_b}) must be >= 0")
+    empty = src.ne(model.pad_id).sum(1).eq(0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"src rows {empty} are empty (all padding); there is nothing to translate")

@@ -1,0 +1,204 @@
+"""Greedy and beam search: cached == uncached, beam 1 == greedy, length limits, a known output."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from blocks import (
+    AddNorm,
+    EncoderDecoder,
+    InputEmbedding,
+    LearnedPositionalEmbedding,
+    MultiHeadAttention,
+    OutputProjection,
+    PositionwiseFeedForward,
+    ScaledEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerLayer,
+    TransformerStack,
+)
+from builder.search import beam_search, greedy_search, length_penalty
+
+PAD, BOS, EOS, V = 0, 1, 2, 13
+
+
+def make_model(*, d_model=16, learned_positions=False, tied=True) -> EncoderDecoder:
+    def add_norm(sublayer):
+        return AddNorm(sublayer=sublayer, d_model=d_model, dropout=0.1, eps=1e-6)
+
+    def attention(kind):
+        return add_norm(MultiHeadAttention(d_model=d_model, h=2, d_k=4, d_v=6, kind=kind))
+
+    def ffn():
+        return add_norm(PositionwiseFeedForward(d_model=d_model, d_ff=32, activation=nn.ReLU()))
+
+    def positional():
+        if learned_positions:
+            return LearnedPositionalEmbedding(max_len=64, d_model=d_model)
+        return SinusoidalPositionalEncoding(d_model=d_model)
+
+    table = nn.Embedding(V, d_model)
+    embed = ScaledEmbedding(table=table, scale=True)
+    return EncoderDecoder(
+        src_embed=InputEmbedding(token=embed, positional=positional(), dropout=0.1),
+        tgt_embed=InputEmbedding(token=embed, positional=positional(), dropout=0.1),
+        encoder=TransformerStack(layers=[TransformerLayer(sublayers=[attention("self"), ffn()]) for _ in range(2)]),
+        decoder=TransformerStack(
+            layers=[
+                TransformerLayer(sublayers=[attention("causal_self"), attention("cross"), ffn()])
+                for _ in range(2)
+            ]
+        ),
+        generator=OutputProjection(
+            d_model=d_model, vocab_size=V, bias=not tied, tied_weight=table.weight if tied else None
+        ),
+        pad_id=PAD,
+    )
+
+
+@pytest.fixture(scope="module")
+def random_model() -> EncoderDecoder:
+    torch.manual_seed(0)
+    model = make_model(tied=False).double()  # float64: no near-ties flipping between the two paths
+    with torch.no_grad():
+        model.generator.weight.normal_()  # peaked enough to end sentences at different steps
+        model.generator.bias[EOS] = 1.5
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def src() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    lengths = [7, 2, 5, 1, 4]
+    batch = torch.full((len(lengths), max(lengths)), PAD)
+    for row, n in enumerate(lengths):
+        batch[row, :n] = torch.randint(3, V, (n,), generator=g)
+    return batch
+
+
+def _chain_model(chain: dict[int, int]) -> EncoderDecoder:
+    """A decoder whose next token is chain[previous token], whatever the source and position.
+
+    Every sub-layer output is zeroed, positions are zero, so the decoder output is a LayerNorm of
+    the previous token's embedding; embeddings are one-hot, so the projection row for `nxt` can
+    point at the embedding of `prev`.
+    """
+    d_model = 16
+    model = make_model(d_model=d_model, learned_positions=True, tied=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+        model.src_embed.token.table.weight.copy_(torch.eye(V, d_model))
+        for prev, nxt in chain.items():
+            model.generator.weight[nxt, prev] = 20.0
+    return model.eval()
+
+
+def test_length_penalty_closed_form():
+    assert length_penalty(1, 0.6) == 1.0
+    assert length_penalty(7, 0.6) == pytest.approx(2**0.6)
+    assert length_penalty(10, 0.0) == 1.0
+    assert length_penalty(3, 1.0) == pytest.approx(8 / 6)
+    lengths = torch.tensor([1.0, 7.0, 55.0])
+    expected = torch.tensor([1.0, 2**0.6, 10**0.6])
+    torch.testing.assert_close(length_penalty(lengths, 0.6), expected)
+
+
+def test_greedy_cached_equals_uncached(random_model, src):
+    cached = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
+    reference = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6, use_cache=False)
+    assert cached == reference
+    limits = [n + 6 for n in src.ne(PAD).sum(1).tolist()]
+    lengths = [len(hyp) for hyp in cached]
+    # the batch must exercise both ways of finishing, so that dropping rows is tested
+    assert any(n < limit for n, limit in zip(lengths, limits))
+    assert any(n == limit for n, limit in zip(lengths, limits))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
+def test_beam_cached_equals_uncached(random_model, src, alpha):
+    cached = beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=6)
+    reference = beam_search(
+        random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=6, use_cache=False
+    )
+    assert cached == reference
+    assert len({len(hyp) for hyp in cached}) > 1
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_one_is_greedy(random_model, src, alpha):
+    greedy = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
+    assert beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=1, alpha=alpha, max_len_b=6) == greedy
+
+
+def test_beam_finds_a_hypothesis_at_least_as_good_as_greedy(random_model, src):
+    def log_prob(row: int, hyp: list[int]) -> float:
+        tgt_in = torch.tensor([[BOS] + hyp])
+        tgt_out = hyp + [EOS] if len(hyp) < int(src[row].ne(PAD).sum()) + 6 else hyp
+        logits = random_model(src[row : row + 1], tgt_in[:, : len(tgt_out)])
+        log_probs = logits.log_softmax(-1)[0]
+        return sum(log_probs[t, token].item() for t, token in enumerate(tgt_out)), len(tgt_out)
+
+    greedy = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
+    beamed = beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=0.0, max_len_b=6)
+    for row in range(src.size(0)):
+        assert log_prob(row, beamed[row])[0] >= log_prob(row, greedy[row])[0] - 1e-9
+
+
+def test_known_sequence_is_returned_exactly(src):
+    model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: EOS})
+    for use_cache in (True, False):
+        assert greedy_search(model, src, bos_id=BOS, eos_id=EOS, use_cache=use_cache) == [[5, 7, 3]] * 5
+        assert beam_search(model, src, bos_id=BOS, eos_id=EOS, use_cache=use_cache) == [[5, 7, 3]] * 5
+
+
+def test_early_termination_stops_once_nothing_can_beat_the_best():
+    model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: EOS})
+    calls = []
+    model.generator.register_forward_hook(lambda *args: calls.append(1))
+    src = torch.tensor([[4, 4, 4]])
+    assert beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=4, max_len_b=50) == [[5, 7, 3]]
+    # 4 steps (5, 7, 3, EOS), not 53: the live hypotheses are far below the finished one
+    assert len(calls) == 4
+
+
+def test_hypotheses_stop_at_source_length_plus_max_len_b(src):
+    model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: 5})  # never emits EOS
+    limits = [n + 4 for n in src.ne(PAD).sum(1).tolist()]
+    for hyps in (
+        greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4),
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4),
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4, use_cache=False),
+    ):
+        assert [len(hyp) for hyp in hyps] == limits
+        assert all(hyp == ([5, 7, 3] * 5)[:limit] for hyp, limit in zip(hyps, limits))
+
+
+def test_random_model_never_exceeds_the_limit(random_model, src):
+    limits = [n + 3 for n in src.ne(PAD).sum(1).tolist()]
+    for beam in (1, 3):
+        hyps = beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=beam, max_len_b=3)
+        assert all(len(hyp) <= limit and PAD not in hyp and EOS not in hyp for hyp, limit in zip(hyps, limits))
+
+
+def test_search_messages(random_model, src):
+    with pytest.raises(ValueError, match=r"^beam \(0\) must be >= 1$"):
+        beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=0)
+    with pytest.raises(ValueError, match=r"^alpha \(-0.5\) must be >= 0"):
+        beam_search(random_model, src, bos_id=BOS, eos_id=EOS, alpha=-0.5)
+    with pytest.raises(ValueError, match=r"^src rows \[1\] are empty \(all padding\); there is nothing to translate$"):
+        greedy_search(random_model, torch.tensor([[3, 4], [PAD, PAD]]), bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"^src must be \(batch, length\) token ids, got shape \(3,\)$"):
+        greedy_search(random_model, torch.tensor([3, 4, 5]), bos_id=BOS, eos_id=EOS)
+    random_model.train()
+    try:
+        with pytest.raises(ValueError, match=r"^search needs model.eval\(\): dropout is active in training mode$"):
+            greedy_search(random_model, src, bos_id=BOS, eos_id=EOS)
+    finally:
+        random_model.eval()
+    assert math.isclose(length_penalty(0, 0.6), (5 / 6) ** 0.6)
