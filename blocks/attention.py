@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from blocks.context import LayerContext
 
 AttentionKind = Literal["self", "causal_self", "cross"]
+_Projected = tuple[Tensor, Tensor, Tensor, Tensor | None]  # q, k, v, key padding
 
 
 class MultiHeadAttention(nn.Module):
@@ -84,7 +85,7 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = t.shape
         return t.view(B, T, self.h, d).transpose(1, 2)  # (B, h, T, d)
 
-    def _project_self(self, x: Tensor, ctx: LayerContext) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    def _project_self(self, x: Tensor, ctx: LayerContext) -> _Projected:
         hk, hv = self.h * self.d_k, self.h * self.d_v
         q, k, v = self.w_qkv(x).split([hk, hk, hv], dim=-1)  # (B, T, h*d_k) x2, (B, T, h*d_v)
         q, k, v = self._heads(q, self.d_k), self._heads(k, self.d_k), self._heads(v, self.d_v)
@@ -98,7 +99,7 @@ class MultiHeadAttention(nn.Module):
             k, v, key_padding = self._append(ctx.state.cache(self), k, v, key_padding)
         return q, k, v, key_padding
 
-    def _project_cross(self, x: Tensor, ctx: LayerContext) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    def _project_cross(self, x: Tensor, ctx: LayerContext) -> _Projected:
         if ctx.memory is None:
             raise ValueError("cross-attention needs the encoder output in ctx.memory, got None")
         q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
@@ -124,7 +125,9 @@ class MultiHeadAttention(nn.Module):
         cache["k"], cache["v"] = k, v
         return k, v, key_padding
 
-    def _mask(self, key_padding: Tensor | None, T: int, S: int, device: torch.device) -> tuple[Tensor | None, bool]:
+    def _mask(
+        self, key_padding: Tensor | None, T: int, S: int, device: torch.device
+    ) -> tuple[Tensor | None, bool]:
         """Boolean mask (True = may attend), broadcastable to (B, h, T, S), and the is_causal flag."""
         causal = self.kind == "causal_self"
         if causal and key_padding is None and T == S:

@@ -71,4 +71,5 @@ class OutputProjection(nn.Module):
         return F.linear(x, self.weight, self.bias)  # (B, T, V)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, vocab_size={self.vocab_size}, tied={self.tied}, bias={self.bias is not None}"
+        bias = self.bias is not None
+        return f"d_model={self.d_model}, vocab_size={self.vocab_size}, tied={self.tied}, bias={bias}"

@@ -48,7 +48,7 @@ def greedy_search(
     use_cache: bool = True,
 ) -> list[list[int]]:
     """The most probable next token at every step, per sentence of src (B, S)."""
-    _check(model, src, max_len_b=max_len_b)
+    _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     memory, src_pad = model.encode(src)  # (B, S, d_model), (B, S)
     max_len = src.ne(model.pad_id).sum(1) + max_len_b  # (B,)
     sentence = torch.arange(src.size(0), device=src.device)  # input index of each batch row
@@ -86,7 +86,7 @@ def beam_search(
     use_cache: bool = True,
 ) -> list[list[int]]:
     """Beam search with GNMT's length penalty and early termination, per sentence of src (B, S)."""
-    _check(model, src, max_len_b=max_len_b)
+    _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     if beam < 1:
         raise ValueError(f"beam ({beam}) must be >= 1")
     if alpha < 0:
@@ -164,13 +164,18 @@ def _strip(ids: list[int], eos_id: int) -> list[int]:
     return ids[:-1] if ids and ids[-1] == eos_id else ids
 
 
-def _check(model: EncoderDecoder, src: Tensor, *, max_len_b: int) -> None:
+def _check(model: EncoderDecoder, src: Tensor, *, bos_id: int, eos_id: int, max_len_b: int) -> None:
     if model.training:
         raise ValueError("search needs model.eval(): dropout is active in training mode")
     if src.dim() != 2:
         raise ValueError(f"src must be (batch, length) token ids, got shape {tuple(src.shape)}")
     if max_len_b < 0:
         raise ValueError(f"max_len_b ({max_len_b}) must be >= 0")
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if value == model.pad_id:
+            raise ValueError(
+                f"{name} ({value}) equals the model's pad_id: padding is masked, so it cannot be {name[:3]}"
+            )
     empty = src.ne(model.pad_id).sum(1).eq(0).nonzero().flatten().tolist()
     if empty:
         raise ValueError(f"src rows {empty} are empty (all padding); there is nothing to translate")

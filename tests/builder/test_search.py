@@ -78,12 +78,12 @@ def src() -> torch.Tensor:
     return batch
 
 
-def _chain_model(chain: dict[int, int]) -> EncoderDecoder:
-    """A decoder whose next token is chain[previous token], whatever the source and position.
+def _bigram_model(weights: dict[tuple[int, int], float]) -> EncoderDecoder:
+    """A decoder whose next-token logits depend only on the previous token, never on the source.
 
-    Every sub-layer output is zeroed, positions are zero, so the decoder output is a LayerNorm of
-    the previous token's embedding; embeddings are one-hot, so the projection row for `nxt` can
-    point at the embedding of `prev`.
+    Every sub-layer output is zeroed and positions are zero, so the decoder output is a
+    LayerNorm of the previous token's (one-hot) embedding; generator weight (nxt, prev) then
+    raises the logit of `nxt` after `prev`.
     """
     d_model = 16
     model = make_model(d_model=d_model, learned_positions=True, tied=False)
@@ -94,9 +94,14 @@ def _chain_model(chain: dict[int, int]) -> EncoderDecoder:
             if isinstance(module, nn.LayerNorm):
                 module.weight.fill_(1.0)
         model.src_embed.token.table.weight.copy_(torch.eye(V, d_model))
-        for prev, nxt in chain.items():
-            model.generator.weight[nxt, prev] = 20.0
+        for (prev, nxt), weight in weights.items():
+            model.generator.weight[nxt, prev] = weight
     return model.eval()
+
+
+def _chain_model(chain: dict[int, int]) -> EncoderDecoder:
+    """Emits chain[previous token] with probability ~1."""
+    return _bigram_model({(prev, nxt): 20.0 for prev, nxt in chain.items()})
 
 
 def test_length_penalty_closed_form():
@@ -136,18 +141,33 @@ def test_beam_one_is_greedy(random_model, src, alpha):
     assert beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=1, alpha=alpha, max_len_b=6) == greedy
 
 
-def test_beam_finds_a_hypothesis_at_least_as_good_as_greedy(random_model, src):
-    def log_prob(row: int, hyp: list[int]) -> float:
-        tgt_in = torch.tensor([[BOS] + hyp])
-        tgt_out = hyp + [EOS] if len(hyp) < int(src[row].ne(PAD).sum()) + 6 else hyp
-        logits = random_model(src[row : row + 1], tgt_in[:, : len(tgt_out)])
-        log_probs = logits.log_softmax(-1)[0]
-        return sum(log_probs[t, token].item() for t, token in enumerate(tgt_out)), len(tgt_out)
+def test_beam_escapes_the_greedy_trap():
+    # after BOS: 5 barely beats 6; after 5 the best is a weak 7, then EOS; after 6, EOS is sure
+    model = _bigram_model({(BOS, 5): 2.0, (BOS, 6): 1.95, (5, 7): 0.3, (7, EOS): 5.0, (6, EOS): 5.0})
+    src = torch.tensor([[4, 4, 4], [3, PAD, PAD]])
+    assert greedy_search(model, src, bos_id=BOS, eos_id=EOS) == [[5, 7], [5, 7]]
+    for use_cache in (True, False):
+        assert beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=1, use_cache=use_cache) == [[5, 7], [5, 7]]
+        for beam in (2, 4):
+            assert beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=beam, use_cache=use_cache) == [[6], [6]]
 
-    greedy = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
-    beamed = beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=0.0, max_len_b=6)
-    for row in range(src.size(0)):
-        assert log_prob(row, beamed[row])[0] >= log_prob(row, greedy[row])[0] - 1e-9
+
+def test_length_penalty_decides_between_a_short_and_a_long_hypothesis():
+    # after 4: EOS (short, [4]) is a bit likelier than 5, which surely continues 7, EOS ([4, 5, 7])
+    model = _bigram_model({(BOS, 4): 20.0, (4, EOS): 2.35, (4, 5): 1.95, (5, 7): 20.0, (7, EOS): 5.0})
+    src = torch.tensor([[3, 3]])
+
+    def score(hyp: list[int], alpha: float) -> float:
+        log_probs = model(src, torch.tensor([[BOS] + hyp])).log_softmax(-1)[0]
+        total = sum(log_probs[t, token].item() for t, token in enumerate(hyp + [EOS]))
+        return total / length_penalty(len(hyp) + 1, alpha)  # |Y| counts EOS
+
+    winners = {}
+    for alpha in (0.0, 0.6, 2.0):
+        expected = max([[4], [4, 5, 7]], key=lambda hyp: score(hyp, alpha))
+        winners[alpha] = beam_search(model, src, bos_id=BOS, eos_id=EOS, alpha=alpha)[0]
+        assert winners[alpha] == expected
+    assert winners == {0.0: [4], 0.6: [4], 2.0: [4, 5, 7]}
 
 
 def test_known_sequence_is_returned_exactly(src):
@@ -195,6 +215,10 @@ def test_search_messages(random_model, src):
         greedy_search(random_model, torch.tensor([[3, 4], [PAD, PAD]]), bos_id=BOS, eos_id=EOS)
     with pytest.raises(ValueError, match=r"^src must be \(batch, length\) token ids, got shape \(3,\)$"):
         greedy_search(random_model, torch.tensor([3, 4, 5]), bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"^eos_id \(0\) equals the model's pad_id: padding is masked, so it cannot be eos$"):
+        beam_search(random_model, src, bos_id=BOS, eos_id=PAD)
+    with pytest.raises(ValueError, match=r"^max_len_b \(-1\) must be >= 0$"):
+        greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=-1)
     random_model.train()
     try:
         with pytest.raises(ValueError, match=r"^search needs model.eval\(\): dropout is active in training mode$"):
