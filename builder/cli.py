@@ -1,5 +1,6 @@
-"""The `aiayn` console script. Each verb's work lives in its own module, imported on use, so
-`aiayn validate` does not pay for importing Lightning."""
+"""The `aiayn` console script. Each verb lives in a module of builder/commands with
+`add_arguments(parser)` and a handler; modules are imported on use, so `aiayn validate` does
+not pay for importing Lightning."""
 
 import argparse
 import importlib
@@ -8,43 +9,37 @@ from collections.abc import Sequence
 
 from builder.errors import UserError
 
-# verb -> (module, function, help); the function takes the parsed argparse namespace
+# verb -> (module, handler, help)
 VERBS = {
     "validate": ("builder.commands.inspect", "validate", "validate an experiment"),
-    "show": ("builder.commands.inspect", "show", "resolved config, parameters, FLOPs, memory"),
+    "show": ("builder.commands.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
     "schema": ("builder.commands.inspect", "schema", "JSON Schema of the experiment format"),
+    "train": ("builder.commands.train", "train", "train an experiment; --resume continues the latest run"),
 }
+# verb -> the name of its argument-adding function in its module
+ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}
 
 
-def _experiment_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment", help="experiment YAML file")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotlist overrides, e.g. dims.h=16")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aiayn", description=__doc__.splitlines()[0])
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `verb`, only that verb's module is imported to add its arguments."""
+    parser = argparse.ArgumentParser(prog="aiayn", description="A config-driven Transformer (Vaswani et al. 2017).")
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-    helps = {verb: text for verb, (_, _, text) in VERBS.items()}
-
-    p = sub.add_parser("validate", help=helps["validate"])
-    _experiment_args(p)
-    p = sub.add_parser("show", help=helps["show"])
-    _experiment_args(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    sub.add_parser("schema", help=helps["schema"])
-    for verb, (module, _, _) in VERBS.items():
-        extend = getattr(importlib.import_module(module), "add_arguments", None) if verb not in ("validate", "show", "schema") else None
-        if extend is not None:
-            extend(sub.add_parser(verb, help=helps[verb]))
+    for name, (module, _, text) in VERBS.items():
+        p = sub.add_parser(name, help=text, description=text)
+        if verb in (None, name):
+            adder = ARGUMENTS.get(name, "add_arguments")
+            if adder:
+                getattr(importlib.import_module(module), adder)(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    module, function, _ = VERBS[args.verb]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verb = next((a for a in argv if a in VERBS), None)
+    args = build_parser(verb).parse_args(argv)
+    module, handler, _ = VERBS[args.verb]
     try:
-        handler = getattr(importlib.import_module(module), function)
-        return int(handler(args) or 0)
+        return int(getattr(importlib.import_module(module), handler)(args) or 0)
     except UserError as e:
         print(f"aiayn {args.verb}: error: {e}", file=sys.stderr)
         return e.exit_code

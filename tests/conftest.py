@@ -19,3 +19,10 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+def pytest_configure(config):
+    # Two pytest-xdist workers share two cores: one thread each keeps them from thrashing.
+    import torch
+
+    torch.set_num_threads(1)

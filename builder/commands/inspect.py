@@ -10,6 +10,16 @@ from builder.summary import render, summary
 from schemas.experiment import ExperimentSpec
 
 
+def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment", help="experiment YAML file")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotlist overrides, e.g. dims.h=16")
+
+
+def add_show_arguments(p: argparse.ArgumentParser) -> None:
+    add_experiment_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def validate(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
     info = summary(spec)

@@ -1,0 +1,100 @@
+"""The Lightning task: the paper's loss, optimizer and schedule around a built model."""
+
+import time
+from typing import Any
+
+import lightning as L
+import torch
+
+from builder.loss import label_smoothed_nll
+from builder.model import PAD_ID, build_model, count_params
+from builder.summary import paper_columns
+from builder.schedule import noam_lr
+from schemas.experiment import ExperimentSpec
+
+
+class TranslationTask(L.LightningModule):
+    """Trains `build_model(spec.model)` with label-smoothed cross-entropy, Adam and eq. (3).
+
+    The checkpoint's hyperparameters hold the whole resolved experiment, so a checkpoint alone
+    rebuilds the model (`TranslationTask.from_experiment(hparams["experiment"])`).
+    """
+
+    def __init__(self, experiment: dict[str, Any]) -> None:
+        super().__init__()
+        self.save_hyperparameters(logger=False)  # the hparams tab gets Table 3's columns instead
+        self.spec = ExperimentSpec.model_validate(experiment)
+        self.model = build_model(self.spec.model)
+        self.tokens_seen = 0  # source + target, this process, this session
+        self._tick: float | None = None
+        self._val_sums: list[torch.Tensor] = []
+
+    def on_fit_start(self) -> None:
+        if self.logger is not None:
+            columns = {k: v for k, v in paper_columns(self.spec).items()}
+            columns.update(name=self.spec.name, params=count_params(self.spec.model), seed=self.spec.train.seed)
+            self.logger.log_hyperparams(columns, {"hp/bleu": 0.0, "hp/ppl": 0.0})
+
+    # ---- training --------------------------------------------------------------------------
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
+        loss, nll, count = label_smoothed_nll(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
+        n = count.clamp(min=1)
+        tokens = int((batch.src != PAD_ID).sum() + count)
+        self.tokens_seen += tokens
+        self.log("train/loss", loss / n, prog_bar=True)
+        self.log("train/nll", nll / n)
+        self.log("train/ppl", torch.exp(nll / n))
+        self.log("train/batch_tokens", float(tokens))
+        now = time.perf_counter()
+        if self._tick is not None:
+            self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9))
+        self._tick = now
+        return loss / n
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+        self.log("train/grad_norm", norm)
+        self.log("train/lr", optimizer.param_groups[0]["lr"])
+
+    def configure_optimizers(self) -> Any:
+        adam, schedule = self.spec.train.optimizer, self.spec.train.lr_schedule
+        optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay
+        )
+        d_model = self.spec.model.d_model
+
+        def lr(step: int) -> float:  # LambdaLR counts from 0; eq. (3) from 1
+            return noam_lr(step + 1, d_model=d_model, warmup_steps=schedule.warmup_steps, factor=schedule.factor)
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ---- validation: loss and perplexity here, BLEU and pictures in callbacks -----------------
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        logits = self.model(batch.src, batch.tgt_in)
+        loss, nll, count = label_smoothed_nll(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
+        self._val_sums.append(torch.stack([loss.detach(), nll.detach(), count.to(loss.dtype)]))
+
+    def on_validation_epoch_end(self) -> None:
+        if not self._val_sums:
+            return
+        sums = self.all_gather(torch.stack(self._val_sums).sum(0))  # (world, 3) or (3,)
+        loss, nll, count = sums.reshape(-1, 3).sum(0)
+        self._val_sums.clear()
+        n = count.clamp(min=1)
+        self.log("val/loss", loss / n, rank_zero_only=True)
+        self.log("val/ppl", torch.exp(nll / n), prog_bar=True, rank_zero_only=True)
+        self.log("hp/ppl", torch.exp(nll / n), rank_zero_only=True)
+
+    # ---- exact resume: the RNG streams (dropout) continue where they stopped -----------------
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rng"] = {"torch": torch.get_rng_state()}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "rng" in checkpoint:
+            torch.set_rng_state(checkpoint["rng"]["torch"])

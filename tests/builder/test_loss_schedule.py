@@ -1,0 +1,46 @@
+import math
+
+import pytest
+import torch
+
+from builder.loss import label_smoothed_nll
+from builder.schedule import noam_lr
+
+
+def test_noam_closed_form():
+    d, w = 512, 4000
+    for step in (1, 10, 3999, 4000, 4001, 100_000):
+        assert noam_lr(step, d_model=d, warmup_steps=w) == pytest.approx(d**-0.5 * min(step**-0.5, step * w**-1.5))
+    # the peak is at warmup: d^-0.5 * w^-0.5
+    assert noam_lr(4000, d_model=d, warmup_steps=w) == pytest.approx(1 / math.sqrt(512 * 4000))
+    assert noam_lr(4000, d_model=d, warmup_steps=w, factor=2.0) == pytest.approx(2 / math.sqrt(512 * 4000))
+    assert noam_lr(2000, d_model=d, warmup_steps=w) < noam_lr(4000, d_model=d, warmup_steps=w) > noam_lr(8000, d_model=d, warmup_steps=w)
+
+
+def test_label_smoothing_by_hand():
+    # V = 3, two real targets and one padding position
+    logits = torch.tensor([[[0.0, 1.0, 2.0], [1.0, 1.0, 1.0], [5.0, 0.0, 0.0]]])
+    target = torch.tensor([[2, 1, 0]])  # pad_id 0 at the end
+    eps = 0.1
+    loss, nll, count = label_smoothed_nll(logits, target, eps=eps, pad_id=0)
+
+    def logp(row):
+        z = sum(math.exp(v) for v in row)
+        return [v - math.log(z) for v in row]
+
+    a, b = logp([0.0, 1.0, 2.0]), logp([1.0, 1.0, 1.0])
+    expected_nll = -a[2] - b[1]
+    expected_loss = (1 - eps) * -a[2] + eps / 2 * (-a[0] - a[1]) + (1 - eps) * -b[1] + eps / 2 * (-b[0] - b[2])
+    assert count.item() == 2
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
+    assert loss.item() == pytest.approx(expected_loss, rel=1e-6)
+
+
+def test_no_smoothing_is_cross_entropy():
+    torch.manual_seed(0)
+    logits, target = torch.randn(2, 4, 7), torch.randint(1, 7, (2, 4))
+    loss, nll, count = label_smoothed_nll(logits, target, eps=0.0, pad_id=0)
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, 7), target.reshape(-1), reduction="sum")
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(nll, ref)
+    assert count.item() == 8
