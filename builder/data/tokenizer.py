@@ -1,0 +1,151 @@
+"""A BPE vocabulary (Hugging Face `tokenizers`) with the four special tokens the model relies on.
+
+NFKC normalisation, then Metaspace pre-tokenisation (a space becomes "▁" and starts a word, as in
+SentencePiece), so `decode(encode(s)) == s` for ordinary text: what comes out is plain,
+detokenised text ready for sacreBLEU. Exceptions: NFKC rewrites compatibility characters (a
+no-break space becomes a space, "ﬁ" becomes "fi"), leading spaces are dropped, and characters
+never seen in training become <unk>, which decodes to nothing.
+
+One `Tokenizer` serves both sides for a shared vocabulary (the paper's setting); the caller builds
+one per side for separate vocabularies.
+"""
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+from builder.data.atomic import write_bytes_atomic
+from builder.errors import UserError
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
+_METASPACE = {"replacement": "▁", "prepend_scheme": "always"}
+
+
+class Tokenizer:
+    """Text <-> ids without specials; `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3."""
+
+    def __init__(self, hf: HFTokenizer, *, source: str = "a tokenizer") -> None:
+        for expected, token in enumerate(SPECIALS):
+            if hf.token_to_id(token) != expected:
+                raise UserError(
+                    f"{source}: special token {token!r} must have id {expected}, "
+                    f"found {hf.token_to_id(token)}; use a tokenizer trained by aiayn"
+                )
+        self.hf = hf
+
+    @property
+    def vocab_size(self) -> int:
+        """The actual size, specials included: on a small corpus BPE can run out of merges before
+        the requested size, and it always keeps every character it saw, so this may differ from
+        what was asked for. Size the embedding from this number."""
+        return self.hf.get_vocab_size(with_added_tokens=True)
+
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Like `encode` on each text; runs in parallel threads in Rust."""
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Plain text; special ids (padding, bos, eos, unk) are skipped."""
+        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
+        return self.hf.decode_batch([[int(i) for i in ids] for ids in batch], skip_special_tokens=True)
+
+    def to_json(self) -> str:
+        """The whole tokenizer (vocabulary, merges, normaliser...) as a JSON string."""
+        return self.hf.to_str()
+
+    def save(self, path: Path) -> None:
+        write_bytes_atomic(Path(path), self.to_json().encode("utf-8"))
+
+    @classmethod
+    def load(cls, path: Path) -> "Tokenizer":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"tokenizer file not found: {path}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read tokenizer file {path}: {exc}") from None
+        try:
+            hf = HFTokenizer.from_str(text)
+        except Exception as exc:  # the Rust side raises a bare Exception on bad JSON
+            raise UserError(
+                f"{path} is not a valid tokenizer file ({exc}); delete it to train a new one"
+            ) from None
+        return cls(hf, source=str(path))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tokenizer):
+            return NotImplemented
+        return json.loads(self.to_json()) == json.loads(other.to_json())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) -> Tokenizer:
+    """A BPE vocabulary of at most about `vocab_size` entries learned from `texts`.
+
+    Deterministic for the same texts and arguments. See `Tokenizer.vocab_size` for the actual size.
+    """
+    if vocab_size <= len(SPECIALS):
+        raise UserError(
+            f"vocab_size ({vocab_size}) must be larger than the {len(SPECIALS)} special tokens "
+            f"{', '.join(SPECIALS)}; a BPE vocabulary has a few thousand entries (the paper: 37000)"
+        )
+    if min_frequency < 1:
+        raise UserError(f"tokenizer min_frequency must be at least 1, got {min_frequency}")
+    hf = HFTokenizer(models.BPE(unk_token=UNK))
+    hf.normalizer = normalizers.NFKC()
+    hf.pre_tokenizer = pre_tokenizers.Metaspace(**_METASPACE)
+    hf.decoder = decoders.Metaspace(**_METASPACE)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIALS),
+        show_progress=False,
+    )
+    n_texts = 0
+
+    def counted() -> Iterator[str]:
+        nonlocal n_texts
+        for text in texts:
+            n_texts += 1
+            yield text
+
+    hf.train_from_iterator(counted(), trainer)
+    if n_texts == 0:
+        raise UserError("cannot train a tokenizer on no text: the training corpus is empty")
+    return Tokenizer(hf)
+
+
+def run_tokenizer_files(run_dir: Path, *, shared_vocab: bool) -> tuple[Path, Path]:
+    """Where a run keeps its tokenizer(s): (source, target); the same file for a shared vocabulary."""
+    run_dir = Path(run_dir)
+    if shared_vocab:
+        return run_dir / "tokenizer.json", run_dir / "tokenizer.json"
+    return run_dir / "tokenizer.src.json", run_dir / "tokenizer.tgt.json"
+
+
+def load_run_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
+    """The (source, target) tokenizers a training run saved in `run_dir` (one object if shared)."""
+    shared, _ = run_tokenizer_files(run_dir, shared_vocab=True)
+    if shared.is_file():
+        tokenizer = Tokenizer.load(shared)
+        return tokenizer, tokenizer
+    src, tgt = run_tokenizer_files(run_dir, shared_vocab=False)
+    if src.is_file() or tgt.is_file():
+        return Tokenizer.load(src), Tokenizer.load(tgt)
+    raise UserError(
+        f"no tokenizer in {run_dir}: expected {shared.name} (shared vocabulary) or "
+        f"{src.name} and {tgt.name}; is this the directory of a training run?"
+    )
