@@ -1,0 +1,181 @@
+"""Batches by tokens with length bucketing, fairseq-style, distributed-aware and resumable.
+
+How the batches are made (once, from `seed`; only their order changes per epoch):
+  1. with `shuffle`, a random permutation of the examples (it breaks ties in step 2 at random);
+  2. cut into buckets of `bucket_size` examples (None: one bucket, i.e. a global sort), each
+     sorted by (source length, target length);
+  3. packed greedily so that len(batch) * max(longest source, longest target) <= max_tokens,
+     the padded size of the batch; an example longer than max_tokens on its own gets a batch alone;
+  4. evened out for `num_replicas` ranks: while the count is not a multiple of num_replicas the
+     batch with the most examples is halved (halves stay within budget), so every rank gets the
+     same number of batches and every example is seen exactly once per epoch. Only when no batch
+     has two examples left (fewer examples than ranks, say) are the first batches repeated.
+Per epoch the batch order is shuffled with `seed + epoch`; rank r takes batches r, r + R, ...
+Without `shuffle` (evaluation) the batches stay in length order; `Batch.ids` restores input order.
+
+The packing is fixed across epochs, as fairseq's: the number of batches per epoch is constant,
+which Lightning relies on (it reads len(dataloader) once) and which makes resuming exact.
+"""
+
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Sampler
+
+from builder.errors import UserError
+
+
+def pack(
+    order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int
+) -> list[list[int]]:
+    """Greedy token-budget packing of `order` (already sorted), keeping its order."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest = 0
+    for i, s, t in zip(order.tolist(), src_lengths[order].tolist(), tgt_lengths[order].tolist()):
+        new_longest = max(longest, s, t)
+        if batch and (len(batch) + 1) * new_longest > max_tokens:
+            batches.append(batch)
+            batch, new_longest = [], max(s, t)
+        batch.append(i)
+        longest = new_longest
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def even_out(batches: list[list[int]], num_replicas: int) -> list[list[int]]:
+    """The batches, split (or, failing that, repeated) until their count divides by num_replicas."""
+    batches = list(batches)
+    while len(batches) % num_replicas:
+        biggest = max(range(len(batches)), key=lambda j: len(batches[j]))  # first of the largest
+        if len(batches[biggest]) < 2:
+            missing = num_replicas - len(batches) % num_replicas
+            return batches + batches[:missing]
+        b = batches[biggest]
+        batches[biggest : biggest + 1] = [b[: len(b) // 2], b[len(b) // 2 :]]
+    return batches
+
+
+class TokenBatchSampler(Sampler[list[int]]):
+    """Yields lists of dataset indices; see the module docstring for how they are made.
+
+    `src_lengths` / `tgt_lengths` are the lengths of the tensors the collate function will build
+    (for the decoder that is the target length + 1, for the added bos/eos).
+
+    Resuming: `state_dict()` records the epoch and how many of this rank's batches were consumed;
+    after `load_state_dict`, iterating that epoch yields only the rest. The count is the number of
+    batches this sampler has yielded; a DataLoader with workers runs ahead of the training loop,
+    so an owner that knows better passes `consumed` (TranslationDataModule counts the batches
+    that reach the model). `len()` is always the full epoch, as Lightning expects on resume.
+    """
+
+    def __init__(
+        self,
+        src_lengths: Sequence[int] | np.ndarray,
+        tgt_lengths: Sequence[int] | np.ndarray,
+        *,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        bucket_size: int | None = None,
+    ) -> None:
+        src = np.asarray(src_lengths, dtype=np.int64)
+        tgt = np.asarray(tgt_lengths, dtype=np.int64)
+        if src.shape != tgt.shape or src.ndim != 1:
+            raise ValueError(f"src_lengths {src.shape} and tgt_lengths {tgt.shape} must be equal 1-D")
+        if len(src) == 0:
+            raise ValueError("TokenBatchSampler needs at least one example")
+        if max_tokens < 1:
+            raise UserError(f"max_tokens per batch must be at least 1, got {max_tokens}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} must be in [0, num_replicas={num_replicas})")
+        if bucket_size is not None and bucket_size < 1:
+            raise ValueError(f"bucket_size must be positive or None, got {bucket_size}")
+        self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
+        self.num_replicas, self.rank, self.bucket_size = num_replicas, rank, bucket_size
+        self.num_examples = len(src)
+        self.batches = even_out(self._pack(src, tgt), num_replicas)  # all ranks' batches
+        self.epoch = 0
+        self._start = 0  # batches of this epoch to skip, set by load_state_dict
+        self._consumed = 0  # of this rank's batches in self.epoch
+
+    def _pack(self, src: np.ndarray, tgt: np.ndarray) -> list[list[int]]:
+        if self.shuffle:
+            order = np.random.default_rng(self.seed).permutation(len(src))
+        else:
+            order = np.arange(len(src))
+        step = self.bucket_size or len(src)
+        batches = []
+        for start in range(0, len(order), step):
+            bucket = order[start : start + step]
+            bucket = bucket[np.lexsort((tgt[bucket], src[bucket]))]  # stable: ties keep step 1's order
+            batches += pack(bucket, src, tgt, self.max_tokens)
+        return batches
+
+    def epoch_batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch, in order, including consumed ones."""
+        order = np.arange(len(self.batches))
+        if self.shuffle:
+            order = np.random.default_rng(self.seed + self.epoch).permutation(len(self.batches))
+        return [self.batches[j] for j in order[self.rank :: self.num_replicas]]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        start, self._start = self._start, 0  # a resumed position applies to one iteration only
+        self._consumed = start
+        for batch in self.epoch_batches()[start:]:
+            self._consumed += 1
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.batches) // self.num_replicas
+
+    @property
+    def consumed(self) -> int:
+        """This rank's batches of the current epoch yielded so far (or skipped by a resume)."""
+        return self._consumed
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning at every epoch start; a new epoch starts from its first batch."""
+        if epoch != self.epoch:
+            self.epoch, self._start, self._consumed = epoch, 0, 0
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "consumed": self._consumed if consumed is None else consumed,
+            "fingerprint": self._fingerprint(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The next iteration continues where `state` left off.
+
+        A finished epoch resumes at the start of the next one: Lightning creates the first
+        iterator before it calls set_epoch, and DataLoader workers start drawing from it at once.
+        A state from a differently built sampler (other data, max_tokens, seed or number of ranks)
+        cannot be mapped onto this one's batches: its epoch starts over, with a warning.
+        """
+        epoch, consumed = int(state["epoch"]), int(state["consumed"])
+        if state.get("fingerprint") != self._fingerprint():
+            warnings.warn(
+                f"the batch sampler state was saved with {state.get('fingerprint')} and does not "
+                f"fit this sampler ({self._fingerprint()}); epoch {epoch} starts over",
+                stacklevel=2,
+            )
+            consumed = 0
+        if consumed >= len(self):
+            epoch, consumed = epoch + 1, 0
+        self.epoch, self._start, self._consumed = epoch, consumed, consumed
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {
+            "num_examples": self.num_examples,
+            "num_batches": len(self.batches),
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "num_replicas": self.num_replicas,
+        }
