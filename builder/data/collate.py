@@ -1,0 +1,53 @@
+"""Examples -> padded tensors: the encoder input, and the decoder's shifted input and output."""
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from builder.data.dataset import Example
+
+
+class Batch(NamedTuple):
+    """A NamedTuple, so Lightning moves its tensors to the device without copying the rest."""
+
+    src: torch.Tensor  # (B, S) long: x, padded
+    tgt_in: torch.Tensor  # (B, T) long: [bos] + y, padded (the decoder input)
+    tgt_out: torch.Tensor  # (B, T) long: y + [eos], padded (the prediction targets)
+    ids: torch.Tensor  # (B,) long: line numbers in the corpus files, to restore input order
+    n_src_tokens: int  # non-pad tokens in src
+    n_tgt_tokens: int  # non-pad tokens in tgt_out: the number of predictions the loss averages
+
+
+def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None) -> torch.Tensor:
+    extra = (before is not None) + (after is not None)
+    width = max((len(r) for r in rows), default=0) + extra
+    out = np.full((len(rows), width), pad_id, dtype=np.int64)
+    for b, row in enumerate(rows):
+        start = 0
+        if before is not None:
+            out[b, 0], start = before, 1
+        out[b, start : start + len(row)] = row
+        if after is not None:
+            out[b, start + len(row)] = after
+    return torch.from_numpy(out)
+
+
+class TranslationCollator:
+    """The DataLoader's `collate_fn`: a list of `Example` -> `Batch`. Picklable for workers."""
+
+    def __init__(self, *, pad_id: int, bos_id: int, eos_id: int) -> None:
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+
+    def __call__(self, examples: Sequence[Example]) -> Batch:
+        src = [e.src for e in examples]
+        tgt = [e.tgt for e in examples]
+        return Batch(
+            src=_pad(src, self.pad_id, before=None, after=None),
+            tgt_in=_pad(tgt, self.pad_id, before=self.bos_id, after=None),
+            tgt_out=_pad(tgt, self.pad_id, before=None, after=self.eos_id),
+            ids=torch.tensor([e.id for e in examples], dtype=torch.long),
+            n_src_tokens=sum(len(s) for s in src),
+            n_tgt_tokens=sum(len(t) + 1 for t in tgt),
+        )

@@ -1,0 +1,53 @@
+"""builder.data.collate and dataset: exact tensors for a hand-made batch."""
+
+import numpy as np
+import torch
+
+from builder.data.collate import Batch, TranslationCollator
+from builder.data.dataset import Example, TranslationDataset
+from builder.data.ragged import RaggedIds
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def test_collate_exact_tensors():
+    examples = [
+        Example(id=7, src=np.array([10, 11, 12], dtype=np.int32), tgt=np.array([20], dtype=np.int32)),
+        Example(id=3, src=np.array([13], dtype=np.int32), tgt=np.array([21, 22, 23], dtype=np.int32)),
+    ]
+    batch = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS)(examples)
+    assert isinstance(batch, Batch)
+    expected = {
+        "src": [[10, 11, 12], [13, 0, 0]],
+        "tgt_in": [[1, 20, 0, 0], [1, 21, 22, 23]],
+        "tgt_out": [[20, 2, 0, 0], [21, 22, 23, 2]],
+        "ids": [7, 3],
+    }
+    for name, value in expected.items():
+        tensor = getattr(batch, name)
+        assert tensor.dtype == torch.long, name
+        assert torch.equal(tensor, torch.tensor(value)), name
+    assert (batch.n_src_tokens, batch.n_tgt_tokens) == (4, 6)
+
+
+def test_collate_other_special_ids():
+    batch = TranslationCollator(pad_id=9, bos_id=8, eos_id=7)(
+        [Example(0, np.array([5]), np.array([], dtype=np.int32)), Example(1, np.array([5, 5]), np.array([6]))]
+    )
+    assert batch.src.tolist() == [[5, 9], [5, 5]]
+    assert batch.tgt_in.tolist() == [[8, 9], [8, 6]]
+    assert batch.tgt_out.tolist() == [[7, 9], [6, 7]]
+
+
+def test_dataset_keeps_line_numbers():
+    src = RaggedIds.from_lists([[4], [5, 6], [7, 8, 9], [10]])
+    tgt = RaggedIds.from_lists([[40], [50], [70, 80], [100, 101]])
+    ds = TranslationDataset(src, tgt, np.array([1, 3]))
+    assert len(ds) == 2
+    assert ds.src_lengths.tolist() == [2, 1] and ds.tgt_lengths.tolist() == [1, 2]
+    first = ds[0]
+    assert first.id == 1 and first.src.tolist() == [5, 6] and first.tgt.tolist() == [50]
+    assert [e.id for e in ds[[1, 0]]] == [3, 1]  # a batch of positions, as the sampler yields
+    batch = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS)(ds[[1, 0]])
+    assert batch.ids.tolist() == [3, 1]
+    assert batch.src.tolist() == [[10, 0], [5, 6]]
