@@ -5,17 +5,20 @@ they finish (DecoderState.reorder keeps the cache in step), and return, per inpu
 in input order, the token ids of the best hypothesis without BOS and EOS.
 
 Output length: at most `src_len + max_len_b` generated tokens per sentence, EOS included, where
-src_len counts the non-pad tokens of that sentence (Sec 6.1: "input length + 50"). A hypothesis
-that reaches the limit without EOS ends there.
+src_len counts the non-pad tokens of that sentence (Sec 6.1: "input length + 50"), and at most
+the number of positions of a learned position table. A hypothesis that reaches the limit without
+EOS ends there.
 
-Beam search scores a finished hypothesis Y as log P(Y | X) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha
-(GNMT, Wu et al. 2016, eq. 14), |Y| counting EOS. Each step expands every live hypothesis, keeps
-the 2 * beam best candidates, finishes the EOS candidates among the top `beam` of them (as
-fairseq does) and continues with the `beam` best non-EOS candidates. A sentence stops when
+Beam search scores a finished hypothesis Y as log P(Y | X) / lp(Y), |Y| counting EOS, with
+lp(Y) = ((5 + |Y|) / 6)^alpha (length_penalty="gnmt", Wu et al. 2016, eq. 14; the paper's) or
+lp(Y) = |Y|^alpha (length_penalty="fairseq", fairseq's --lenpen). Each step expands every live
+hypothesis, keeps the 2 * beam best candidates, finishes the EOS candidates among the top `beam`
+of them (as fairseq does) and continues with the `beam` best non-EOS candidates. A sentence stops when
   - it has `beam` finished hypotheses (fairseq's rule; it makes beam=1 exactly greedy), or
   - no live hypothesis can still beat the best finished one (GNMT's early termination): a live
     hypothesis with log-probability s can at best score s / lp(max length), since log P only
-    falls and lp only grows (alpha >= 0). This only saves steps, it never changes the answer,
+    falls and lp only grows (alpha >= 0; true of both forms, as s <= 0). This only saves steps,
+    it never changes the answer,
   - or it reached its maximum length.
 
 `use_cache=False` is the reference decoder: it reruns the decoder over the whole prefix at every
@@ -25,16 +28,38 @@ step without a DecoderState; the search logic is shared, so both must return the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from blocks import DecoderState, EncoderDecoder
 
+Length = int | float | Tensor
 
-def length_penalty(length: int | float | Tensor, alpha: float) -> float | Tensor:
+
+def gnmt_length_penalty(length: Length, alpha: float) -> float | Tensor:
     """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha."""
     return ((5 + length) / 6) ** alpha
+
+
+def fairseq_length_penalty(length: Length, alpha: float) -> float | Tensor:
+    """fairseq's lp(Y) = |Y|^alpha."""
+    return length**alpha
+
+
+LENGTH_PENALTIES = {"gnmt": gnmt_length_penalty, "fairseq": fairseq_length_penalty}
+
+
+def length_penalty(length: Length, alpha: float, form: str = "gnmt") -> float | Tensor:
+    """lp(Y) of the named form (see LENGTH_PENALTIES); the score is log P(Y | X) / lp(Y)."""
+    return _penalty(form)(length, alpha)
+
+
+def _penalty(form: str) -> Callable[[Length, float], float | Tensor]:
+    if form not in LENGTH_PENALTIES:
+        raise ValueError(f"length_penalty ({form!r}) must be one of {sorted(LENGTH_PENALTIES)}")
+    return LENGTH_PENALTIES[form]
 
 
 @torch.no_grad()
@@ -50,7 +75,7 @@ def greedy_search(
     """The most probable next token at every step, per sentence of src (B, S)."""
     _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     memory, src_pad = model.encode(src)  # (B, S, d_model), (B, S)
-    max_len = src.ne(model.pad_id).sum(1) + max_len_b  # (B,)
+    max_len = _max_len(model, src, max_len_b)  # (B,)
     sentence = torch.arange(src.size(0), device=src.device)  # input index of each batch row
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     state = model.init_state() if use_cache else None
@@ -83,10 +108,12 @@ def beam_search(
     beam: int = 4,
     alpha: float = 0.6,
     max_len_b: int = 50,
+    length_penalty: str = "gnmt",
     use_cache: bool = True,
 ) -> list[list[int]]:
-    """Beam search with GNMT's length penalty and early termination, per sentence of src (B, S)."""
+    """Beam search with a length penalty and early termination, per sentence of src (B, S)."""
     _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
+    lp = _penalty(length_penalty)
     if beam < 1:
         raise ValueError(f"beam ({beam}) must be >= 1")
     if alpha < 0:
@@ -94,7 +121,7 @@ def beam_search(
     B, k, device = src.size(0), beam, src.device
     memory, src_pad = model.encode(src)
     memory, src_pad = memory.repeat_interleave(k, 0), src_pad.repeat_interleave(k, 0)  # (B*k, S, ...)
-    max_len = src.ne(model.pad_id).sum(1) + max_len_b  # (B,)
+    max_len = _max_len(model, src, max_len_b)  # (B,)
     sentence = torch.arange(B, device=device)  # input index of each live sentence
     tokens = torch.full((B * k, 1), bos_id, dtype=torch.long, device=device)  # (n*k, step)
     scores = torch.zeros(B, k, device=device)  # log P of each live hypothesis
@@ -115,7 +142,7 @@ def beam_search(
         # EOS within the top k finishes a hypothesis; at the length limit every top-k candidate does
         ends = (is_eos | max_len.le(step)[:, None]) & top.isfinite()
         ends[:, k:] = False
-        final = (top / length_penalty(step, alpha)).masked_fill(~ends, -math.inf)
+        final = (top / lp(step, alpha)).masked_fill(~ends, -math.inf)
         step_best, j = final.max(dim=1)  # (n,)
         for row in (step_best > best).nonzero().flatten().tolist():
             prefix = tokens[origin[row, j[row]], 1:].tolist() + [int(token[row, j[row]])]
@@ -126,7 +153,7 @@ def beam_search(
         rank = is_eos.long() * (2 * k) + torch.arange(top.size(1), device=device)
         live = rank.topk(k, dim=1, largest=False).indices  # (n, k)
         scores, origin, token = top.gather(1, live), origin.gather(1, live), token.gather(1, live)
-        unbeatable = best >= scores[:, 0] / length_penalty(max_len.to(scores.dtype), alpha)
+        unbeatable = best >= scores[:, 0] / lp(max_len.to(scores.dtype), alpha)
         done = max_len.le(step) | n_finished.ge(k) | unbeatable
         keep = (~done).nonzero().flatten()  # (n',) live sentences
         if keep.numel() == 0:
@@ -158,6 +185,13 @@ def _next_log_probs(
     log_probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
     log_probs[:, model.pad_id] = -math.inf  # padding is never a word
     return log_probs
+
+
+def _max_len(model: EncoderDecoder, src: Tensor, max_len_b: int) -> Tensor:
+    """(B,) output limits: src_len + max_len_b, within the target positions a learned table has."""
+    limit = src.ne(model.pad_id).sum(1) + max_len_b
+    positions = getattr(model.tgt_embed.positional, "max_len", None)  # None: sinusoids never end
+    return limit if positions is None else limit.clamp(max=positions)
 
 
 def _strip(ids: list[int], eos_id: int) -> list[int]:

@@ -226,3 +226,65 @@ def test_search_messages(random_model, src):
     finally:
         random_model.eval()
     assert math.isclose(length_penalty(0, 0.6), (5 / 6) ** 0.6)
+
+
+def test_fairseq_length_penalty_closed_form():
+    assert length_penalty(4, 0.5, "fairseq") == 2.0
+    assert length_penalty(3, 1.0, "fairseq") == 3.0
+    assert length_penalty(7, 0.0, "fairseq") == 1.0
+    assert length_penalty(3, 1.0, "gnmt") == pytest.approx(8 / 6)  # the default form, named
+    torch.testing.assert_close(
+        length_penalty(torch.tensor([1.0, 4.0, 9.0]), 0.5, "fairseq"), torch.tensor([1.0, 2.0, 3.0])
+    )
+    with pytest.raises(ValueError, match=r"^length_penalty \('nmt'\) must be one of \['fairseq', 'gnmt'\]$"):
+        length_penalty(3, 1.0, "nmt")
+
+
+def test_fairseq_length_penalty_changes_the_pick():
+    # the model of the test above: [4] (log P -0.574, |Y| = 2) against [4, 5, 7] (-0.833, |Y| = 4)
+    model = _bigram_model({(BOS, 4): 20.0, (4, EOS): 2.35, (4, 5): 1.95, (5, 7): 20.0, (7, EOS): 5.0})
+    src = torch.tensor([[3, 3]])
+
+    def log_prob(hyp: list[int]) -> float:
+        log_probs = model(src, torch.tensor([[BOS] + hyp])).log_softmax(-1)[0]
+        return sum(log_probs[t, token].item() for t, token in enumerate(hyp + [EOS]))
+
+    short, long = log_prob([4]), log_prob([4, 5, 7])
+    # at alpha 0.6, gnmt's lp grows too slowly to favour the long one; fairseq's |Y|^alpha does not
+    assert short / length_penalty(2, 0.6, "gnmt") > long / length_penalty(4, 0.6, "gnmt")
+    assert short / 2**0.6 < long / 4**0.6
+    for use_cache in (True, False):
+        gnmt = beam_search(model, src, bos_id=BOS, eos_id=EOS, alpha=0.6, use_cache=use_cache)
+        fairseq = beam_search(
+            model, src, bos_id=BOS, eos_id=EOS, alpha=0.6, length_penalty="fairseq", use_cache=use_cache
+        )
+        assert (gnmt, fairseq) == ([[4]], [[4, 5, 7]])
+    with pytest.raises(ValueError, match=r"^length_penalty \('average'\) must be one of \['fairseq', 'gnmt'\]$"):
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, length_penalty="average")
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.5])
+def test_fairseq_beam_cached_equals_uncached(random_model, src, alpha):
+    kwargs = dict(bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=6, length_penalty="fairseq")
+    assert beam_search(random_model, src, **kwargs) == beam_search(random_model, src, **kwargs, use_cache=False)
+
+
+def test_fairseq_early_termination_stops_once_nothing_can_beat_the_best():
+    # |Y|^alpha grows with length and log P <= 0 only falls, so s / lp(max length) bounds a live score
+    model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: EOS})
+    calls = []
+    model.generator.register_forward_hook(lambda *args: calls.append(1))
+    src = torch.tensor([[4, 4, 4]])
+    hyps = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=4, max_len_b=50, length_penalty="fairseq")
+    assert hyps == [[5, 7, 3]]
+    assert len(calls) == 4
+
+
+def test_learned_positions_cap_the_output_length():
+    model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: 5})  # never emits EOS; 64 learned positions
+    src = torch.tensor([[4] * 30])
+    for hyps in (
+        greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
+    ):
+        assert [len(hyp) for hyp in hyps] == [64]  # not 30 + 50: there is no position 64
