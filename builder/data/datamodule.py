@@ -1,0 +1,267 @@
+"""The LightningDataModule: files (or the demo) -> tokenizer -> cached ids -> token batches.
+
+Distributed runs: `prepare_data` (Lightning runs it on local rank 0 of each node, the other
+ranks wait at a barrier) writes the demo files, trains and saves the tokenizer and fills the
+token cache; `setup` on every rank then only loads. Every step is deterministic (BPE training
+included) and writes atomically, so it is also safe, just redundant, when several processes
+prepare at once: nodes without a shared filesystem, or a script that calls `setup` on every
+rank before `Trainer.fit`.
+
+The Trainer must be built with `use_distributed_sampler=False`: TokenBatchSampler splits the
+batches across ranks itself (Lightning would otherwise try to wrap it, and fail).
+"""
+
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch import LightningDataModule
+from lightning.pytorch.utilities import rank_zero_info
+from torch.utils.data import DataLoader
+
+from builder.data.cache import encode_cached
+from builder.data.collate import Batch, TranslationCollator
+from builder.data.corpus import filter_by_length, read_parallel
+from builder.data.dataset import TranslationDataset
+from builder.data.demo import write_demo
+from builder.data.sampler import TokenBatchSampler
+from builder.data.tokenizer import Tokenizer, run_tokenizer_files, train_tokenizer
+from builder.errors import UserError
+
+SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
+
+
+class TranslationDataModule(LightningDataModule):
+    """Parallel text for training (length-filtered) and evaluation (every line, in any order).
+
+    Give either `train` (+ optional `valid`, `test`) file pairs, or `demo=(n_train, n_valid,
+    n_test)` for the generated corpus (written to `run_dir/data`). The tokenizer is read from
+    `run_dir` when it is there (a resumed run), else copied from `tokenizer_path`, else trained on
+    the training split with `vocab_size` / `min_frequency`; after `setup` (or
+    `prepare_tokenizers`) `vocab_size` is its actual size. `max_tokens` bounds the padded size of
+    a training batch on one device (`eval_max_tokens` of an evaluation batch, default the same).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_dir: Path,
+        train: SplitPaths | None = None,
+        valid: SplitPaths | None = None,
+        test: SplitPaths | None = None,
+        demo: tuple[int, int, int] | None = None,
+        demo_seed: int = 1234,
+        vocab_size: int,
+        shared_vocab: bool = True,
+        min_frequency: int = 2,
+        tokenizer_path: Path | None = None,
+        cache_dir: Path | None = None,
+        max_tokens: int,
+        eval_max_tokens: int | None = None,
+        max_len: int = 256,
+        min_len: int = 1,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        if (train is None) == (demo is None):
+            raise UserError("data: give either the training files or the demo corpus sizes, not both or neither")
+        if demo is not None and (valid is not None or test is not None):
+            raise UserError("data: the demo corpus makes its own valid and test splits; give no files with it")
+        if tokenizer_path is not None and not shared_vocab:
+            raise UserError("data: tokenizer_path names one tokenizer, which needs shared_vocab: true")
+        if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
+            raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
+        self.demo, self.demo_seed = demo, demo_seed
+        if demo is not None:
+            data_dir = self.run_dir / "data"
+            self.paths: dict[str, SplitPaths] = {
+                split: (data_dir / f"{split}.en", data_dir / f"{split}.de") for split in ("train", "valid", "test")
+            }
+        else:
+            given = {"train": train, "valid": valid, "test": test}
+            self.paths = {k: (Path(p[0]), Path(p[1])) for k, p in given.items() if p is not None}
+        self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
+        self.tokenizer_path, self.cache_dir = tokenizer_path, cache_dir
+        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
+        self.max_len, self.min_len, self.seed, self.num_workers = max_len, min_len, seed, num_workers
+
+        self.src_tokenizer: Tokenizer | None = None
+        self.tgt_tokenizer: Tokenizer | None = None
+        self.datasets: dict[str, TranslationDataset] = {}
+        self.filter_counts: dict[str, int] = {}
+        self._train_sampler: TokenBatchSampler | None = None
+        self._pending_state: dict[str, Any] | None = None
+        self._consumed_epoch, self._consumed = 0, 0  # training batches that reached the model
+
+    # ---- preparing: idempotent, deterministic, atomic writes ------------------------------------
+
+    def prepare_data(self) -> None:
+        self.prepare_tokenizers()
+        for split in self.paths:
+            self._encode(split)
+
+    def prepare_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        """Writes the demo files, then loads, copies or trains the tokenizer(s); returns (src, tgt)."""
+        if self.src_tokenizer is not None and self.tgt_tokenizer is not None:
+            return self.src_tokenizer, self.tgt_tokenizer
+        if self.demo is not None:
+            n_train, n_valid, n_test = self.demo
+            write_demo(self.run_dir / "data", n_train=n_train, n_valid=n_valid, n_test=n_test, seed=self.demo_seed)
+        src_file, tgt_file = run_tokenizer_files(self.run_dir, shared_vocab=self.shared_vocab)
+        if not (src_file.is_file() and tgt_file.is_file()):
+            self._make_tokenizers(src_file, tgt_file)
+        self.src_tokenizer = Tokenizer.load(src_file)
+        self.tgt_tokenizer = self.src_tokenizer if self.shared_vocab else Tokenizer.load(tgt_file)
+        return self.src_tokenizer, self.tgt_tokenizer
+
+    def _make_tokenizers(self, src_file: Path, tgt_file: Path) -> None:
+        if self.tokenizer_path is not None:
+            Tokenizer.load(self.tokenizer_path).save(src_file)
+            rank_zero_info(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
+            return
+        src, tgt = read_parallel(*self.paths["train"])
+        size, freq = self.vocab_size_requested, self.min_frequency
+        if self.shared_vocab:
+            tokenizer = train_tokenizer(src + tgt, size, min_frequency=freq)
+            tokenizer.save(src_file)
+            rank_zero_info(f"tokenizer: shared BPE of {tokenizer.vocab_size} (asked {size}) -> {src_file}")
+            return
+        for texts, file in ((src, src_file), (tgt, tgt_file)):
+            tokenizer = train_tokenizer(texts, size, min_frequency=freq)
+            tokenizer.save(file)
+            rank_zero_info(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
+
+    def _encode(self, split: str):
+        src_tok, tgt_tok = self.prepare_tokenizers()
+        src_path, tgt_path = self.paths[split]
+        return encode_cached(src_tok, src_path, tgt_path, self.cache_dir, tgt_tokenizer=tgt_tok)
+
+    # ---- setup -----------------------------------------------------------------------------------
+
+    def setup(self, stage: str | None = None) -> None:
+        for split in self.paths:
+            if split not in self.datasets:
+                self.datasets[split] = self._build(split)
+
+    def _build(self, split: str) -> TranslationDataset:
+        src, tgt = self._encode(split)
+        if split != "train":  # evaluation scores every line
+            return TranslationDataset(src, tgt)
+        kept, counts = filter_by_length(src, tgt, max_len=self.max_len, min_len=self.min_len)
+        self.filter_counts = counts
+        rank_zero_info(
+            f"train pairs: kept {counts['kept']} of {len(src)}; removed {counts['too_long']} with a side "
+            f"longer than max_len={self.max_len} tokens, {counts['too_short']} shorter than min_len={self.min_len}"
+        )
+        if counts["kept"] == 0:
+            raise UserError(
+                f"data: the length filter removed all {len(src)} training pairs of {self.paths['train'][0]} "
+                f"({counts['too_long']} longer than max_len={self.max_len}, {counts['too_short']} shorter "
+                f"than min_len={self.min_len} tokens); raise max_len or lower min_len"
+            )
+        return TranslationDataset(src, tgt, kept)
+
+    @property
+    def vocab_size(self) -> int:
+        """The actual size of the shared vocabulary (or of the target one when separate)."""
+        if self.tgt_tokenizer is None:
+            raise RuntimeError("TranslationDataModule.vocab_size: call setup() or prepare_tokenizers() first")
+        return self.tgt_tokenizer.vocab_size
+
+    @property
+    def src_vocab_size(self) -> int:
+        if self.src_tokenizer is None:
+            raise RuntimeError("TranslationDataModule.src_vocab_size: call setup() or prepare_tokenizers() first")
+        return self.src_tokenizer.vocab_size
+
+    @property
+    def longest(self) -> int:
+        """The longest tensor length (source, or target + 1) in any split set up: learned
+        positional embeddings must have at least this many positions."""
+        return max(
+            int(max(ds.src_lengths.max(), ds.tgt_lengths.max() + 1)) for ds in self.datasets.values()
+        )
+
+    # ---- loaders ---------------------------------------------------------------------------------
+
+    def _world(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 1, 0
+        if trainer.world_size > 1 and getattr(trainer._accelerator_connector, "use_distributed_sampler", False):
+            raise RuntimeError(
+                "build the Trainer with use_distributed_sampler=False: TokenBatchSampler already "
+                "gives every rank its own batches"
+            )
+        return trainer.world_size, trainer.global_rank
+
+    def _loader(self, split: str, sampler: TokenBatchSampler) -> DataLoader:
+        collate = TranslationCollator(pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)
+        return DataLoader(
+            self.datasets[split],
+            sampler=sampler,
+            batch_size=None,  # the sampler yields whole batches
+            collate_fn=collate,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def _sampler(self, split: str, *, shuffle: bool, max_tokens: int) -> TokenBatchSampler:
+        if split not in self.datasets:
+            raise UserError(f"data: no {split} split was given")
+        ds = self.datasets[split]
+        world, rank = self._world()
+        return TokenBatchSampler(
+            ds.src_lengths,
+            ds.tgt_lengths + 1,  # tgt_in / tgt_out carry bos / eos
+            max_tokens=max_tokens,
+            shuffle=shuffle,
+            seed=self.seed,
+            num_replicas=world,
+            rank=rank,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = self._sampler("train", shuffle=True, max_tokens=self.max_tokens)
+        if self._pending_state is not None:
+            sampler.load_state_dict(self._pending_state["train_sampler"])
+            self._pending_state = None
+        self._train_sampler = sampler
+        self._consumed_epoch, self._consumed = sampler.epoch, sampler.consumed
+        return self._loader("train", sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("valid", self._sampler("valid", shuffle=False, max_tokens=self.eval_max_tokens))
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", self._sampler("test", shuffle=False, max_tokens=self.eval_max_tokens))
+
+    # ---- resuming mid-epoch ----------------------------------------------------------------------
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Counts the training batches that reach the model: with workers, the sampler itself
+        runs ahead of the training loop by the DataLoader's prefetch."""
+        trainer, sampler = self.trainer, self._train_sampler
+        if trainer is not None and trainer.training and sampler is not None and isinstance(batch, Batch):
+            if self._consumed_epoch != sampler.epoch:
+                self._consumed_epoch, self._consumed = sampler.epoch, 0
+            self._consumed += 1
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        sampler = self._train_sampler
+        if sampler is None:
+            return dict(self._pending_state or {})
+        consumed = self._consumed if self._consumed_epoch == sampler.epoch else 0
+        return {"train_sampler": sampler.state_dict(consumed=consumed)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Lightning calls this before `train_dataloader`; the sampler picks it up there."""
+        if "train_sampler" not in state_dict:
+            return
+        self._pending_state = dict(state_dict)
+        if self._train_sampler is not None:  # loaders already built: apply now
+            self._train_sampler.load_state_dict(state_dict["train_sampler"])
+            self._pending_state = None
+            self._consumed_epoch, self._consumed = self._train_sampler.epoch, self._train_sampler.consumed

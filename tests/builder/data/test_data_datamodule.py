@@ -1,0 +1,168 @@
+"""builder.data.datamodule: the demo and file corpora end to end, and resuming inside Lightning."""
+
+import warnings
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+import pytest
+import torch
+from torch import nn
+
+from builder.data import datamodule as datamodule_module
+from builder.data.corpus import read_lines
+from builder.data.datamodule import TranslationDataModule
+from builder.data.tokenizer import Tokenizer
+from builder.errors import UserError
+
+DEMO = (400, 50, 40)
+
+
+def make(run_dir, **kw) -> TranslationDataModule:
+    args = {"run_dir": run_dir, "demo": DEMO, "vocab_size": 300, "max_tokens": 160,
+            "cache_dir": run_dir.parent / "cache", "seed": 3} | kw
+    return TranslationDataModule(**args)
+
+
+@pytest.fixture
+def dm(tmp_path):
+    dm = make(tmp_path / "run")
+    dm.setup("fit")
+    return dm
+
+
+def test_demo_setup(dm, tmp_path):
+    run = tmp_path / "run"
+    assert sorted(p.name for p in (run / "data").iterdir()) == [
+        "test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"
+    ]
+    assert Tokenizer.load(run / "tokenizer.json") == dm.src_tokenizer
+    assert dm.src_tokenizer is dm.tgt_tokenizer and dm.vocab_size == dm.src_vocab_size == 300
+    assert dm.filter_counts == {"kept": 400, "too_long": 0, "too_short": 0}
+    assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 400, "valid": 50, "test": 40}
+    assert len(list((tmp_path / "cache").iterdir())) == 3
+    assert dm.longest == max(max(ds.src_lengths.max(), ds.tgt_lengths.max() + 1) for ds in dm.datasets.values())
+
+
+def test_train_loader_batches(dm):
+    loader = dm.train_dataloader()
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    assert sorted(i for b in batches for i in b.ids.tolist()) == list(range(400))
+    for b in batches:
+        assert b.src.numel() <= 160 and b.tgt_in.numel() <= 160
+        assert b.tgt_in.shape == b.tgt_out.shape
+        assert (b.tgt_in[:, 0] == 1).all() and ((b.tgt_out == 2).sum(1) == 1).all()
+
+
+def test_valid_loader_is_deterministic_and_order_is_recoverable(dm, tmp_path):
+    first = [b.ids.tolist() for b in dm.val_dataloader()]
+    assert first == [b.ids.tolist() for b in dm.val_dataloader()]
+    by_id = {}
+    for b in dm.val_dataloader():
+        for i, row in zip(b.ids.tolist(), b.tgt_out.tolist()):
+            by_id[i] = dm.tgt_tokenizer.decode(row)
+    assert [by_id[i] for i in range(50)] == read_lines(tmp_path / "run" / "data" / "valid.de")
+
+
+def test_resume_reuses_tokenizer_and_cache(dm, tmp_path, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("the tokenizer was trained again")
+
+    def no_encoding(self, texts):
+        raise AssertionError("the corpus was tokenized again")
+
+    monkeypatch.setattr(datamodule_module, "train_tokenizer", no_training)
+    monkeypatch.setattr(Tokenizer, "encode_batch", no_encoding)
+    again = make(tmp_path / "run", vocab_size=1000)  # the run's saved tokenizer wins
+    again.setup("fit")
+    assert again.src_tokenizer == dm.src_tokenizer and again.vocab_size == 300
+
+
+def test_files_with_separate_vocabularies(dm, tmp_path):
+    data = tmp_path / "run" / "data"
+    files = TranslationDataModule(
+        run_dir=tmp_path / "run2", train=(data / "train.en", data / "train.de"),
+        valid=(data / "valid.en", data / "valid.de"), vocab_size=200, shared_vocab=False,
+        max_tokens=100, max_len=9,
+    )
+    files.setup("fit")
+    assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == ["tokenizer.src.json", "tokenizer.tgt.json"]
+    assert files.src_tokenizer != files.tgt_tokenizer
+    assert files.src_vocab_size == 200 and files.vocab_size == 200
+    counts = files.filter_counts
+    assert counts["too_long"] > 0 and counts["kept"] + counts["too_long"] == 400
+    assert max(files.datasets["train"].src_lengths.max(), files.datasets["train"].tgt_lengths.max()) <= 9
+    assert len(files.datasets["valid"]) == 50  # evaluation splits are never filtered
+    with pytest.raises(UserError, match="no test split was given"):
+        files.test_dataloader()
+
+
+def test_copies_a_given_tokenizer(dm, tmp_path):
+    other = make(tmp_path / "run3", tokenizer_path=tmp_path / "run" / "tokenizer.json")
+    other.setup("fit")
+    assert Tokenizer.load(tmp_path / "run3" / "tokenizer.json") == dm.src_tokenizer
+
+
+def test_user_errors(tmp_path):
+    pair = (tmp_path / "a.en", tmp_path / "a.de")
+    with pytest.raises(UserError) as e:
+        make(tmp_path, train=pair)
+    assert str(e.value) == "data: give either the training files or the demo corpus sizes, not both or neither"
+    with pytest.raises(UserError, match="tokenizer_path names one tokenizer, which needs shared_vocab"):
+        make(tmp_path, shared_vocab=False, tokenizer_path=tmp_path / "t.json")
+    with pytest.raises(UserError, match="the demo corpus makes its own valid and test splits"):
+        make(tmp_path, valid=pair)
+    all_long = make(tmp_path / "run", max_len=2)
+    with pytest.raises(UserError) as e:
+        all_long.setup("fit")
+    assert str(e.value).startswith("data: the length filter removed all 400 training pairs of ")
+    assert str(e.value).endswith("shorter than min_len=1 tokens); raise max_len or lower min_len")
+
+
+class Recorder(L.LightningModule):
+    """Records the line ids of every training batch; learns nothing."""
+
+    def __init__(self, vocab_size: int) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, 2)
+        self.seen: list[list[int]] = []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append(batch.ids.tolist())
+        return self.emb(batch.src).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def fit(dm: TranslationDataModule, max_steps: int, ckpt_path=None, every=None) -> Recorder:
+    dm.prepare_tokenizers()
+    model = Recorder(dm.vocab_size)
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_steps=max_steps, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, use_distributed_sampler=False, limit_val_batches=0,
+        num_sanity_val_steps=0, default_root_dir=dm.run_dir,
+        # a checkpoint written during the epoch, as the run's periodic checkpoints are
+        callbacks=[ModelCheckpoint(dirpath=dm.run_dir, filename="{step}", every_n_train_steps=every, save_top_k=-1)],
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(num_workers|resuming from a checkpoint that ended).*")
+        trainer.fit(model, datamodule=dm, ckpt_path=ckpt_path)
+    return model
+
+
+@pytest.mark.parametrize(("num_workers", "stop"), [(0, 25), (2, 25), (0, 50)])
+def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, stop):
+    dm = make(tmp_path / "ref", num_workers=num_workers)
+    reference = fit(dm, max_steps=60)
+    assert len(dm.train_dataloader()) == 42  # 60 steps: all of epoch 0 and part of epoch 1
+    assert sorted(i for b in reference.seen[:42] for i in b) == list(range(400))
+
+    first = fit(make(tmp_path / "run", num_workers=num_workers), max_steps=stop, every=stop)
+    ckpt = tmp_path / "run" / f"step={stop}.ckpt"
+    state = torch.load(ckpt, weights_only=False)["TranslationDataModule"]["train_sampler"]
+    assert (state["epoch"], state["consumed"]) == divmod(stop, 42)
+
+    second = fit(make(tmp_path / "run", num_workers=num_workers), max_steps=60, ckpt_path=ckpt)
+    assert len(first.seen) == stop and len(second.seen) == 60 - stop
+    assert first.seen + second.seen == reference.seen
