@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from blocks import MultiHeadAttention  # noqa: E402
+from builder.datasets import split_texts  # noqa: E402
 from builder.evaluate import score, translate_texts  # noqa: E402
 from builder.translate import source_tensor, translate_ids  # noqa: E402
 
@@ -30,8 +31,8 @@ class ValidationTranslations(L.Callback):
         self.validations += 1
         if not settings.bleu:
             return
-        sources, refs = data.valid_text(settings.bleu_max_sentences)
-        hyps = translate_texts(task.model, data.tokenizer, sources, task.spec.decode)
+        sources, refs = split_texts(data, "valid", settings.bleu_max_sentences)
+        hyps = translate_texts(task.model, data.src_tokenizer, sources, task.spec.decode, tgt_tokenizer=data.tgt_tokenizer)
         self.last = score(hyps, refs)
         task.log("val/bleu", self.last["bleu"], rank_zero_only=True)
         task.log("val/chrf", self.last["chrf"], rank_zero_only=True)
@@ -46,12 +47,12 @@ class ValidationTranslations(L.Callback):
         every = settings.attention_maps_every
         if every and (self.validations - 1) % every == 0:
             probe = settings.probe_sentence or sources[0]
-            for tag, figure in attention_figures(task, data.tokenizer, probe).items():
+            for tag, figure in attention_figures(task, data.src_tokenizer, data.tgt_tokenizer, probe).items():
                 experiment.add_figure(tag, figure, trainer.global_step)
 
 
 @torch.no_grad()
-def attention_figures(task: L.LightningModule, tokenizer: Any, sentence: str) -> dict[str, Any]:
+def attention_figures(task: L.LightningModule, tokenizer: Any, tgt_tokenizer: Any, sentence: str) -> dict[str, Any]:
     """One figure per attention sub-layer (a panel per head) for the model's own translation of
     `sentence`, teacher-forced to read out the weights."""
     model = task.model
@@ -67,8 +68,8 @@ def attention_figures(task: L.LightningModule, tokenizer: Any, sentence: str) ->
     finally:
         for m in modules.values():
             m.record_weights = False
-    src_tokens = [tokenizer.id_to_token(i) for i in src_ids]
-    tgt_tokens = [tokenizer.id_to_token(i) for i in tgt_in]
+    src_tokens = [tokenizer.hf.id_to_token(i) for i in src_ids]
+    tgt_tokens = [tgt_tokenizer.hf.id_to_token(i) for i in tgt_in]
     figures = {}
     for name, m in modules.items():
         weights = m.last_weights[0].float().cpu()  # (h, T, S)

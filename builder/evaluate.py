@@ -13,7 +13,17 @@ from builder.translate import translate_ids
 from schemas.decode import DecodeSpec
 
 
-def translate_texts(model: EncoderDecoder, tokenizer: Any, lines: Sequence[str], decode: DecodeSpec, *, on_batch: Callable[[int], None] | None = None) -> list[str]:
+def translate_texts(
+    model: EncoderDecoder,
+    tokenizer: Any,
+    lines: Sequence[str],
+    decode: DecodeSpec,
+    *,
+    tgt_tokenizer: Any = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[str]:
+    """Source lines -> detokenized translations; `tgt_tokenizer` when the vocabularies differ."""
+    tgt_tokenizer = tgt_tokenizer or tokenizer
     ids = [tokenizer.encode(line) for line in lines]
     was_training = model.training
     model.eval()
@@ -21,7 +31,7 @@ def translate_texts(model: EncoderDecoder, tokenizer: Any, lines: Sequence[str],
         out = translate_ids(model, ids, decode, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, on_batch=on_batch)
     finally:
         model.train(was_training)
-    return [tokenizer.decode(hyp) for hyp in out]
+    return [tgt_tokenizer.decode(hyp) for hyp in out]
 
 
 def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
@@ -54,6 +64,9 @@ def perplexity(model: EncoderDecoder, batches: Iterable[Any]) -> float:
 
 
 def evaluate_split(model: EncoderDecoder, data: Any, split: str, decode: DecodeSpec) -> dict[str, Any]:
-    sources, refs = data.split_text(split)
-    hyps = translate_texts(model, data.tokenizer, sources, decode)
-    return {**score(hyps, refs), "ppl": round(perplexity(model, data.split_dataloader(split)), 4)}
+    """BLEU, chrF and perplexity of `model` on a split of a TranslationDataModule."""
+    from builder.datasets import eval_loader, split_texts
+
+    sources, refs = split_texts(data, split)
+    hyps = translate_texts(model, data.src_tokenizer, sources, decode, tgt_tokenizer=data.tgt_tokenizer)
+    return {**score(hyps, refs), "ppl": round(perplexity(model, eval_loader(data, split)), 4), "n_sentences": len(refs)}

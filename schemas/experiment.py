@@ -53,13 +53,14 @@ class ExperimentSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> "ExperimentSpec":
         positional = self.model.positional
-        if isinstance(positional, LearnedSpec) and positional.max_len < self.data.max_len:
+        needed = self.data.max_len + 1  # the decoder input is <s> followed by up to max_len tokens
+        if isinstance(positional, LearnedSpec) and positional.max_len < needed:
             raise FieldError(
                 "model.positional.max_len",
-                f"the learned position table has {positional.max_len} rows but data.max_len is "
-                f"{self.data.max_len}, so longer sentences would have no position; set "
-                f"model.positional.max_len >= {self.data.max_len} or data.max_len <= "
-                f"{positional.max_len}",
+                f"the learned position table has {positional.max_len} rows but data.max_len "
+                f"{self.data.max_len} needs {needed} (the decoder input starts with <s>), so longer "
+                f"sentences would have no position; set model.positional.max_len >= {needed} or "
+                f"data.max_len <= {positional.max_len - 1}",
             )
         if self.data.min_len > self.data.max_len:
             raise FieldError(

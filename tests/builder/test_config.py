@@ -74,9 +74,9 @@ def test_sharing_all_needs_a_shared_vocabulary():
 
 def test_learned_positions_shorter_than_max_len():
     assert error_of(EXPERIMENTS / "table3/e_learned.yaml", ["model.positional.max_len=100"]).endswith(
-        "  model.positional.max_len: the learned position table has 100 rows but data.max_len is 256, "
-        "so longer sentences would have no position; set model.positional.max_len >= 256 or "
-        "data.max_len <= 100"
+        "  model.positional.max_len: the learned position table has 100 rows but data.max_len 256 "
+        "needs 257 (the decoder input starts with <s>), so longer sentences would have no position; "
+        "set model.positional.max_len >= 257 or data.max_len <= 99"
     )
 
 
