@@ -1,6 +1,7 @@
 """builder.data.datamodule: the demo and file corpora end to end, and resuming inside Lightning."""
 
 import warnings
+from types import SimpleNamespace
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -166,3 +167,28 @@ def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, sto
     second = fit(make(tmp_path / "run", num_workers=num_workers), max_steps=60, ckpt_path=ckpt)
     assert len(first.seen) == stop and len(second.seen) == 60 - stop
     assert first.seen + second.seen == reference.seen
+
+
+def fake_trainer(world_size: int, rank: int, use_distributed_sampler: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(
+        world_size=world_size, global_rank=rank, training=True,
+        _accelerator_connector=SimpleNamespace(use_distributed_sampler=use_distributed_sampler),
+    )
+
+
+def test_loaders_split_across_the_trainers_ranks(dm):
+    per_rank = []
+    for rank in range(3):
+        dm.trainer = fake_trainer(3, rank)
+        train, valid = dm.train_dataloader(), dm.val_dataloader()
+        assert (train.sampler.num_replicas, train.sampler.rank) == (3, rank)
+        per_rank.append(([i for b in train for i in b.ids.tolist()], [i for b in valid for i in b.ids.tolist()]))
+    assert len({len(dm.train_dataloader())}) == 1
+    assert sorted(i for t, _ in per_rank for i in t) == list(range(400))
+    assert sorted(i for _, v in per_rank for i in v) == list(range(50))  # no duplicate scored twice
+
+
+def test_refuses_lightnings_distributed_sampler(dm):
+    dm.trainer = fake_trainer(2, 0, use_distributed_sampler=True)
+    with pytest.raises(RuntimeError, match="build the Trainer with use_distributed_sampler=False"):
+        dm.train_dataloader()
