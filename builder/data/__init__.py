@@ -1,0 +1,15 @@
+"""The data pipeline: plain Python over paths and ints (the config is wired in builder/datasets.py).
+
+    corpus.py      read_parallel, filter_by_length       line-aligned UTF-8 files, user errors
+    demo.py        generate_demo, write_demo             the built-in generated EN-DE corpus
+    tokenizer.py   Tokenizer, train_tokenizer            BPE with <pad>=0 <s>=1 </s>=2 <unk>=3
+    cache.py       encode_cached                         token ids on disk, keyed by content
+    ragged.py      RaggedIds                             flat ids + offsets
+    sampler.py     TokenBatchSampler                     token-budget batches, ranks, resume
+    dataset.py     TranslationDataset, Example
+    collate.py     TranslationCollator, Batch            src, tgt_in = bos+y, tgt_out = y+eos
+    datamodule.py  TranslationDataModule                 all of it for Lightning
+    atomic.py      atomic_write                          temp file + os.replace
+
+Nothing is imported here, so `import builder.data.corpus` does not pay for Lightning.
+"""
