@@ -98,8 +98,9 @@ class TranslationDataModule(LightningDataModule):
 
     def prepare_data(self) -> None:
         self.prepare_tokenizers()
-        for split in self.paths:
-            self._encode(split)
+        if self.cache_dir is not None:  # fill the cache once, for every rank's setup to read
+            for split in self.paths:
+                self._encode(split)
 
     def prepare_tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         """Writes the demo files, then loads, copies or trains the tokenizer(s); returns (src, tgt)."""
