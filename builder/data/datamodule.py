@@ -23,6 +23,7 @@ from builder.data.collate import Batch, TranslationCollator
 from builder.data.corpus import filter_by_length, read_parallel
 from builder.data.dataset import TranslationDataset
 from builder.data.demo import write_demo
+from builder.data.ragged import RaggedIds
 from builder.data.sampler import TokenBatchSampler
 from builder.data.tokenizer import Tokenizer, run_tokenizer_files, train_tokenizer
 from builder.errors import UserError
@@ -133,7 +134,7 @@ class TranslationDataModule(LightningDataModule):
             tokenizer.save(file)
             rank_zero_info(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
 
-    def _encode(self, split: str):
+    def _encode(self, split: str) -> tuple[RaggedIds, RaggedIds]:
         src_tok, tgt_tok = self.prepare_tokenizers()
         src_path, tgt_path = self.paths[split]
         return encode_cached(src_tok, src_path, tgt_path, self.cache_dir, tgt_tokenizer=tgt_tok)
