@@ -15,6 +15,9 @@ VERBS = {
     "show": ("builder.commands.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
     "schema": ("builder.commands.inspect", "schema", "JSON Schema of the experiment format"),
     "train": ("builder.commands.train", "train", "train an experiment; --resume continues the latest run"),
+    "translate": ("builder.commands.translate", "translate", "translate stdin (or --input) with beam search"),
+    "evaluate": ("builder.commands.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
+    "average": ("builder.commands.average", "average", "average the parameters of checkpoints"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}

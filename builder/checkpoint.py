@@ -1,0 +1,300 @@
+"""Checkpoints for inference: safe loading, finding them in run directories, averaging, slim files.
+
+A checkpoint is read with `torch.load(weights_only=True)`: tensors and plain Python data only, so
+a file that would import code when unpickled is refused instead of run. Lightning's checkpoints
+(optimizer, loops, callbacks, the "rng" ByteTensor) load this way as they are.
+
+aiayn reads two layouts, both with the model's weights under "model.*" in "state_dict" and the
+resolved experiment under "hyper_parameters"["experiment"] (Lightning's key):
+  - Lightning's own, written by `aiayn train` (runs/<name>/version_<n>/checkpoints/*.ckpt);
+  - the slim one written by `aiayn average`: only those two entries and
+    "aiayn": {"format": 1, "averaged_from": [paths], "tokenizers": {file name: JSON}}, so that
+    a slim checkpoint translates on its own, wherever it was written.
+"""
+
+import pickle
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from pydantic import ValidationError
+from tokenizers import Tokenizer as HFTokenizer
+
+from blocks import EncoderDecoder
+from builder.config import format_validation_error
+from builder.data.atomic import atomic_write
+from builder.data.tokenizer import Tokenizer, load_run_tokenizers, run_tokenizer_files
+from builder.errors import UserError
+from builder.model import build_model
+from schemas.experiment import ExperimentSpec
+
+FORMAT = 1  # the version of the slim layout
+PREFIX = "model."  # TranslationTask keeps the EncoderDecoder at `self.model`
+_WHAT = "give a .ckpt written by `aiayn train` or `aiayn average`"
+
+
+class ForInference(NamedTuple):
+    model: EncoderDecoder  # in eval mode, on the CPU
+    spec: ExperimentSpec
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer  # the same object as src_tokenizer for a shared vocabulary
+    checkpoint: Path  # the file the weights came from
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint at `path` (on the CPU), checked to hold an experiment and model weights."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"checkpoint not found: {path}")
+    if path.is_dir():
+        raise UserError(f"{path} is a directory, not a checkpoint file; {_WHAT}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        refused = _refused_global(e)
+        if refused is None:
+            raise UserError(f"{path} is not an aiayn checkpoint: torch.load cannot read it; {_WHAT}") from None
+        raise UserError(
+            f"{path} is not a safe aiayn checkpoint: loading it would import {refused}, and aiayn "
+            "loads only tensors and plain data (torch.load with weights_only=True); do not load "
+            "checkpoints from sources you do not trust"
+        ) from None
+    except (EOFError, KeyError, OSError, RuntimeError, ValueError, UnicodeDecodeError):
+        raise UserError(f"{path} is not an aiayn checkpoint: torch.load cannot read it; {_WHAT}") from None
+    if not isinstance(ckpt, dict):
+        raise UserError(f"{path} is not an aiayn checkpoint: it holds a {type(ckpt).__name__}, not a dict; {_WHAT}")
+    hparams = ckpt.get("hyper_parameters")
+    if not isinstance(hparams, dict) or not isinstance(hparams.get("experiment"), dict):
+        raise UserError(f"{path} is not an aiayn checkpoint: it has no hyper_parameters['experiment']; {_WHAT}")
+    weights = ckpt.get("state_dict")
+    if not isinstance(weights, dict) or not any(isinstance(k, str) and k.startswith(PREFIX) for k in weights):
+        raise UserError(f"{path} is not an aiayn checkpoint: it has no model weights (state_dict 'model.*'); {_WHAT}")
+    return ckpt
+
+
+def _refused_global(error: BaseException) -> str | None:
+    """The dotted name of the global torch's weights-only unpickler refused, if that was the reason."""
+    for e in (error, error.__context__, error.__cause__):
+        match = re.search(r"GLOBAL ([\w.]+)", str(e)) if e is not None else None
+        if match:
+            return match.group(1)
+    return None
+
+
+def experiment_of(ckpt: dict[str, Any], path: str | Path) -> ExperimentSpec:
+    data = ckpt["hyper_parameters"]["experiment"]
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as e:
+        lines = "\n".join(f"  {line}" for line in format_validation_error(e, data))
+        raise UserError(f"{path}: the experiment stored in the checkpoint is not valid:\n{lines}") from None
+
+
+def model_weights(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The EncoderDecoder's state dict (the "model." prefix removed)."""
+    return {k[len(PREFIX) :]: v for k, v in ckpt["state_dict"].items() if k.startswith(PREFIX)}
+
+
+# ---- where the checkpoint and its tokenizer are ------------------------------------------------
+
+
+def _versions(directory: Path) -> list[Path]:
+    found = [(re.fullmatch(r"version_(\d+)", p.name), p) for p in directory.iterdir() if p.is_dir()]
+    return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
+
+
+def _has_tokenizer(directory: Path) -> bool:
+    shared, _ = run_tokenizer_files(directory, shared_vocab=True)
+    src, tgt = run_tokenizer_files(directory, shared_vocab=False)
+    return shared.is_file() or (src.is_file() and tgt.is_file())
+
+
+def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, Path | None]:
+    """(checkpoint file, run directory or None) for a .ckpt file or a run directory.
+
+    A run directory gives its checkpoints/last.ckpt; a directory of runs (runs/<name>, holding
+    version_<n>/) gives the latest version's. A checkpoint file's run directory is the nearest of
+    its directory and that directory's parent that holds the run's tokenizer.
+    """
+    path = Path(arg)
+    if not path.exists():
+        raise UserError(f"{path} does not exist: give a run directory (runs/<name>/version_<n>) or a .ckpt file")
+    if path.is_file():
+        return path, next((d for d in (path.parent, path.parent.parent) if _has_tokenizer(d)), None)
+    run_dir = path
+    if not (path / "checkpoints").is_dir():
+        versions = _versions(path)
+        if not versions:
+            raise UserError(
+                f"{path} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; "
+                "give a run directory (runs/<name>/version_<n>) or a .ckpt file"
+            )
+        run_dir = versions[-1]
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        raise UserError(f"{run_dir} has no checkpoint to load ({last} does not exist); has it trained yet?")
+    return last, run_dir
+
+
+def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run_dir: Path | None) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizer: those stored in a slim checkpoint, else the run directory's."""
+    stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
+    if stored:
+        loaded = {name: _tokenizer_from_json(text, f"{ckpt_path} ({name})") for name, text in stored.items()}
+        shared, _ = run_tokenizer_files(Path(), shared_vocab=True)
+        src, tgt = run_tokenizer_files(Path(), shared_vocab=False)
+        if shared.name in loaded:
+            return loaded[shared.name], loaded[shared.name]
+        if src.name in loaded and tgt.name in loaded:
+            return loaded[src.name], loaded[tgt.name]
+    if run_dir is not None:
+        return load_run_tokenizers(run_dir)
+    places = " and ".join(str(d) for d in dict.fromkeys((ckpt_path.parent, ckpt_path.parent.parent)))
+    raise UserError(
+        f"no tokenizer for {ckpt_path}: looked for tokenizer.json (or tokenizer.src.json and "
+        f"tokenizer.tgt.json) in {places}; give the run directory instead, or copy the run's "
+        "tokenizer.json next to the checkpoint"
+    )
+
+
+def _tokenizer_from_json(text: str, source: str) -> Tokenizer:
+    try:
+        return Tokenizer(HFTokenizer.from_str(text), source=source)
+    except Exception as e:  # the Rust side raises a bare Exception on bad JSON
+        raise UserError(f"{source}: the stored tokenizer is not valid ({e})") from None
+
+
+def tokenizer_files(ckpt: dict[str, Any], run_dir: Path | None) -> dict[str, str]:
+    """{file name: JSON} of the tokenizer(s) that go with `ckpt`, to store in a slim checkpoint."""
+    stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
+    if stored:
+        return dict(stored)
+    if run_dir is None:
+        return {}
+    names = [*run_tokenizer_files(run_dir, shared_vocab=True)[:1], *run_tokenizer_files(run_dir, shared_vocab=False)]
+    return {p.name: p.read_text(encoding="utf-8") for p in names if p.is_file()}
+
+
+def load_for_inference(arg: str | Path) -> ForInference:
+    """The model (eval mode, CPU), its experiment and tokenizers from a run directory or .ckpt."""
+    ckpt_path, run_dir = resolve_run_or_checkpoint(arg)
+    ckpt = load_checkpoint(ckpt_path)
+    spec = experiment_of(ckpt, ckpt_path)
+    src_tok, tgt_tok = load_tokenizers(ckpt, ckpt_path, run_dir)
+    vocab = spec.model.embedding.vocab_size
+    for side, tok in (("source", src_tok), ("target", tgt_tok)):
+        if tok.vocab_size > vocab:
+            raise UserError(
+                f"{ckpt_path}: the {side} tokenizer has {tok.vocab_size} entries but the model's "
+                f"vocabulary has {vocab}; the tokenizer belongs to another run"
+            )
+    model = build_model(spec.model)
+    try:
+        model.load_state_dict(model_weights(ckpt), strict=True)
+    except RuntimeError as e:
+        detail = str(e).split("\n\t", 1)[-1].replace("\n\t", "; ")
+        raise UserError(f"{ckpt_path}: the weights do not fit the model its experiment describes: {detail}") from None
+    return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path)
+
+
+# ---- averaging (Sec 6.1: the last 5 or 20 checkpoints) -------------------------------------------
+
+
+def step_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's step*.ckpt files, oldest step first."""
+    found = [(re.fullmatch(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt", p.name), p) for p in (run_dir / "checkpoints").glob("step*.ckpt")]
+    return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
+
+
+def average_checkpoints(paths: Sequence[Path]) -> dict[str, Any]:
+    """A slim checkpoint whose model parameters are the mean of those of `paths` (accumulated in
+    float32 or wider, stored in each parameter's own dtype). Refuses checkpoints of different
+    experiments or shapes. One path gives a slim copy with the same weights."""
+    if not paths:
+        raise UserError("aiayn average: give at least one checkpoint")
+    first_path = Path(paths[0])
+    first_run = resolve_run_or_checkpoint(first_path)[1]
+    first = load_checkpoint(first_path)
+    spec = experiment_of(first, first_path)
+    reference = model_weights(first)
+    tokenizers = tokenizer_files(first, first_run)
+    sums = {k: v.to(torch.promote_types(v.dtype, torch.float32)).clone() for k, v in reference.items()}
+    for path in map(Path, paths[1:]):
+        ckpt = load_checkpoint(path)
+        other = experiment_of(ckpt, path)
+        weights = model_weights(ckpt)
+        _check_compatible(first_path, path, spec, other, reference, weights)
+        theirs = tokenizer_files(ckpt, resolve_run_or_checkpoint(path)[1])
+        if tokenizers and theirs and theirs != tokenizers:
+            raise UserError(f"cannot average {first_path} and {path}: their runs have different tokenizers")
+        for k, v in weights.items():
+            sums[k] += v.to(sums[k].dtype)
+    n = len(paths)
+    shared: dict[tuple[int, int], torch.Tensor] = {}  # tied weights stay one tensor in the file
+    state = {}
+    for k, v in reference.items():
+        key = (v.untyped_storage().data_ptr(), v.storage_offset())
+        if key not in shared:
+            shared[key] = (sums[k] / n).to(v.dtype) if v.is_floating_point() else v.clone()
+        state[PREFIX + k] = shared[key]
+    return {
+        "state_dict": state,
+        "hyper_parameters": {"experiment": first["hyper_parameters"]["experiment"]},
+        "hparams_name": "kwargs",
+        "aiayn": {"format": FORMAT, "averaged_from": [str(p) for p in paths], "tokenizers": tokenizers},
+    }
+
+
+def _check_compatible(
+    a: Path, b: Path, spec_a: ExperimentSpec, spec_b: ExperimentSpec,
+    weights_a: dict[str, torch.Tensor], weights_b: dict[str, torch.Tensor],
+) -> None:
+    prefix = f"cannot average {a} and {b}"
+    for k, va in weights_a.items():
+        if k not in weights_b:
+            raise UserError(f"{prefix}: parameter {k} is in the first but not in the second; average checkpoints of one run")
+        vb = weights_b[k]
+        if va.shape != vb.shape:
+            raise UserError(
+                f"{prefix}: parameter {k} has shape {tuple(va.shape)} in the first and "
+                f"{tuple(vb.shape)} in the second; average checkpoints of one run"
+            )
+        if not va.is_floating_point() and not torch.equal(va, vb):
+            raise UserError(f"{prefix}: integer tensor {k} differs, so it cannot be averaged")
+    extra = [k for k in weights_b if k not in weights_a]
+    if extra:
+        raise UserError(f"{prefix}: parameter {extra[0]} is in the second but not in the first; average checkpoints of one run")
+    model_a, model_b = spec_a.model.model_dump(mode="json"), spec_b.model.model_dump(mode="json")
+    where = _first_difference(model_a, model_b, "model")
+    if where is not None:
+        field, va, vb = where
+        raise UserError(f"{prefix}: their models differ at {field} ({va!r} and {vb!r}); average checkpoints of one run")
+    if spec_a.name != spec_b.name:
+        raise UserError(
+            f"{prefix}: they belong to different experiments ({spec_a.name!r} and {spec_b.name!r}); "
+            "average checkpoints of one run"
+        )
+
+
+def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            found = _first_difference(a.get(k), b.get(k), f"{path}.{k}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if a == b else (path, a, b)
+
+
+def save_checkpoint(ckpt: dict[str, Any], path: Path) -> None:
+    """torch.save to a temporary file renamed into place: a kill leaves no half-written file."""
+    with atomic_write(Path(path)) as f:
+        torch.save(ckpt, f)

@@ -1,0 +1,128 @@
+"""aiayn translate RUN_OR_CKPT: beam-search each line of stdin (or --input) into stdout (or --output).
+
+All input is read first (batching sorts sentences by length); output lines come in input order,
+one per input line. A blank line (empty or whitespace only) gives an empty line. The progress bar
+goes to stderr, only when translating a file (--input) and stderr is a terminal, so pipes and
+logs stay clean.
+"""
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from pydantic import ValidationError
+from tqdm import tqdm
+
+from builder.checkpoint import ForInference, load_for_inference
+from builder.data.atomic import write_bytes_atomic
+from builder.data.corpus import read_lines
+from builder.errors import UserError
+from builder.translate import check_lengths, translate_ids
+from schemas.decode import DecodeSpec
+from schemas.experiment import ExperimentSpec
+
+# DecodeSpec field -> the flag that overrides it
+DECODE_FLAGS = {
+    "beam": "--beam",
+    "alpha": "--alpha",
+    "length_penalty": "--length-penalty",
+    "max_len_b": "--max-len-b",
+    "max_tokens": "--max-tokens",
+}
+
+
+def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "checkpoint", metavar="RUN_OR_CKPT",
+        help="a run directory (runs/<name>/version_<n>; runs/<name> means its latest version) or a .ckpt file",
+    )
+
+
+def add_decode_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("decoding", "each overrides the experiment's decode section")
+    g.add_argument("--beam", type=int, help="beam size (paper: 4)")
+    g.add_argument("--alpha", type=float, help="length penalty exponent (paper: 0.6)")
+    g.add_argument(
+        "--length-penalty", choices=("gnmt", "fairseq"),
+        help="gnmt: ((5+|Y|)/6)^alpha (the paper's); fairseq: |Y|^alpha",
+    )
+    g.add_argument("--max-len-b", type=int, help="output length <= input length + this (paper: 50)")
+    g.add_argument("--max-tokens", type=int, help="padded source tokens per batch")
+    g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_checkpoint_argument(p)
+    p.add_argument("--input", "-i", type=Path, help="source text, one sentence per line (default: stdin)")
+    p.add_argument("--output", "-o", type=Path, help="write translations here (default: stdout)")
+    add_decode_arguments(p)
+
+
+def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:
+    """The experiment's decode section with the command-line overrides, validated."""
+    overrides = {field: getattr(args, field) for field in DECODE_FLAGS if getattr(args, field, None) is not None}
+    try:
+        return DecodeSpec.model_validate({**spec.decode.model_dump(), **overrides})
+    except ValidationError as e:
+        error = e.errors()[0]
+        field = str(error["loc"][0])
+        message = error["msg"][0].lower() + error["msg"][1:]
+        raise UserError(f"{DECODE_FLAGS.get(field, field)} ({overrides.get(field)}): {message}") from None
+
+
+def device_of(args: argparse.Namespace) -> torch.device:
+    name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device {name!r} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
+
+
+def read_input(path: Path | None) -> list[str]:
+    """The lines of `path`, or of stdin, split on "\\n" only (as training read its corpus)."""
+    if path is not None and str(path) != "-":
+        if not path.is_file():
+            raise UserError(f"--input {path}: no such file")
+        return read_lines(path)
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UserError(f"stdin, line {line}: invalid UTF-8 (byte 0x{data[e.start]:02x}); the input must be UTF-8 text") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def translate_lines(
+    loaded: ForInference, lines: Sequence[str], decode: DecodeSpec, *, progress: bool, what: str = "input"
+) -> list[str]:
+    """Detokenized translations of `lines`, in order; blank lines translate to empty lines."""
+    src_tok, tgt_tok = loaded.src_tokenizer, loaded.tgt_tokenizer
+    ids = src_tok.encode_batch([line if line.strip() else "" for line in lines])
+    check_lengths(loaded.model, [len(x) for x in ids], what)
+    with tqdm(total=sum(1 for x in ids if x), unit="sent", file=sys.stderr, disable=not progress) as bar:
+        out = translate_ids(
+            loaded.model, ids, decode, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, on_batch=bar.update
+        )
+    return tgt_tok.decode_batch(out)
+
+
+def translate(args: argparse.Namespace) -> int:
+    lines = read_input(args.input)
+    loaded = load_for_inference(args.checkpoint)
+    decode = decode_spec(loaded.spec, args)
+    loaded.model.to(device_of(args))
+    progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
+    hyps = translate_lines(loaded, lines, decode, progress=progress)
+    text = "".join(h + "\n" for h in hyps)
+    if args.output is not None:
+        write_bytes_atomic(args.output, text.encode("utf-8"))
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
