@@ -35,6 +35,12 @@ def load_config(path: str | Path, overrides: typing.Sequence[str] = ()) -> DictC
     return config
 
 
+def parent_of(path: str | Path) -> Path | None:
+    """The file `path` extends, if any."""
+    chain = _extends_chain(Path(path))
+    return chain[1][0] if len(chain) > 1 else None
+
+
 def resolve(config: DictConfig, path: str | Path) -> dict[str, Any]:
     try:
         return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]

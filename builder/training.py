@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
+import yaml
 
 from builder import rundir
-from builder.config import load_experiment
+from builder.config import load_experiment, parent_of
 from builder.datasets import make_datamodule
 from builder.evaluate import evaluate_split
 from builder.errors import UserError
@@ -20,13 +20,20 @@ from builder.trainer import batching, build_trainer
 from schemas.experiment import ExperimentSpec
 
 
-def run(spec: ExperimentSpec, run_dir: Path, *, experiment_path: Path, resume: bool) -> dict[str, Any] | None:
+def run(
+    spec: ExperimentSpec,
+    run_dir: Path,
+    *,
+    experiment_path: Path,
+    resume: bool,
+    callbacks: list[L.Callback] = (),  # type: ignore[assignment]
+) -> dict[str, Any] | None:
     """Train `spec` in `run_dir`; returns the results (on rank 0) or None (other ranks, or a run
     that did not finish)."""
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     os.environ[rundir.RUN_DIR_ENV] = str(run_dir)  # processes Lightning launches join this run
     checkpoint = rundir.last_checkpoint(run_dir) if resume else None
-    trainer = build_trainer(spec, run_dir, version=rundir.version_of(run_dir))
+    trainer = build_trainer(spec, run_dir, version=rundir.version_of(run_dir), callbacks=list(callbacks))
     if trainer.is_global_zero:
         _write_config(spec, run_dir, experiment_path)
         rundir.write_json(run_dir / "status.json", {"status": "running", "resumed_from": str(checkpoint) if checkpoint else None})
@@ -70,17 +77,15 @@ def run(spec: ExperimentSpec, run_dir: Path, *, experiment_path: Path, resume: b
 
 
 def _write_config(spec: ExperimentSpec, run_dir: Path, experiment_path: Path) -> None:
+    """config.yaml, and config.diff.yaml: what this run changes in the experiment it extends
+    (or, for a root experiment, what the command-line overrides change in it)."""
     resolved = spec.model_dump(mode="json", exclude={"extends"})
     rundir.write_yaml(run_dir / "config.yaml", resolved)
-    if spec.extends:
-        try:
-            parent = load_experiment(experiment_path.parent / spec.extends).model_dump(mode="json", exclude={"extends"})
-        except UserError:
-            parent = {}
-        changes = rundir.diff(parent, resolved)
-        header = f"# what {experiment_path} (with overrides) changes in {spec.extends}\n"
-        (run_dir / "config.diff.yaml").write_text(header)
-        with open(run_dir / "config.diff.yaml", "a") as f:
-            import yaml
-
-            yaml.safe_dump(changes, f, sort_keys=False, default_flow_style=None, width=100)
+    reference = parent_of(experiment_path) or experiment_path
+    try:
+        base = load_experiment(reference).model_dump(mode="json", exclude={"extends"})
+    except UserError:  # a parent that is not a whole experiment on its own
+        base = {}
+    with open(run_dir / "config.diff.yaml", "w") as f:
+        f.write(f"# what {experiment_path} and its overrides change in {reference}\n")
+        yaml.safe_dump(rundir.diff(base, resolved), f, sort_keys=False, default_flow_style=None, width=100)

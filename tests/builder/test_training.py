@@ -1,0 +1,122 @@
+"""Training end to end through the CLI on the built-in demo corpus, with a tiny model."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from builder.cli import main
+from tests.conftest import EXPERIMENTS, ROOT
+
+DEMO = str(EXPERIMENTS / "demo.yaml")
+TINY = [
+    "dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1",
+    "dims.vocab_size=300", "data.n_train=400", "data.n_valid=12", "data.n_test=12",
+    "train.tokens_per_step=800", "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
+    "decode.beam=2", "decode.max_len_b=5",
+]
+
+
+def tiny(tmp_path: Path, *extra: str) -> list[str]:
+    return [*TINY, f"data.cache_dir={tmp_path / 'cache'}", *extra]
+
+
+def checkpoint_params(path: Path) -> dict[str, torch.Tensor]:
+    state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+    return {k: v for k, v in state.items() if k.startswith("model.")}
+
+
+def test_train_writes_a_finished_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, "trainer.max_steps=12", "trainer.val_check_interval=6", "train.validation.attention_maps_every=1")
+    assert main(["train", DEMO, *args]) == 0
+    run = tmp_path / "runs" / "demo" / "version_0"
+    results = json.loads((run / "results.json").read_text())
+    assert results["steps"] == 12 and results["params"] > 0 and results["paper"]["N"] == 1
+    assert results["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert 0 <= results["bleu"] <= 100 and results["ppl"] > 1
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+    assert (run / "tokenizer.json").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    assert "d_model: 32" in (run / "config.diff.yaml").read_text()
+
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
+    events.Reload()
+    tags = events.Tags()
+    for tag in ["train/loss", "train/nll", "train/ppl", "train/lr", "train/grad_norm", "train/tokens_per_s",
+                "train/batch_tokens", "val/loss", "val/ppl", "val/bleu", "hp/bleu", "hp/ppl"]:
+        assert tag in tags["scalars"], tag
+    assert "val/samples/text_summary" in tags["tensors"]
+    assert any(t.startswith("attention/decoder.layer0") for t in tags["images"])
+    loss = [e.value for e in events.Scalars("train/loss")]
+    assert sum(loss[-3:]) / 3 < sum(loss[:3]) / 3  # it learns
+    lrs = [e.value for e in events.Scalars("train/lr")]
+    assert lrs[0] == pytest.approx(2.0 * 32**-0.5 * 300**-1.5)  # eq. (3) at step 1, factor 2
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    common = tiny(tmp_path, "trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=3")
+    assert main(["train", DEMO, *common, "trainer.max_steps=6", "--runs", "straight"]) == 0
+    assert main(["train", DEMO, *common, "trainer.max_steps=3", "--runs", "split"]) == 0
+    split = tmp_path / "split" / "demo" / "version_0"
+    assert json.loads((split / "status.json").read_text())["status"] == "finished"
+    assert main(["train", DEMO, *common, "trainer.max_steps=6", "--runs", "split", "--resume"]) == 0
+    straight = checkpoint_params(tmp_path / "straight" / "demo" / "version_0" / "checkpoints" / "last.ckpt")
+    resumed = checkpoint_params(split / "checkpoints" / "last.ckpt")
+    assert straight.keys() == resumed.keys()
+    for name in straight:
+        torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0, msg=name)
+    assert json.loads((split / "results.json").read_text())["steps"] == 6
+
+
+def test_resume_without_a_run_is_a_message(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", DEMO, *tiny(tmp_path), "--resume"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn train: error: --resume: no run of 'demo' under {Path('runs') / 'demo'}; train it first, without --resume\n"
+    )
+
+
+def test_bad_data_fails_clearly_and_leaves_no_finished_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.en").write_text("a b\nc d\n")
+    (data / "train.de").write_text("x y\n")
+    for split in ("valid", "test"):
+        (data / f"{split}.en").write_text("a\n")
+        (data / f"{split}.de").write_text("x\n")
+    args = [*tiny(tmp_path), "data.type=files", f"data.dir={data}"]
+    assert main(["train", DEMO, *args]) == 2
+    err = capsys.readouterr().err
+    assert f"{data / 'train.en'}" in err and f"{data / 'train.de'}" in err and "Traceback" not in err
+    run = tmp_path / "runs" / "demo" / "version_0"
+    assert not (run / "results.json").exists()
+    assert json.loads((run / "status.json").read_text())["status"] == "failed"
+
+
+def test_ddp_two_cpu_processes(tmp_path):
+    run_dir, out = tmp_path / "runs" / "demo" / "version_0", tmp_path / "probe"
+    out.mkdir()
+    args = tiny(tmp_path, "trainer.max_steps=3", "trainer.val_check_interval=null", "trainer.devices=2",
+                "trainer.strategy=ddp", "trainer.accelerator=cpu")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    probe = Path(__file__).with_name("ddp_probe.py")
+    done = subprocess.run([sys.executable, str(probe), DEMO, str(run_dir), str(out), *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world"] for r in ranks] == [2, 2]
+    seen = [{i for batch in r["batches"] for i in batch} for r in ranks]
+    assert seen[0] and seen[1] and not seen[0] & seen[1]  # disjoint examples
+    assert len(ranks[0]["batches"]) == len(ranks[1]["batches"])
+    assert ranks[0]["param_sum"] == ranks[1]["param_sum"] and ranks[0]["param_abs"] == ranks[1]["param_abs"]
+    # only rank 0 wrote: one run directory, one results.json, its events and checkpoints
+    assert sorted(p.name for p in (tmp_path / "runs" / "demo").iterdir()) == ["version_0"]
+    assert (run_dir / "results.json").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert not (tmp_path / "lightning_logs").exists()
