@@ -96,5 +96,10 @@ class TranslationTask(L.LightningModule):
         checkpoint["rng"] = {"torch": torch.get_rng_state()}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "rng" in checkpoint:
-            torch.set_rng_state(checkpoint["rng"]["torch"])
+        # Applied at the first batch: building the DataLoader iterator draws from the RNG too.
+        self._resume_rng = checkpoint.get("rng", {}).get("torch")
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        if getattr(self, "_resume_rng", None) is not None:
+            torch.set_rng_state(self._resume_rng)
+            self._resume_rng = None
