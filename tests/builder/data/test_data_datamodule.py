@@ -144,7 +144,7 @@ def fit(dm: TranslationDataModule, max_steps: int, ckpt_path=None, every=None) -
         enable_model_summary=False, use_distributed_sampler=False, limit_val_batches=0,
         num_sanity_val_steps=0, default_root_dir=dm.run_dir,
         # a checkpoint written during the epoch, as the run's periodic checkpoints are
-        callbacks=[ModelCheckpoint(dirpath=dm.run_dir, filename="{step}", every_n_train_steps=every, save_top_k=-1)],
+        callbacks=[ModelCheckpoint(dirpath=dm.run_dir / "ckpt", filename="{step}", every_n_train_steps=every, save_top_k=-1)],
     )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(num_workers|resuming from a checkpoint that ended).*")
@@ -152,6 +152,7 @@ def fit(dm: TranslationDataModule, max_steps: int, ckpt_path=None, every=None) -
     return model
 
 
+@pytest.mark.filterwarnings("ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*")
 @pytest.mark.parametrize(("num_workers", "stop"), [(0, 25), (2, 25), (0, 50)])
 def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, stop):
     dm = make(tmp_path / "ref", num_workers=num_workers)
@@ -160,7 +161,7 @@ def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, sto
     assert sorted(i for b in reference.seen[:42] for i in b) == list(range(400))
 
     first = fit(make(tmp_path / "run", num_workers=num_workers), max_steps=stop, every=stop)
-    ckpt = tmp_path / "run" / f"step={stop}.ckpt"
+    ckpt = tmp_path / "run" / "ckpt" / f"step={stop}.ckpt"
     state = torch.load(ckpt, weights_only=False)["TranslationDataModule"]["train_sampler"]
     assert (state["epoch"], state["consumed"]) == divmod(stop, 42)
 
