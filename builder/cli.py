@@ -15,6 +15,8 @@ VERBS = {
     "show": ("builder.commands.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
     "schema": ("builder.commands.inspect", "schema", "JSON Schema of the experiment format"),
     "train": ("builder.commands.train", "train", "train an experiment; --resume continues the latest run"),
+    "sweep": ("builder.commands.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
+    "results": ("builder.commands.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
     "translate": ("builder.commands.translate", "translate", "translate stdin (or --input) with beam search"),
     "evaluate": ("builder.commands.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("builder.commands.average", "average", "average the parameters of checkpoints"),

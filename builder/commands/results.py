@@ -1,0 +1,17 @@
+"""aiayn results DIR: the Table-3-style table of the finished runs under DIR (markdown, CSV, plot)."""
+
+import argparse
+from pathlib import Path
+
+from builder.sweep.results import write_results
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("directory", type=Path, metavar="DIR", help="a sweep's directory (runs/table3) or any root of runs")
+
+
+def results(args: argparse.Namespace) -> int:
+    text = write_results(args.directory)
+    print(text, end="")
+    print(f"wrote {args.directory / 'results.md'}, results.csv and results.png")
+    return 0

@@ -1,0 +1,177 @@
+"""Running trials: each is one `python -m builder.cli train ... --run-dir DIR` process, started by
+a local pool (N at a time, each with its own GPUs) or as a SLURM job through submitit."""
+
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.errors import UserError
+from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
+
+ERROR_LINES = 20  # of a failed trial's stderr, kept in sweep.json
+
+
+@dataclass(frozen=True)
+class Job:
+    """One trial's process. Picklable: submitit ships it to the cluster's nodes."""
+
+    name: str
+    argv: tuple[str, ...]
+    run_dir: Path
+    cwd: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int | None  # None: the process never ran or its job died (see error)
+    wall_time_s: float
+    error: str | None  # the last lines of stderr, or why the job died
+
+
+Done = Callable[[Job, Outcome], None]
+
+
+def trial_argv(experiment: Path, overrides: Sequence[str], run_dir: Path) -> tuple[str, ...]:
+    return (sys.executable, "-m", "builder.cli", "train", str(experiment), *overrides, "--run-dir", str(run_dir))
+
+
+def launcher_overrides(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> list[str]:
+    """Where a trial runs: not part of its config hash, since a result does not depend on it."""
+    out = ["trainer.enable_progress_bar=false"]  # logs go to files; a progress bar there is noise
+    if isinstance(launcher, LocalLauncherSpec):
+        gpus = launcher.gpus_per_trial
+        if gpus == 0:
+            out += ["trainer.accelerator=cpu", "trainer.devices=1"]
+        elif gpus:
+            out += ["trainer.accelerator=gpu", f"trainer.devices={gpus}"]
+    else:
+        accelerator = "gpu" if launcher.gpus_per_node else "cpu"
+        out += [f"trainer.accelerator={accelerator}", f"trainer.devices={launcher.gpus_per_node or 1}", f"trainer.num_nodes={launcher.nodes}"]
+    return out
+
+
+def run_job(job: Job, env: dict[str, str] | None = None) -> Outcome:
+    """Run the trial's process, its output appended to stdout.log and stderr.log in its run
+    directory (rank k > 0 of a SLURM job: stdout.rank<k>.log ...)."""
+    rank = os.environ.get("SLURM_PROCID", "0")
+    suffix = "" if rank == "0" else f".rank{rank}"
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    err_path = job.run_dir / f"stderr{suffix}.log"
+    start = time.perf_counter()
+    with open(job.run_dir / f"stdout{suffix}.log", "ab") as out, open(err_path, "ab") as err:
+        offset = err.tell()
+        try:
+            code = subprocess.run(job.argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=job.cwd, env={**os.environ, **(env or {})}).returncode
+        except OSError as e:
+            return Outcome(None, time.perf_counter() - start, f"could not start {job.argv[0]}: {e}")
+    wall = time.perf_counter() - start
+    if code == 0:
+        return Outcome(0, wall, None)
+    with open(err_path, "rb") as f:
+        f.seek(offset)
+        lines = [line for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    return Outcome(code, wall, "\n".join(lines[-ERROR_LINES:]) or f"exit code {code}, nothing on stderr")
+
+
+# ---- local -------------------------------------------------------------------------------
+
+
+def visible_gpus() -> list[str]:
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [g.strip() for g in value.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done, *, gpus: Sequence[str] | None = None) -> None:
+    """`launcher.parallel` jobs at a time; with gpus_per_trial k, each job holds k GPUs of its
+    own (a slot of the pool) while it runs."""
+    k = launcher.gpus_per_trial
+    slots: queue.Queue[tuple[str, ...]] = queue.Queue()
+    workers = launcher.parallel
+    if k:
+        gpus = list(visible_gpus() if gpus is None else gpus)
+        if len(gpus) < k:
+            raise UserError(
+                f"launcher.gpus_per_trial is {k} but {len(gpus)} GPU(s) are visible "
+                f"({', '.join(gpus) or 'none'}); lower gpus_per_trial, or set it to 0 to train on CPU"
+            )
+        for i in range(len(gpus) // k):
+            slots.put(tuple(gpus[i * k:(i + 1) * k]))
+        workers = min(workers, slots.qsize())
+
+    def work(job: Job) -> None:
+        slot = slots.get() if k else None
+        try:
+            env = {"CUDA_VISIBLE_DEVICES": ",".join(slot)} if slot else {"CUDA_VISIBLE_DEVICES": ""} if k == 0 else {}
+            outcome = run_job(job, env)
+        finally:
+            if slot:
+                slots.put(slot)
+        on_done(job, outcome)
+
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        for future in [pool.submit(work, job) for job in jobs]:
+            future.result()
+    finally:  # on Ctrl-C the running trials stop too (same process group); start no more
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---- SLURM (submitit) --------------------------------------------------------------------
+
+
+def launch_slurm(
+    jobs: Sequence[Job], launcher: SlurmLauncherSpec, folder: Path, on_done: Done, *, name: str, on_submit: Callable[[Job, str], None] | None = None
+) -> None:
+    """One job per trial (a job array), submitted through submitit and waited for."""
+    import submitit
+
+    if launcher.cluster == "slurm" and shutil.which("sbatch") is None:
+        raise UserError(
+            "the slurm launcher needs `sbatch` on PATH; run `aiayn sweep` on a SLURM login node, "
+            "or set sweep.launcher.cluster=local to run the jobs on this machine through submitit"
+        )
+    executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
+    params: dict[str, Any] = dict(
+        name=name,
+        timeout_min=launcher.timeout_min,
+        nodes=launcher.nodes,
+        gpus_per_node=launcher.gpus_per_node,
+        tasks_per_node=max(launcher.gpus_per_node, 1),  # a task per GPU: Lightning reads its rank from SLURM
+        cpus_per_task=launcher.cpus_per_task,
+        mem_gb=launcher.mem_gb,
+    )
+    if launcher.cluster == "slurm":
+        params.update(
+            slurm_partition=launcher.partition,
+            slurm_array_parallelism=launcher.array_parallelism,
+            slurm_additional_parameters=dict(launcher.additional) or None,
+            slurm_setup=list(launcher.setup) or None,
+        )
+    executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    with executor.batch():
+        submitted = [executor.submit(run_job, job) for job in jobs]
+    by_id = {}
+    for job, handle in zip(jobs, submitted):
+        by_id[handle.job_id] = job
+        if on_submit:
+            on_submit(job, handle.job_id)
+    for handle in submitit.helpers.as_completed(submitted, poll_frequency=2):
+        job = by_id[handle.job_id]
+        try:
+            outcome = handle.result()
+        except Exception as e:  # the job died (timeout, preemption, node failure): submitit says why
+            lines = [line for line in str(e).splitlines() if line.strip()]
+            outcome = Outcome(None, 0.0, f"SLURM job {handle.job_id} failed: " + "\n".join(lines[-ERROR_LINES:]))
+        on_done(job, outcome)

@@ -1,0 +1,299 @@
+"""A sweep file -> its trials (variant x grid point x seed), each a validated experiment, and what
+each needs now: a new run, a resumed run, or nothing (a finished run of the same config)."""
+
+import difflib
+import hashlib
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import BaseModel, ValidationError
+
+from builder import rundir
+from builder.config import load_config, load_experiment
+from builder.errors import UserError
+from schemas._base import FieldError
+from schemas.experiment import ExperimentSpec
+from schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
+
+SWEEP_PREFIX = "sweep."  # `aiayn sweep S.yaml sweep.launcher.parallel=2` changes the sweep file itself
+TRIAL_FILE = "trial.json"  # in runs/<sweep>/<trial>/: the config hash and the run directory it ran in
+
+
+@dataclass(frozen=True)
+class Trial:
+    name: str  # <variant>-seed<seed>, the experiment's name and its directory under the sweep's
+    variant: str
+    seed: int
+    experiment: Path
+    changes: tuple[str, ...]  # the variant's overrides and the grid point's
+    overrides: tuple[str, ...]  # all that `aiayn train <experiment>` is given
+    spec: ExperimentSpec
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.spec)
+
+
+@dataclass(frozen=True)
+class TrialState:
+    action: Literal["run", "resume", "skip"]
+    run_dir: Path  # where the trial ran (skip), runs on (resume) or will run (run; not created yet)
+
+
+def config_hash(spec: ExperimentSpec) -> str:
+    """Two trials with the same resolved, validated experiment share this."""
+    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ---- the sweep file ----------------------------------------------------------------------
+
+
+def split_overrides(overrides: typing.Sequence[str]) -> tuple[list[str], list[str]]:
+    """(changes to the sweep file: `sweep.<key>=...` without the prefix, overrides of every trial)."""
+    sweep = [o.removeprefix(SWEEP_PREFIX) for o in overrides if o.startswith(SWEEP_PREFIX)]
+    return sweep, [o for o in overrides if not o.startswith(SWEEP_PREFIX)]
+
+
+def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepSpec:
+    """The validated sweep file, with `overrides` (dotlist, without the `sweep.` prefix) applied."""
+    path = Path(path)
+    config = _read(path)
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        if not sep or not DOTLIST_KEY.match(key):
+            raise UserError(f"override {SWEEP_PREFIX}{item!r} is not {SWEEP_PREFIX}KEY=VALUE, e.g. sweep.launcher.parallel=2")
+        try:  # replace, not merge: `sweep.grid={}` empties the grid
+            OmegaConf.update(config, key, OmegaConf.from_dotlist([f"value={item.partition('=')[2]}"]).value, merge=False)
+        except (OmegaConfBaseException, yaml.YAMLError) as e:
+            raise UserError(f"override {SWEEP_PREFIX}{item}: {_first_line(e)}") from None
+    try:
+        data = OmegaConf.to_container(config, resolve=True)
+    except OmegaConfBaseException as e:
+        raise UserError(f"{path}: {getattr(e, 'full_key', '?')}: cannot resolve interpolation: {_first_line(e)}") from None
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as e:
+        lines = [f"  {line}" for line in format_errors(e)]
+        noun = "error" if len(lines) == 1 else "errors"
+        raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
+
+
+def _read(path: Path) -> DictConfig:
+    if not path.is_file():
+        raise UserError(f"{path}: {'is a directory, not a YAML file' if path.is_dir() else 'does not exist'}")
+    try:
+        node = OmegaConf.load(path)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise UserError(f"{where}: YAML syntax error: {getattr(e, 'problem', None) or e}") from None
+    except OmegaConfBaseException as e:
+        raise UserError(f"{path}: {_first_line(e)}") from None
+    if not isinstance(node, DictConfig):
+        raise UserError(f"{path}: a sweep must be a YAML mapping (name, base, variants, ...), got a list")
+    return node
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def format_errors(error: ValidationError) -> list[str]:
+    """Pydantic's errors as `yaml.path: message`, one per path."""
+    lines: dict[str, str] = {}
+    for item in error.errors(include_url=False):
+        path, holder, in_union = _yaml_path(item["loc"])
+        ctx_error = (item.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, FieldError):
+            path = ".".join(p for p in (path, ctx_error.path) if p).replace(".[", "[")
+            message = ctx_error.message
+        elif in_union:
+            message = f"expected a number, a string, true/false or null, got {item.get('input')!r}"
+        else:
+            message = _describe(item, holder)
+        lines.setdefault(path or "(top level)", message)
+    return [f"{path}: {message}" for path, message in lines.items()]
+
+
+def _yaml_path(loc: tuple[Any, ...]) -> tuple[str, type[BaseModel] | None, bool]:
+    """(path, the model holding the last key, whether the value failed a plain union such as a
+    grid value). Discriminator tags in `loc` (launcher.slurm.x) are not keys of the YAML."""
+    parts: list[str] = []
+    hint: Any = SweepSpec
+    holder: type[BaseModel] | None = None
+    for part in loc:
+        args = _union_args(hint)
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        mapping = any(typing.get_origin(a) is dict for a in args)
+        if isinstance(part, int) and not mapping:
+            parts.append(f"[{part}]")
+            hint = _item_type(args)
+            continue
+        tagged = [m for m in models if "type" in m.model_fields and typing.get_args(m.model_fields["type"].annotation) == (part,)]
+        if tagged:
+            hint = tagged[0]
+            continue
+        if not models and not mapping and len(args) > 1:
+            return "".join(parts).lstrip("."), holder, True
+        parts.append(f".{part}")
+        if mapping:
+            hint = _item_type(args)
+            continue
+        holder = next((m for m in models if str(part) in m.model_fields), models[0] if models else None)
+        hint = holder.model_fields[str(part)].annotation if holder and str(part) in holder.model_fields else None
+    return "".join(parts).lstrip("."), holder, False
+
+
+def _strip(hint: Any) -> Any:
+    while typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    return hint
+
+
+def _union_args(hint: Any) -> tuple[Any, ...]:
+    hint = _strip(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(_strip(a) for a in typing.get_args(hint))
+    return (hint,)
+
+
+def _item_type(args: tuple[Any, ...]) -> Any:
+    for a in args:
+        if typing.get_origin(a) in (list, tuple, dict):
+            return typing.get_args(a)[-1 if typing.get_origin(a) is dict else 0]
+    return None
+
+
+def _describe(item: dict[str, Any], holder: type[BaseModel] | None) -> str:
+    kind = item["type"]
+    if kind == "extra_forbidden":
+        key = str(item["loc"][-1])
+        known = list(holder.model_fields) if holder else []
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+        return f"unknown key; did you mean '{close[0]}'?" if close else f"unknown key; known keys: {', '.join(known)}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "union_tag_invalid":
+        return f"type {item['ctx']['tag']!r} is not one of {item['ctx']['expected_tags']}"
+    if kind == "value_error":
+        return item["msg"].removeprefix("Value error, ")
+    return f"{item['msg'][0].lower()}{item['msg'][1:]}, got {item.get('input')!r}"
+
+
+# ---- trials ----------------------------------------------------------------------------
+
+
+def expand(sweep: SweepSpec, sweep_path: str | Path, overrides: typing.Sequence[str] = ()) -> list[Trial]:
+    """Every trial of the sweep, in order: variants, then grid points, then seeds. Each trial's
+    experiment is validated here, so a typo stops the sweep before anything runs."""
+    sweep_path = Path(sweep_path)
+    here = sweep_path.parent
+    trials: list[Trial] = []
+    origin: dict[str, str] = {}
+    errors: list[str] = []
+    for i, variant in enumerate(sweep.all_variants):
+        where = f"variants[{i}].experiment" if variant.experiment else "base"
+        experiment = here / (variant.experiment or sweep.base)
+        if not experiment.is_file():
+            raise UserError(f"{sweep_path}: {where}: {experiment} does not exist")
+        stem = variant.name or "-".join([_experiment_name(experiment), *(_label(o) for o in variant.overrides)])
+        for point in sweep.grid_points:
+            grid = [f"{key}={_dotlist_value(value)}" for key, value in point.items()]
+            changes = [*variant.overrides, *grid]
+            name = "-".join([stem, *(_label(g) for g in grid)])
+            for seed in sweep.seeds:
+                trial = f"{name}-seed{seed}"
+                label = f"variants[{i}]" if sweep.variants else "base"
+                if trial in origin:
+                    raise UserError(
+                        f"{sweep_path}: {origin[trial]} and {label} both make a trial named {trial!r}; "
+                        "give the variants distinct names with `name:`"
+                    )
+                origin[trial] = label
+                given = (
+                    *(["reported=null"] if changes else []),  # a changed experiment is not the paper's row
+                    *changes,
+                    *sweep.overrides,
+                    *overrides,
+                    f"train.seed={seed}",
+                    f"name={trial}",
+                )
+                try:
+                    spec = load_experiment(experiment, given)
+                except UserError as e:
+                    errors.append(f"  {trial}: " + str(e).replace("\n", "\n  "))
+                    continue
+                trials.append(Trial(trial, name, seed, experiment, tuple(changes), given, spec))
+    if errors:
+        raise UserError(f"{sweep_path}: {len(errors)} of {len(origin)} trials are not valid experiments; nothing was run:\n" + "\n".join(errors))
+    return trials
+
+
+def _experiment_name(path: Path) -> str:
+    name = load_config(path).get("name")
+    return str(name) if name else path.stem
+
+
+def _label(override: str) -> str:
+    """`dims.d_k=64` -> `d_k64`: the last key and the value, as a name may spell them."""
+    key, _, value = override.partition("=")
+    leaf = re.sub(r"\[\d+\]$", "", key).rpartition(".")[2]
+    return re.sub(r"[^A-Za-z0-9._\-]", "_", f"{leaf}{value}")
+
+
+def _dotlist_value(value: Scalar) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ---- what each trial needs ---------------------------------------------------------------
+
+
+def state(trial: Trial, sweep_dir: Path) -> TrialState:
+    """skip: trial.json holds this config's hash and its run finished (results.json); resume: it
+    has a checkpoint; run: anything else, in a new version directory."""
+    trial_dir = sweep_dir / trial.name
+    record = read_trial_record(trial_dir)
+    if record and record.get("config_hash") == trial.config_hash:
+        run_dir = trial_dir / str(record.get("run_dir"))
+        if (run_dir / "results.json").is_file():
+            return TrialState("skip", run_dir)
+        if (run_dir / "checkpoints" / "last.ckpt").is_file():
+            return TrialState("resume", run_dir)
+    existing = rundir.versions(sweep_dir, trial.name)
+    return TrialState("run", trial_dir / f"version_{existing[-1] + 1 if existing else 0}")
+
+
+def read_trial_record(trial_dir: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((trial_dir / TRIAL_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def write_trial_record(trial: Trial, run_dir: Path) -> None:
+    rundir.write_json(
+        run_dir.parent / TRIAL_FILE,
+        {
+            "trial": trial.name,
+            "variant": trial.variant,
+            "seed": trial.seed,
+            "experiment": str(trial.experiment),
+            "overrides": list(trial.overrides),
+            "config_hash": trial.config_hash,
+            "run_dir": run_dir.name,
+        },
+    )

@@ -1,0 +1,186 @@
+"""Finished runs (results.json) -> Table 3 of the paper: one row per variant, seeds pooled as
+mean ± sample standard deviation, grouped (A)-(E) with base first and big last, the paper's
+numbers beside ours. Written as markdown, CSV and a plot."""
+
+import csv
+import json
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.errors import UserError
+from builder.sweep.plan import TRIAL_FILE, read_trial_record
+
+GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
+COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
+CSV_FIELDS = [
+    "group", "variant", "runs", *COLUMNS, "positional", "steps",
+    "ppl", "ppl_std", "bleu", "bleu_std", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    variant: str
+    group: str | None
+    trials: tuple[str, ...]
+    paper: dict[str, Any]  # our Table 3 columns (results.json "paper")
+    steps: tuple[int, ...]
+    ppl: tuple[float, ...]
+    bleu: tuple[float, ...]
+    params: int
+    reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none)
+
+
+def collect(directory: Path) -> list[dict[str, Any]]:
+    """Every finished run under `directory`. In a sweep's trial directory only the run that
+    trial.json names counts: older runs there had another config."""
+    runs = []
+    for path in sorted(directory.rglob("results.json")):
+        run_dir = path.parent
+        record = read_trial_record(run_dir.parent) if (run_dir.parent / TRIAL_FILE).is_file() else None
+        if record is not None and record.get("run_dir") != run_dir.name:
+            continue
+        try:
+            results = json.loads(path.read_text())
+        except ValueError as e:
+            raise UserError(f"{path}: not valid JSON ({e}); delete it, or re-run that trial") from None
+        missing = [k for k in ("name", "paper", "ppl", "bleu", "params", "steps") if k not in results]
+        if missing:
+            raise UserError(f"{path}: results.json lacks {', '.join(missing)}; was it written by `aiayn train`?")
+        results["variant"] = record["variant"] if record and "variant" in record else re.sub(r"-seed\d+$", "", results["name"])
+        runs.append(results)
+    return runs
+
+
+def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:
+    """One row per variant, in group order; within a group, in `order` (a sweep's variants),
+    then by name."""
+    by_variant: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_variant.setdefault(run["variant"], []).append(run)
+    rows = []
+    for variant, group in by_variant.items():
+        group.sort(key=lambda r: r["name"])
+        first = group[0]
+        reported = first.get("reported") or {}
+        rows.append(
+            Row(
+                variant=variant,
+                group=reported.get("group"),
+                trials=tuple(r["name"] for r in group),
+                paper=first["paper"],
+                steps=tuple(r["steps"] for r in group),
+                ppl=tuple(r["ppl"] for r in group),
+                bleu=tuple(r["bleu"] for r in group),
+                params=first["params"],
+                reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
+            )
+        )
+    rank = {v: i for i, v in enumerate(order)}
+    rows.sort(key=lambda r: (GROUPS.index(r.group) if r.group in GROUPS else GROUPS.index(None), rank.get(r.variant, len(rank)), r.variant))
+    return rows
+
+
+def mean_std(values: tuple[float, ...]) -> tuple[float, float | None]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def _cell(values: tuple[float, ...]) -> str:
+    mean, std = mean_std(values)
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def _number(value: Any, spec: str = "") -> str:
+    return "" if value is None else format(value, spec) if spec else str(value)
+
+
+PAPER_FORMAT = {"ppl": ".2f", "bleu": ".1f", "params_m": "g"}  # as Table 3 prints them
+
+
+def _group_label(group: str | None) -> str:
+    return "" if group is None else group if group in ("base", "big") else f"({group})"
+
+
+def _steps(steps: tuple[int, ...]) -> str:
+    return str(steps[0]) if len(set(steps)) == 1 else f"{min(steps)}-{max(steps)}"
+
+
+def markdown(rows: list[Row]) -> str:
+    head = ["", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    previous: object = object()
+    for row in rows:
+        label = _group_label(row.group) if row.group != previous else ""
+        previous = row.group
+        cells = [
+            label,
+            row.variant,
+            *(_number(row.paper.get(c)) for c in COLUMNS),
+            str(row.paper.get("positional", "")),
+            _steps(row.steps),
+            str(len(row.trials)),
+            _cell(row.ppl),
+            _cell(row.bleu),
+            f"{row.params / 1e6:.2f}",
+            *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for row in rows:
+            ppl, ppl_std = mean_std(row.ppl)
+            bleu, bleu_std = mean_std(row.bleu)
+            writer.writerow(
+                {
+                    "group": row.group or "",
+                    "variant": row.variant,
+                    "runs": len(row.trials),
+                    **{c: row.paper.get(c) for c in COLUMNS},
+                    "positional": row.paper.get("positional"),
+                    "steps": _steps(row.steps),
+                    "ppl": ppl,
+                    "ppl_std": "" if ppl_std is None else ppl_std,
+                    "bleu": bleu,
+                    "bleu_std": "" if bleu_std is None else bleu_std,
+                    "params": row.params,
+                    **{f"paper_{k}": _number(row.reported[k], "g") for k in ("ppl", "bleu", "params_m")},
+                    "trials": " ".join(row.trials),
+                }
+            )
+
+
+def sweep_order(directory: Path) -> list[str]:
+    """The variants in the order the sweep listed them, when `directory` is a sweep's."""
+    try:
+        trials = json.loads((directory / "sweep.json").read_text())["trials"]
+        return list(dict.fromkeys(t["variant"] for t in trials))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def write_results(directory: Path) -> str:
+    """results.md, results.csv and results.png in `directory`; returns the markdown."""
+    if not directory.is_dir():
+        raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
+    runs = collect(directory)
+    if not runs:
+        raise UserError(
+            f"{directory}: no finished runs (no results.json under it); a run writes results.json "
+            "only when its training finished: train or sweep first, or resume unfinished runs"
+        )
+    rows = table(runs, sweep_order(directory))
+    text = markdown(rows)
+    (directory / "results.md").write_text(text)
+    write_csv(rows, directory / "results.csv")
+    from builder.sweep.plot import plot  # matplotlib is imported only here
+
+    plot(rows, directory / "results.png")
+    return text

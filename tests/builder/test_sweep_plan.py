@@ -1,0 +1,276 @@
+"""Sweep files -> trials: names, overrides, validation, skip/resume decisions, the local pool and
+its GPU slots, and the exact text of every error. No training here (see test_sweep_run.py)."""
+
+import json
+import sys
+
+import pytest
+
+from builder.cli import main
+from builder.errors import UserError
+from builder.model import count_params
+from builder.sweep.launch import Job, launch_local, launcher_overrides, run_job, trial_argv
+from builder.sweep.plan import TrialState, config_hash, expand, load_sweep, split_overrides, state, write_trial_record
+from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
+from tests.conftest import EXPERIMENTS
+
+DEMO = (EXPERIMENTS / "demo.yaml").as_posix()
+
+
+@pytest.fixture
+def sweep_file(write):
+    """A sweep of a base (the demo), a row file, overrides variants, a grid and two seeds."""
+    write("exp/base.yaml", f"extends: {DEMO}\nname: small\n")
+    write("exp/rows/wide.yaml", "extends: ../base.yaml\nname: small-wide\ndims: {d_ff: 1024}\nreported: {group: C, ppl: 4.75}\n")
+    return write(
+        "exp/s.sweep.yaml",
+        "name: s\n"
+        "base: base.yaml\n"
+        "variants:\n"
+        "  - {}\n"
+        "  - rows/wide.yaml\n"
+        "  - [dims.h=2, dims.d_k=64]\n"
+        "  - {name: deep, overrides: [dims.N=3]}\n"
+        "grid: {dims.P_drop: [0.0, 0.3]}\n"
+        "seeds: [1, 2]\n"
+        "overrides: [trainer.max_steps=10]\n",
+    )
+
+
+def error_of(fn, *args) -> str:
+    with pytest.raises(UserError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+def test_trials_are_variants_x_grid_x_seeds(sweep_file):
+    trials = expand(load_sweep(sweep_file), sweep_file)
+    assert [t.name for t in trials] == [
+        f"{variant}-P_drop{p}-seed{seed}"
+        for variant in ("small", "small-wide", "small-h2-d_k64", "deep")
+        for p in ("0.0", "0.3")
+        for seed in (1, 2)
+    ]
+    assert len({t.config_hash for t in trials}) == 16
+    t = trials[9]  # small-h2-d_k64, P_drop 0.0, seed 2
+    assert (t.name, t.variant, t.seed, t.experiment) == ("small-h2-d_k64-P_drop0.0-seed2", "small-h2-d_k64-P_drop0.0", 2, sweep_file.parent / "base.yaml")
+    assert t.changes == ("dims.h=2", "dims.d_k=64", "dims.P_drop=0.0")
+    assert t.overrides == (
+        "reported=null",
+        "dims.h=2",
+        "dims.d_k=64",
+        "dims.P_drop=0.0",
+        "trainer.max_steps=10",
+        "train.seed=2",
+        "name=small-h2-d_k64-P_drop0.0-seed2",
+    )
+    spec = t.spec
+    assert (spec.name, spec.train.seed, spec.trainer.max_steps, spec.dims.h, spec.dims.d_k, spec.dims.P_drop) == (t.name, 2, 10, 2, 64, 0.0)
+    assert spec.reported is None  # a changed experiment is not the paper's row
+
+
+def test_a_row_file_keeps_its_reported_numbers_without_changes(sweep_file, write):
+    path = write("exp/rows.sweep.yaml", "name: r\nbase: base.yaml\nvariants: [rows/wide.yaml, {}]\nseeds: [3]\n")
+    wide, base = expand(load_sweep(path), path)
+    assert (wide.name, wide.overrides) == ("small-wide-seed3", ("train.seed=3", "name=small-wide-seed3"))
+    assert (wide.spec.reported.group, wide.spec.reported.ppl, wide.spec.dims.d_ff) == ("C", 4.75, 1024)
+    assert (base.name, base.spec.reported.group) == ("small-seed3", "base")  # the demo extends base.yaml
+
+
+def test_command_line_overrides_reach_every_trial_after_the_sweeps(sweep_file):
+    sweep_overrides, trial_overrides = split_overrides(["sweep.seeds=[7]", "trainer.max_steps=3", "sweep.grid={}"])
+    assert (sweep_overrides, trial_overrides) == (["seeds=[7]", "grid={}"], ["trainer.max_steps=3"])
+    trials = expand(load_sweep(sweep_file, sweep_overrides), sweep_file, trial_overrides)
+    assert [t.name for t in trials] == ["small-seed7", "small-wide-seed7", "small-h2-d_k64-seed7", "deep-seed7"]
+    assert all(t.spec.trainer.max_steps == 3 and t.spec.train.seed == 7 for t in trials)
+    assert trials[0].overrides == ("trainer.max_steps=10", "trainer.max_steps=3", "train.seed=7", "name=small-seed7")
+
+
+def test_hash_is_the_resolved_experiment():
+    a, b = (expand(load_sweep(EXPERIMENTS / "demo.sweep.yaml"), EXPERIMENTS / "demo.sweep.yaml", o) for o in ([], ["dims.N=1"]))
+    assert [t.config_hash for t in a] == [config_hash(t.spec) for t in a]
+    assert len({t.config_hash for t in a + b}) == 12
+    assert [t.config_hash for t in a] == [t.config_hash for t in expand(load_sweep(EXPERIMENTS / "demo.sweep.yaml"), EXPERIMENTS / "demo.sweep.yaml")]
+
+
+# ---- errors ----------------------------------------------------------------------------
+
+
+def test_unknown_keys_name_their_yaml_path(write):
+    path = write(
+        "bad.sweep.yaml",
+        "name: s\nbase: base.yaml\nvariants:\n  - {name: x, overides: [dims.h=2]}\n  - 3\n"
+        "grid: {dims.h: [[1, 2]]}\nlauncher: {type: slurm, partitin: gpu}\nlr: 3\n",
+    )
+    assert error_of(load_sweep, path) == (
+        f"{path} is not a valid sweep (5 errors):\n"
+        "  variants[0].overides: unknown key; did you mean 'overrides'?\n"
+        "  variants[1]: a variant is an experiment file, a list of overrides, or a mapping with name, experiment and overrides; got 3\n"
+        "  grid.dims.h[0]: expected a number, a string, true/false or null, got [1, 2]\n"
+        "  launcher.partitin: unknown key; did you mean 'partition'?\n"
+        "  lr: unknown key; known keys: name, description, base, variants, grid, seeds, overrides, launcher"
+    )
+
+
+def test_cross_field_errors_name_their_path(write):
+    path = write("bad.sweep.yaml", "name: s\nbase: base.yaml\nseeds: [2, 2]\n")
+    assert error_of(load_sweep, path) == f"{path} is not a valid sweep (1 error):\n  seeds: seed 2 is listed more than once; each seed makes one trial"
+    path = write("bad2.sweep.yaml", "name: s\nbase: base.yaml\nlauncher: {type: ssh}\n")
+    assert error_of(load_sweep, path) == f"{path} is not a valid sweep (1 error):\n  launcher: type 'ssh' is not one of 'local', 'slurm'"
+    path = write("bad3.sweep.yaml", "base: base.yaml\nvariants: [[dims.h=2, train.seed=3]]\n")
+    assert error_of(load_sweep, path) == (
+        f"{path} is not a valid sweep (2 errors):\n"
+        "  name: required key is missing\n"
+        "  variants[0].overrides[1]: override 'train.seed=3' sets train.seed, which use the sweep's `seeds: [...]`"
+    )
+
+
+def test_missing_experiment_files(write):
+    write("base.yaml", f"extends: {DEMO}\nname: small\n")
+    path = write("s.sweep.yaml", "name: s\nbase: base.yaml\nvariants: [{}, table3/nope.yaml]\n")
+    sweep = load_sweep(path)
+    assert error_of(expand, sweep, path) == f"{path}: variants[1].experiment: {path.parent / 'table3/nope.yaml'} does not exist"
+    path = write("t.sweep.yaml", "name: s\nbase: gone.yaml\n")
+    assert error_of(expand, load_sweep(path), path) == f"{path}: base: {path.parent / 'gone.yaml'} does not exist"
+    assert error_of(load_sweep, path.parent / "none.sweep.yaml") == f"{path.parent / 'none.sweep.yaml'}: does not exist"
+
+
+def test_invalid_trials_stop_the_sweep_before_anything_runs(write):
+    write("base.yaml", f"extends: {DEMO}\nname: small\n")
+    path = write("s.sweep.yaml", "name: s\nbase: base.yaml\nvariants: [[dims.h=0], [dims.h=2], [dims.P_drop=1.5]]\n")
+    assert error_of(expand, load_sweep(path), path) == (
+        f"{path}: 2 of 3 trials are not valid experiments; nothing was run:\n"
+        f"  small-h0-seed1: {path.parent / 'base.yaml'} is not a valid experiment (4 errors):\n"
+        "    dims.h: input should be greater than 0, got 0\n"
+        "    model.encoder.layer[0].h: input should be greater than 0, got 0\n"
+        "    model.decoder.layer[0].h: input should be greater than 0, got 0\n"
+        "    model.decoder.layer[1].h: input should be greater than 0, got 0\n"
+        f"  small-P_drop1.5-seed1: {path.parent / 'base.yaml'} is not a valid experiment (4 errors):\n"
+        "    dims.P_drop: input should be less than 1, got 1.5\n"
+        "    model.dropout: input should be less than 1, got 1.5\n"
+        "    model.encoder.add_norm.dropout: input should be less than 1, got 1.5\n"
+        "    model.decoder.add_norm.dropout: input should be less than 1, got 1.5"
+    )
+
+
+def test_two_variants_with_one_name(write):
+    write("base.yaml", f"extends: {DEMO}\nname: small\n")
+    path = write("s.sweep.yaml", "name: s\nbase: base.yaml\nvariants: [{name: a}, {name: a, overrides: [dims.N=1]}]\n")
+    assert error_of(expand, load_sweep(path), path) == (
+        f"{path}: variants[0] and variants[1] both make a trial named 'a-seed1'; give the variants distinct names with `name:`"
+    )
+
+
+def test_bad_sweep_override(sweep_file):
+    assert error_of(load_sweep, sweep_file, ["launcher"]) == "override sweep.'launcher' is not sweep.KEY=VALUE, e.g. sweep.launcher.parallel=2"
+
+
+def test_cli_errors_exit_2(sweep_file, capsys):
+    assert main(["sweep", str(sweep_file), "sweep.launcher.type=ssh", "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: {sweep_file} is not a valid sweep (1 error):\n  launcher: type 'ssh' is not one of 'local', 'slurm'\n"
+    )
+
+
+# ---- what each trial needs -----------------------------------------------------------
+
+
+def test_skip_resume_or_run(sweep_file, tmp_path):
+    trial = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file)[0]
+    runs = tmp_path / "runs" / "s"
+    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_0")
+    run_dir = runs / "small-seed1" / "version_0"
+    run_dir.mkdir(parents=True)
+    write_trial_record(trial, run_dir)
+    assert json.loads((run_dir.parent / "trial.json").read_text())["config_hash"] == trial.config_hash
+    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")  # nothing to resume from
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert state(trial, runs) == TrialState("resume", run_dir)
+    (run_dir / "results.json").write_text("{}")
+    assert state(trial, runs) == TrialState("skip", run_dir)
+    changed = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file, ["dims.d_ff=256"])[0]
+    assert state(changed, runs) == TrialState("run", runs / "small-seed1" / "version_1")
+
+
+def test_dry_run_lists_trials_params_and_actions(sweep_file, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert main(["sweep", str(sweep_file), "sweep.grid={}", "sweep.seeds=[1]", "--dry-run", "--runs", str(runs)]) == 0
+    trials = expand(load_sweep(sweep_file, ["grid={}", "seeds=[1]"]), sweep_file)
+    params = [f"{count_params(t.spec.model):,}" for t in trials]
+    # the demo's 1,053,696; d_ff 1024: + 4 x 131,584; h=2 x d_k=64 with d_v=32: 6 x 16,448 fewer; N=3
+    assert params == ["1,053,696", "1,580,032", "955,008", "1,516,544"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"sweep s ({sweep_file}): 4 trials in {runs / 's'}, launcher local, 1 at a time"
+    assert [line.split()[:3] for line in out[2:6]] == [[t.name, p, "run"] for t, p in zip(trials, params)]
+    assert out[4].endswith(f"run {runs / 's' / 'small-h2-d_k64-seed1' / 'version_0'}  dims.h=2 dims.d_k=64")
+    assert out[6] == "4 to run, 0 to resume, 0 finished (skipped)"
+    assert not runs.exists()
+
+
+# ---- launching -------------------------------------------------------------------------
+
+
+def test_launcher_overrides():
+    assert launcher_overrides(LocalLauncherSpec()) == ["trainer.enable_progress_bar=false"]
+    assert launcher_overrides(LocalLauncherSpec(gpus_per_trial=0))[1:] == ["trainer.accelerator=cpu", "trainer.devices=1"]
+    assert launcher_overrides(LocalLauncherSpec(gpus_per_trial=2))[1:] == ["trainer.accelerator=gpu", "trainer.devices=2"]
+    assert launcher_overrides(SlurmLauncherSpec(gpus_per_node=8, nodes=2))[1:] == ["trainer.accelerator=gpu", "trainer.devices=8", "trainer.num_nodes=2"]
+
+
+def test_trial_command(tmp_path):
+    assert trial_argv(tmp_path / "e.yaml", ["dims.h=2"], tmp_path / "r") == (
+        sys.executable, "-m", "builder.cli", "train", str(tmp_path / "e.yaml"), "dims.h=2", "--run-dir", str(tmp_path / "r"),
+    )  # fmt: skip
+
+
+def test_a_failed_process_keeps_its_last_stderr_lines(tmp_path):
+    code = "import sys; print('out'); print('\\n'.join(f'line {i}' for i in range(30)), file=sys.stderr); sys.exit(3)"
+    outcome = run_job(Job("t", (sys.executable, "-c", code), tmp_path / "run", str(tmp_path)))
+    assert outcome.returncode == 3
+    assert outcome.error == "\n".join(f"line {i}" for i in range(10, 30))
+    assert (tmp_path / "run" / "stdout.log").read_text() == "out\n"
+    assert (tmp_path / "run" / "stderr.log").read_text().splitlines()[0] == "line 0"
+    again = run_job(Job("t", (sys.executable, "-c", "import sys; sys.exit(0)"), tmp_path / "run", str(tmp_path)))
+    assert (again.returncode, again.error) == (0, None)
+    missing = run_job(Job("t", (str(tmp_path / "no-such-python"),), tmp_path / "run", str(tmp_path)))
+    assert missing.returncode is None and missing.error.startswith(f"could not start {tmp_path / 'no-such-python'}: ")
+
+
+def test_gpu_slots_are_never_shared(tmp_path):
+    code = "import os, time; t = time.time(); time.sleep(0.3); print(os.environ['CUDA_VISIBLE_DEVICES'], t, time.time())"
+    jobs = [Job(f"t{i}", (sys.executable, "-c", code), tmp_path / f"t{i}", str(tmp_path)) for i in range(5)]
+    done = []
+    launch_local(jobs, LocalLauncherSpec(parallel=8, gpus_per_trial=2), lambda job, outcome: done.append((job.name, outcome.returncode)), gpus=["0", "1", "2", "3", "7"])
+    assert sorted(done) == [(f"t{i}", 0) for i in range(5)]
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for job in jobs:
+        gpus, start, end = (tmp_path / job.name / "stdout.log").read_text().split()
+        spans.setdefault(gpus, []).append((float(start), float(end)))
+    assert set(spans) == {"0,1", "2,3"}  # GPU 7 alone is not a slot of two
+    for intervals in spans.values():
+        intervals.sort()
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:]))
+
+
+def test_cpu_trials_see_no_gpu_and_run_in_parallel(tmp_path):
+    # each waits until both have started: only trials that run at once both succeed
+    code = (
+        "import os, pathlib, sys, time; d = pathlib.Path(sys.argv[1]); (d / sys.argv[2]).touch()\n"
+        "end = time.time() + 60\n"
+        "while len(list(d.glob('t*'))) < 2 and time.time() < end: time.sleep(0.05)\n"
+        "print(repr(os.environ['CUDA_VISIBLE_DEVICES'])); sys.exit(0 if len(list(d.glob('t*'))) == 2 else 1)"
+    )
+    (tmp_path / "flags").mkdir()
+    jobs = [Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path)) for i in range(2)]
+    done = []
+    launch_local(jobs, LocalLauncherSpec(parallel=2, gpus_per_trial=0), lambda job, outcome: done.append(outcome.returncode))
+    assert done == [0, 0]
+    assert [(tmp_path / j.name / "stdout.log").read_text() for j in jobs] == ["''\n", "''\n"]
+
+
+def test_too_few_gpus(tmp_path):
+    jobs = [Job("t", (sys.executable, "-c", "pass"), tmp_path / "t", str(tmp_path))]
+    with pytest.raises(UserError) as info:
+        launch_local(jobs, LocalLauncherSpec(gpus_per_trial=2), lambda *a: None, gpus=["0"])
+    assert str(info.value) == "launcher.gpus_per_trial is 2 but 1 GPU(s) are visible (0); lower gpus_per_trial, or set it to 0 to train on CPU"

@@ -1,0 +1,144 @@
+"""`aiayn results` on hand-written results.json files: Table 3's layout, seeds pooled as
+mean ± sample std, the paper's numbers beside ours, CSV and plot. No training."""
+
+import csv
+import json
+
+import pytest
+
+from builder.cli import main
+from builder.errors import UserError
+from builder.sweep.results import CSV_FIELDS, collect, write_results
+
+BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100000)
+
+
+def put(root, trial, name, *, ppl, bleu, version=0, params=63_082_496, group=None, reported=None, steps=100000, variant=None, current=None, **paper):
+    run_dir = root / trial / f"version_{version}"
+    run_dir.mkdir(parents=True)
+    results = {
+        "name": name,
+        "params": params,
+        "paper": {**BASE, **paper},
+        "reported": None if group is None else {"source": "Vaswani et al. 2017, Table 3", "group": group, "ppl": None, "bleu": None, "params_m": None, **(reported or {})},
+        "split": "valid",
+        "bleu": bleu,
+        "chrf": 50.0,
+        "ppl": ppl,
+        "sacrebleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+        "steps": steps,
+        "wall_time_s": 1.0,
+        "tokens_per_s": 1.0,
+    }
+    (run_dir / "results.json").write_text(json.dumps(results))
+    if variant is not None:
+        (root / trial / "trial.json").write_text(json.dumps({"trial": trial, "variant": variant, "run_dir": current or run_dir.name}))
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    root = tmp_path / "runs" / "table3"
+    paper_base = {"ppl": 4.92, "bleu": 25.8, "params_m": 65}
+    put(root, "base-seed1", "base-seed1", ppl=4.9, bleu=25.5, group="base", reported=paper_base, variant="base")
+    put(root, "base-seed2", "base-seed2", ppl=5.1, bleu=26.1, group="base", reported=paper_base, variant="base")
+    # trial.json names version_1: version_0 ran an older config of this trial and is not counted
+    put(root, "table3-a-h1-seed1", "table3-a-h1-seed1", ppl=99.0, bleu=1.0, group="A", variant="table3-a-h1", current="version_1", h=1, d_k=512, d_v=512)
+    put(root, "table3-a-h1-seed1", "table3-a-h1-seed1", version=1, ppl=5.3, bleu=24.8, group="A", reported={"ppl": 5.29, "bleu": 24.9}, variant="table3-a-h1", h=1, d_k=512, d_v=512)
+    put(root, "table3-a-h4-seed1", "table3-a-h4-seed1", ppl=5.0, bleu=25.6, group="A", reported={"ppl": 5.0, "bleu": 25.5}, variant="table3-a-h4", h=4, d_k=128, d_v=128)
+    put(root, "table3-c-n2-seed1", "table3-c-n2-seed1", ppl=6.1, bleu=23.5, params=33_656_832, group="C", reported={"ppl": 6.11, "bleu": 23.7, "params_m": 36}, variant="table3-c-n2", N=2)
+    put(root, "table3-e-learned-seed3", "table3-e-learned-seed3", ppl=4.95, bleu=25.75, params=63_606_784, group="E", reported={"ppl": 4.92, "bleu": 25.7}, positional="learned")
+    put(root, "mine-seed1", "mine-seed1", ppl=7.25, bleu=20.0, params=1_053_696, steps=300, variant="mine", P_drop=0.0)
+    put(root, "mine-seed2", "mine-seed2", ppl=7.75, bleu=21.0, params=1_053_696, steps=310, variant="mine", P_drop=0.0)
+    # a plain `aiayn train` run beside the trials: no trial.json, grouped by its name
+    put(root / "extra", "big", "big", ppl=4.33, bleu=26.4, params=214_245_376, group="big", reported={"ppl": 4.33, "bleu": 26.4, "params_m": 213}, steps=300000, d_model=1024, d_ff=4096, h=16, P_drop=0.3)
+    order = ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "mine"]
+    (root / "sweep.json").write_text(json.dumps({"name": "table3", "trials": [{"name": f"{v}-seed1", "variant": v} for v in order]}))
+    return root
+
+
+HEADER = (
+    "|  | variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | steps | runs | PPL | BLEU | params ×10⁶ "
+    "| paper PPL | paper BLEU | paper params ×10⁶ |"
+)
+ROWS = [
+    "| base | base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 2 | 5.00 ± 0.14 | 25.80 ± 0.42 | 63.08 | 4.92 | 25.8 | 65 |",
+    "| (A) | table3-a-h4 | 6 | 512 | 2048 | 4 | 128 | 128 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.00 | 25.60 | 63.08 | 5.00 | 25.5 |  |",
+    "|  | table3-a-h1 | 6 | 512 | 2048 | 1 | 512 | 512 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.30 | 24.80 | 63.08 | 5.29 | 24.9 |  |",
+    "| (C) | table3-c-n2 | 2 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 6.10 | 23.50 | 33.66 | 6.11 | 23.7 | 36 |",
+    "| (E) | table3-e-learned | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | learned | 100000 | 1 | 4.95 | 25.75 | 63.61 | 4.92 | 25.7 |  |",
+    "|  | mine | 6 | 512 | 2048 | 8 | 64 | 64 | 0.0 | 0.1 | sinusoidal | 300-310 | 2 | 7.50 ± 0.35 | 20.50 ± 0.71 | 1.05 |  |  |  |",
+    "| big | big | 6 | 1024 | 4096 | 16 | 64 | 64 | 0.3 | 0.1 | sinusoidal | 300000 | 1 | 4.33 | 26.40 | 214.25 | 4.33 | 26.4 | 213 |",
+]
+
+
+def test_markdown_rows(sweep_dir):
+    text = write_results(sweep_dir)
+    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 19) + "|", *ROWS]
+    assert (sweep_dir / "results.md").read_text() == text
+
+
+def test_csv(sweep_dir):
+    write_results(sweep_dir)
+    with open(sweep_dir / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == CSV_FIELDS == [
+        "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
+        "ppl", "ppl_std", "bleu", "bleu_std", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    ]  # fmt: skip
+    assert [r["variant"] for r in rows] == ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "table3-e-learned", "mine", "big"]
+    base = rows[0]
+    assert {k: base[k] for k in ("group", "runs", "N", "d_model", "h", "steps", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials")} == {
+        "group": "base", "runs": "2", "N": "6", "d_model": "512", "h": "8", "steps": "100000", "params": "63082496",
+        "paper_ppl": "4.92", "paper_bleu": "25.8", "paper_params_m": "65", "trials": "base-seed1 base-seed2",
+    }  # fmt: skip
+    assert float(base["ppl"]) == pytest.approx(5.0) and float(base["ppl_std"]) == pytest.approx(2**0.5 / 10)
+    assert float(base["bleu"]) == pytest.approx(25.8) and float(base["bleu_std"]) == pytest.approx(0.3 * 2**0.5)
+    h1 = rows[2]
+    assert (h1["ppl"], h1["ppl_std"], h1["bleu_std"], h1["paper_params_m"], h1["group"]) == ("5.3", "", "", "", "A")
+    assert (rows[5]["group"], rows[5]["steps"], rows[5]["P_drop"]) == ("", "300-310", "0.0")
+
+
+def test_plot(sweep_dir):
+    write_results(sweep_dir)
+    png = (sweep_dir / "results.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_only_the_current_run_of_a_trial_counts(sweep_dir):
+    names = sorted((r["name"], r["ppl"]) for r in collect(sweep_dir) if r["variant"] == "table3-a-h1")
+    assert names == [("table3-a-h1-seed1", 5.3)]
+
+
+def test_without_a_sweep_order_variants_sort_by_name(sweep_dir):
+    (sweep_dir / "sweep.json").unlink()
+    lines = write_results(sweep_dir).splitlines()
+    assert [line.split(" | ")[1] for line in lines[2:4]] == ["base", "table3-a-h1"]
+
+
+def test_cli(sweep_dir, capsys):
+    assert main(["results", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == HEADER and out[2:9] == ROWS
+    assert out[9] == f"wrote {sweep_dir / 'results.md'}, results.csv and results.png"
+
+
+def test_no_finished_runs(tmp_path, capsys):
+    (tmp_path / "runs" / "x" / "version_0").mkdir(parents=True)
+    assert main(["results", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn results: error: {tmp_path / 'runs'}: no finished runs (no results.json under it); a run writes "
+        "results.json only when its training finished: train or sweep first, or resume unfinished runs\n"
+    )
+    with pytest.raises(UserError) as info:
+        write_results(tmp_path / "nope")
+    assert str(info.value) == f"{tmp_path / 'nope'}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3"
+
+
+def test_broken_results_file(tmp_path):
+    (tmp_path / "r" / "version_0").mkdir(parents=True)
+    (tmp_path / "r" / "version_0" / "results.json").write_text('{"name": "r"}')
+    with pytest.raises(UserError) as info:
+        write_results(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'r' / 'version_0' / 'results.json'}: results.json lacks paper, ppl, bleu, params, steps; was it written by `aiayn train`?"
+    )
