@@ -11,6 +11,7 @@ The Trainer must be built with `use_distributed_sampler=False`: TokenBatchSample
 batches across ranks itself (Lightning would otherwise try to wrap it, and fail).
 """
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +263,8 @@ class TranslationDataModule(LightningDataModule):
         """Lightning calls this before `train_dataloader`; the sampler picks it up there."""
         if "train_sampler" not in state_dict:
             return
+        # Lightning looks for the position on the DataLoader only; this module restores it
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
         self._pending_state = dict(state_dict)
         if self._train_sampler is not None:  # loaders already built: apply now
             self._train_sampler.load_state_dict(state_dict["train_sampler"])

@@ -147,12 +147,13 @@ def fit(dm: TranslationDataModule, max_steps: int, ckpt_path=None, every=None) -
         callbacks=[ModelCheckpoint(dirpath=dm.run_dir / "ckpt", filename="{step}", every_n_train_steps=every, save_top_k=-1)],
     )
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*(num_workers|resuming from a checkpoint that ended).*")
+        warnings.filterwarnings("ignore", message=".*num_workers.*")
         trainer.fit(model, datamodule=dm, ckpt_path=ckpt_path)
     return model
 
 
 @pytest.mark.filterwarnings("ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*")
+@pytest.mark.filterwarnings("error:.*resuming from a checkpoint")
 @pytest.mark.parametrize(("num_workers", "stop"), [(0, 25), (2, 25), (0, 50)])
 def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, stop):
     dm = make(tmp_path / "ref", num_workers=num_workers)
