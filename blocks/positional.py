@@ -14,8 +14,10 @@ class SinusoidalPositionalEncoding(nn.Module):
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
 
     layout="interleaved" is the paper's equation (Sec 3.5); "concatenated" puts all sines, then
-    all cosines, with the same frequencies (tensor2tensor and fairseq). No parameters: the table
-    is a non-persistent buffer, grown on demand, so any length works.
+    all cosines, with the same frequencies (tensor2tensor and fairseq). No parameters, and no
+    buffer either: DDP broadcasts buffers from rank 0 every step, and a table grown to each
+    rank's longest batch would differ in size between ranks. The float32 table is a plain
+    cache, grown on demand (any length works) and rebuilt on the device it is asked for.
     """
 
     def __init__(self, *, d_model: int, layout: SinusoidLayout = "interleaved") -> None:
@@ -25,26 +27,26 @@ class SinusoidalPositionalEncoding(nn.Module):
         if layout not in get_args(SinusoidLayout):
             raise ValueError(f"layout ({layout!r}) must be one of {get_args(SinusoidLayout)}")
         self.d_model, self.layout = d_model, layout
-        self.register_buffer("table", torch.empty(0, d_model), persistent=False)
+        self.table = torch.empty(0, d_model)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor:
+    def forward(self, length: int, offset: int = 0, *, device: torch.device | None = None) -> Tensor:
         if offset < 0 or length < 0:
             raise ValueError(f"offset ({offset}) and length ({length}) must be >= 0")
-        if offset + length > self.table.size(0):
-            self.table = self._build(max(offset + length, 2 * self.table.size(0)))
+        device = device or self.table.device
+        if offset + length > self.table.size(0) or self.table.device != device:
+            self.table = self._build(max(offset + length, 2 * self.table.size(0), 256), device)
         return self.table[offset : offset + length]  # (length, d_model)
 
-    def _build(self, n: int) -> Tensor:
-        # float64 so that the angles of long positions round once, when cast to the buffer dtype
-        t = self.table
-        pos = torch.arange(n, dtype=torch.float64, device=t.device)[:, None]  # (n, 1)
-        two_i = torch.arange(0, self.d_model, 2, dtype=torch.float64, device=t.device)
+    def _build(self, n: int, device: torch.device) -> Tensor:
+        # float64 so that the angles of long positions round once, when cast to float32
+        pos = torch.arange(n, dtype=torch.float64, device=device)[:, None]  # (n, 1)
+        two_i = torch.arange(0, self.d_model, 2, dtype=torch.float64, device=device)
         angles = pos / 10000.0 ** (two_i / self.d_model)  # (n, d_model/2)
         if self.layout == "concatenated":
             pe = torch.cat([angles.sin(), angles.cos()], dim=1)
         else:
             pe = torch.stack([angles.sin(), angles.cos()], dim=2).flatten(1)  # sin, cos, sin, ...
-        return pe.to(t.dtype)  # (n, d_model)
+        return pe.float()  # (n, d_model)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, layout={self.layout!r}"
@@ -60,7 +62,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_len = max_len
         self.table = nn.Embedding(max_len, d_model)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor:
+    def forward(self, length: int, offset: int = 0, *, device: torch.device | None = None) -> Tensor:
         if offset < 0 or length < 0:
             raise ValueError(f"offset ({offset}) and length ({length}) must be >= 0")
         if offset + length > self.max_len:
