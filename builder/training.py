@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 import yaml
 
 from builder import rundir
@@ -42,7 +43,12 @@ def run(
     task = TranslationTask(spec.model_dump(mode="json"))
     start = time.perf_counter()
     try:
+        _check_vocabulary(spec, *data.prepare_tokenizers())
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
+    except (KeyboardInterrupt, SIGTERMException):
+        if trainer.is_global_zero:
+            rundir.write_json(run_dir / "status.json", {"status": "interrupted", "step": trainer.global_step})
+        raise KeyboardInterrupt from None
     except BaseException as e:
         if trainer.is_global_zero:
             rundir.write_json(run_dir / "status.json", {"status": "failed", "error": f"{type(e).__name__}: {e}"})
@@ -74,6 +80,16 @@ def run(
         trainer.logger.log_metrics({"hp/bleu": results["bleu"], "hp/ppl": results["ppl"]}, step=trainer.global_step)
         trainer.logger.finalize("success")
     return results
+
+
+def _check_vocabulary(spec: ExperimentSpec, src: Any, tgt: Any) -> None:
+    size = spec.model.embedding.vocab_size
+    for side, tokenizer in (("source", src), ("target", tgt)):
+        if tokenizer.vocab_size > size:
+            raise UserError(
+                f"the {side} tokenizer has {tokenizer.vocab_size} tokens but model.embedding.vocab_size "
+                f"is {size}; set dims.vocab_size (or model.embedding.vocab_size) to at least {tokenizer.vocab_size}"
+            )
 
 
 def _write_config(spec: ExperimentSpec, run_dir: Path, experiment_path: Path) -> None:
