@@ -1,0 +1,46 @@
+"""aiayn validate / show / schema as a user sees them."""
+
+import json
+
+from builder.cli import main
+from tests.conftest import EXPERIMENTS
+
+BASE = str(EXPERIMENTS / "base.yaml")
+
+
+def test_validate_prints_one_line(capsys):
+    assert main(["validate", BASE]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"{BASE}: ok: base, 63,082,496 parameters (N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, "
+        "P_drop=0.1, eps_ls=0.1, positional=sinusoidal, train_steps=100000)\n"
+    )
+
+
+def test_show_prints_config_and_block_table(capsys):
+    assert main(["show", BASE, "dims.N=2"]) == 0
+    out = capsys.readouterr().out
+    assert "\nmodel:\n  d_model: 512\n" in out
+    assert "encoder.layer[1] feed_forward" in out and "2,099,712    2     4,199,424" in out
+    assert "embedding (source = target = output)         18,944,000    1    18,944,000" in out
+    assert "33,656,832" in out  # 18,944,000 + 2 x (3,152,384 encoder + 4,204,032 decoder layer)
+    assert "forward FLOPs per target token" in out and "training memory estimate" in out
+
+
+def test_show_json_contract(capsys):
+    assert main(["show", BASE, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["params"] == 63_082_496
+    assert sum(b["params"] for b in info["blocks"]) == info["params"]
+    assert info["memory_bytes"]["weights"] == 4 * 63_082_496
+    assert info["flops_per_token"]["forward"] > 2 * 63_082_496 - 2 * 18_944_000
+
+
+def test_schema_is_json_schema_with_tagged_layers(capsys):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "aiayn experiment"
+    stack = schema["$defs"]["StackSpec"]["properties"]["layer"]["items"]
+    assert stack["discriminator"]["propertyName"] == "type"
+    assert set(stack["discriminator"]["mapping"]) == {"self_attention", "causal_self_attention", "cross_attention", "feed_forward"}
+    assert schema["$defs"]["AttentionSpec" if "AttentionSpec" in schema["$defs"] else "SelfAttentionSpec"]["additionalProperties"] is False
