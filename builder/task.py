@@ -17,7 +17,7 @@ class TranslationTask(L.LightningModule):
     """Trains `build_model(spec.model)` with label-smoothed cross-entropy, Adam and eq. (3).
 
     The checkpoint's hyperparameters hold the whole resolved experiment, so a checkpoint alone
-    rebuilds the model (`TranslationTask.from_experiment(hparams["experiment"])`).
+    rebuilds the model: `TranslationTask(checkpoint["hyper_parameters"]["experiment"])`.
     """
 
     def __init__(self, experiment: dict[str, Any]) -> None:
@@ -31,7 +31,7 @@ class TranslationTask(L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.logger is not None:
-            columns = {k: v for k, v in paper_columns(self.spec).items()}
+            columns = dict(paper_columns(self.spec))
             columns.update(name=self.spec.name, params=count_params(self.spec.model), seed=self.spec.train.seed)
             self.logger.log_hyperparams(columns, {"hp/bleu": 0.0, "hp/ppl": 0.0})
 
@@ -41,7 +41,7 @@ class TranslationTask(L.LightningModule):
         logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
         loss, nll, count = label_smoothed_nll(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
         n = count.clamp(min=1)
-        tokens = int((batch.src != PAD_ID).sum() + count)
+        tokens = batch.n_src_tokens + batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += tokens
         self.log("train/loss", loss / n, prog_bar=True)
         self.log("train/nll", nll / n)
@@ -54,6 +54,8 @@ class TranslationTask(L.LightningModule):
         return loss / n
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.trainer.global_step % self.trainer.log_every_n_steps:
+            return  # the norm costs a pass over every gradient; only pay for it when logged
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
         self.log("train/grad_norm", norm)
