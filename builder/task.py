@@ -54,7 +54,7 @@ class TranslationTask(L.LightningModule):
         return loss / n
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        if self.trainer.global_step % self.trainer.log_every_n_steps:
+        if not self.trainer._logger_connector.should_update_logs:
             return  # the norm costs a pass over every gradient; only pay for it when logged
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
