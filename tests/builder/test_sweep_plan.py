@@ -9,7 +9,8 @@ import pytest
 from builder.cli import main
 from builder.errors import UserError
 from builder.model import count_params
-from builder.sweep.launch import Job, launch_local, launcher_overrides, run_job, trial_argv
+from builder.sweep import runner
+from builder.sweep.launch import Job, Outcome, launch_local, launcher_overrides, run_job, trial_argv
 from builder.sweep.plan import TrialState, config_hash, expand, load_sweep, split_overrides, state, write_trial_record
 from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
 from tests.conftest import EXPERIMENTS
@@ -274,3 +275,102 @@ def test_too_few_gpus(tmp_path):
     with pytest.raises(UserError) as info:
         launch_local(jobs, LocalLauncherSpec(gpus_per_trial=2), lambda *a: None, gpus=["0"])
     assert str(info.value) == "launcher.gpus_per_trial is 2 but 1 GPU(s) are visible (0); lower gpus_per_trial, or set it to 0 to train on CPU"
+
+
+# ---- the shipped sweep files -----------------------------------------------------------
+
+ROWS = sorted(p.name for p in (EXPERIMENTS / "table3").glob("*.yaml"))
+
+
+def test_table3_sweep_is_base_every_row_and_big():
+    path = EXPERIMENTS / "table3.sweep.yaml"
+    sweep = load_sweep(path)
+    assert sorted(v.experiment.removeprefix("table3/") for v in sweep.variants[1:-1]) == ROWS
+    trials = expand(sweep, path)
+    assert [t.name for t in trials][:3] == ["base-seed1", "table3-a-h1-seed1", "table3-a-h4-seed1"]
+    assert [t.name for t in trials][-2:] == ["table3-e-learned-seed1", "big-seed1"]
+    assert len(trials) == 20 and all(t.changes == () for t in trials)
+    assert [t.spec.reported.group for t in trials] == ["base"] + ["A"] * 4 + ["B"] * 2 + ["C"] * 7 + ["D"] * 4 + ["E", "big"]
+    assert sweep.launcher == SlurmLauncherSpec(timeout_min=2880, gpus_per_node=8, cpus_per_task=8, mem_gb=64)
+
+
+def test_multi30k_sweep_has_the_same_rows():
+    path = EXPERIMENTS / "multi30k" / "table3.sweep.yaml"
+    if not (EXPERIMENTS / "multi30k" / "base.yaml").is_file():
+        pytest.skip("experiments/multi30k/base.yaml is not written yet")
+    sweep = load_sweep(path)
+    assert sorted(v.experiment.removeprefix("table3/") for v in sweep.variants[1:]) == ROWS
+    trials = expand(sweep, path)
+    assert len(trials) == 19 and trials[0].experiment == path.parent / "base.yaml"
+    assert all(t.spec.data.dir.endswith("multi30k") for t in trials)
+    assert sweep.launcher == LocalLauncherSpec(parallel=8, gpus_per_trial=1)
+
+
+def test_demo_sweep_is_three_head_counts_at_constant_compute():
+    path = EXPERIMENTS / "demo.sweep.yaml"
+    trials = expand(load_sweep(path), path)
+    assert [t.name for t in trials] == [f"demo-h{h}-seed{s}" for h in (2, 4, 8) for s in (1, 2)]
+    assert [(t.spec.dims.h, t.spec.dims.d_k, t.spec.dims.d_v) for t in trials[::2]] == [(2, 64, 64), (4, 32, 32), (8, 16, 16)]
+    assert {count_params(t.spec.model) for t in trials} == {1_053_696}
+    assert all(t.spec.reported is None and t.spec.trainer.accelerator == "cpu" for t in trials)
+
+
+# ---- the runner, with a stand-in launcher ----------------------------------------------
+
+
+def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch, capsys):
+    """Trial 1 finished before, trial 2 has a checkpoint, trial 3 is new and fails, trial 4
+    exits 0 without finishing; the launcher is a stand-in that records what it was given."""
+    overrides = ["sweep.grid={}", "sweep.seeds=[1]"]
+    trials = expand(load_sweep(sweep_file, ["grid={}", "seeds=[1]"]), sweep_file)
+    runs = tmp_path / "runs"
+    sweep_dir = runs / "s"
+    finished, resumable = (sweep_dir / t.name / "version_0" for t in trials[:2])
+    for trial, run_dir in zip(trials, (finished, resumable)):
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"")
+        write_trial_record(trial, run_dir)
+    paper = {"N": 2, "d_model": 128, "d_ff": 512, "h": 4, "d_k": 32, "d_v": 32, "P_drop": 0.1, "eps_ls": 0.1, "positional": "sinusoidal", "train_steps": 10}
+    results = {"params": 1, "paper": paper, "reported": None, "steps": 10, "bleu": 1.5, "ppl": 9.0}
+    (finished / "results.json").write_text(json.dumps({**results, "name": trials[0].name}))
+    given = []
+
+    def launch(jobs, launcher, on_done):
+        for job in jobs:
+            given.append((job.name, job.run_dir, job.argv[4:]))
+            if job.name == trials[1].name:
+                (job.run_dir / "results.json").write_text(json.dumps({**results, "name": job.name, "bleu": 2.5}))
+                on_done(job, Outcome(0, 1.0, None))
+            elif job.name == trials[2].name:
+                on_done(job, Outcome(2, 1.0, "Traceback ...\nValueError: boom"))
+            else:
+                (job.run_dir / "status.json").write_text('{"status": "interrupted", "step": 3}')
+                on_done(job, Outcome(0, 1.0, None))
+
+    monkeypatch.setattr(runner, "launch_local", launch)
+    assert main(["sweep", str(sweep_file), *overrides, "--runs", str(runs)]) == 1
+    assert [(name, run_dir) for name, run_dir, _ in given] == [
+        (trials[1].name, resumable),  # `aiayn train --run-dir` resumes from its last.ckpt
+        (trials[2].name, sweep_dir / trials[2].name / "version_0"),
+        (trials[3].name, sweep_dir / trials[3].name / "version_0"),
+    ]
+    assert given[1][2] == (str(trials[2].experiment), *trials[2].overrides, "trainer.enable_progress_bar=false", "--run-dir", str(given[1][1]))
+    record = json.loads((sweep_dir / "sweep.json").read_text())["trials"]
+    assert [(t["status"], t.get("bleu")) for t in record] == [("skipped", 1.5), ("finished", 2.5), ("failed", None), ("failed", None)]
+    assert record[2]["error"] == "Traceback ...\nValueError: boom"
+    assert record[3]["error"] == "exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it"
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == f"sweep s: 4 trials, 1 finished before (skipped), 3 to run -> {sweep_dir}"
+    assert captured.out.splitlines()[1:4] == [
+        f"[1/3] {trials[1].name}: finished in 1 s: BLEU 2.50, PPL 9.00",
+        f"[2/3] {trials[2].name}: FAILED (exit 2): ValueError: boom",
+        f"[3/3] {trials[3].name}: FAILED (exit 0): exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it",
+    ]
+    assert captured.err == (
+        f"aiayn sweep: error: 2 of 4 trials failed (their errors are in {sweep_dir / 'sweep.json'}):\n"
+        f"  {trials[2].name} (exit 2): ValueError: boom\n"
+        f"    log: {sweep_dir / trials[2].name / 'version_0' / 'stderr.log'}\n"
+        f"  {trials[3].name} (exit 0): exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it\n"
+        f"    log: {sweep_dir / trials[3].name / 'version_0' / 'stderr.log'}\n"
+    )
+    assert (sweep_dir / "results.md").read_text().count("\n") == 4  # header, rule, the two finished trials
