@@ -96,14 +96,14 @@ class MultiHeadAttention(nn.Module):
                     f"incremental decoding needs kind='causal_self', this attention is kind={self.kind!r}: "
                     "bidirectional self-attention cannot be computed one step at a time"
                 )
-            k, v, key_padding = self._append(ctx.state.cache(self), k, v, key_padding)
+            k, v, key_padding = self._append(*ctx.state.take_cache(self), k, v, key_padding)
         return q, k, v, key_padding
 
     def _project_cross(self, x: Tensor, ctx: LayerContext) -> _Projected:
         if ctx.memory is None:
             raise ValueError("cross-attention needs the encoder output in ctx.memory, got None")
         q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
-        cache = ctx.state.cache(self) if ctx.state is not None else {}
+        cache = ctx.state.memory_cache(self) if ctx.state is not None else {}
         if "k" not in cache:
             k, v = self.w_kv(ctx.memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
             cache["k"], cache["v"] = self._heads(k, self.d_k), self._heads(v, self.d_v)
@@ -111,17 +111,18 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def _append(
-        cache: dict[str, Tensor], k: Tensor, v: Tensor, key_padding: Tensor | None
+        cache: dict[str, Tensor], rows: Tensor | None, k: Tensor, v: Tensor, key_padding: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Concatenate this step's keys/values (and padding) after the cached ones."""
-        past = cache["k"].size(2) if "k" in cache else 0
-        if past:
-            k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+        """This step's keys/values (and padding) after the cached ones, whose rows `rows` (a
+        pending reorder) are selected in the same copy."""
+        B, T = k.size(0), k.size(2)
         if key_padding is not None or "padding" in cache:
-            B, T = k.size(0), k.size(2) - past
-            old = cache.get("padding", k.new_zeros(B, past, dtype=torch.bool))
+            past_B, past = (cache["k"].size(0), cache["k"].size(2)) if "k" in cache else (B, 0)
+            old = cache.get("padding", k.new_zeros(past_B, past, dtype=torch.bool))
             new = key_padding if key_padding is not None else k.new_zeros(B, T, dtype=torch.bool)
-            key_padding = cache["padding"] = torch.cat([old, new], dim=1)  # (B, S)
+            key_padding = cache["padding"] = _select_cat(old, rows, new)  # (B, S)
+        if "k" in cache:
+            k, v = _select_cat(cache["k"], rows, k), _select_cat(cache["v"], rows, v)
         cache["k"], cache["v"] = k, v
         return k, v, key_padding
 
@@ -150,3 +151,18 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"kind={self.kind!r}, d_model={self.d_model}, h={self.h}, d_k={self.d_k}, d_v={self.d_v}"
+
+
+def _select_cat(old: Tensor, rows: Tensor | None, new: Tensor) -> Tensor:
+    """cat([old[rows], new], dim=-2 for 4-D, -1 for 2-D) in one copy of `old`."""
+    dim = 2 if old.dim() == 4 else 1
+    if rows is None:
+        return torch.cat([old, new], dim=dim)
+    if torch.is_grad_enabled() and (old.requires_grad or new.requires_grad):  # out= has no autograd
+        return torch.cat([old.index_select(0, rows.to(old.device)), new], dim=dim)
+    shape = list(new.shape)
+    shape[dim] += old.size(dim)
+    out = new.new_empty(shape)
+    torch.index_select(old, 0, rows.to(old.device), out=out.narrow(dim, 0, old.size(dim)))
+    out.narrow(dim, old.size(dim), new.size(dim)).copy_(new)
+    return out

@@ -10,18 +10,37 @@ class DecoderState:
 
     Each attention module owns one dict of tensors, keyed by the module itself, whose first
     dimension is the batch. Causal self-attention keeps the keys and values of every past
-    position; cross-attention keeps the keys and values of the encoder memory, computed once.
-    Beam search keeps the batch dimension of every cache in step with its hypotheses through
-    `reorder`.
+    position (`cache`); cross-attention keeps the keys and values of the encoder memory, computed
+    once (`memory_cache`). Beam search keeps the batch dimension of every cache in step with its
+    hypotheses through `reorder`.
+
+    Reordering the caches of past positions is lazy: `reorder` records the rows to select, and
+    they are selected when the cache is next used, by `cache`, or by its owner together with its
+    next append (`take_cache`): one copy per step instead of a select and a concatenation.
     """
 
     def __init__(self) -> None:
         self.length = 0  # target positions already decoded; the next token has this position
         self._caches: dict[nn.Module, dict[str, Tensor]] = {}
+        self._memory_caches: dict[nn.Module, dict[str, Tensor]] = {}
+        self._rows: dict[nn.Module, Tensor] = {}  # pending row selection of each cache
 
     def cache(self, module: nn.Module) -> dict[str, Tensor]:
-        """The (mutable) cache of `module`, created empty on first use."""
-        return self._caches.setdefault(module, {})
+        """The (mutable) cache of `module`, created empty on first use, its rows up to date."""
+        cache, rows = self.take_cache(module)
+        if rows is not None:
+            for name, tensor in cache.items():
+                cache[name] = tensor.index_select(0, rows.to(tensor.device))
+        return cache
+
+    def take_cache(self, module: nn.Module) -> tuple[dict[str, Tensor], Tensor | None]:
+        """The cache of `module` and the rows (1-D long, or None) it still has to select: the
+        caller selects them, e.g. while copying the cache to append to it."""
+        return self._caches.setdefault(module, {}), self._rows.pop(module, None)
+
+    def memory_cache(self, module: nn.Module) -> dict[str, Tensor]:
+        """The cache of what `module` computes from the encoder memory: one row per memory row."""
+        return self._memory_caches.setdefault(module, {})
 
     def advance(self, steps: int) -> None:
         """Record that `steps` more target positions went through the decoder."""
@@ -29,17 +48,33 @@ class DecoderState:
             raise ValueError(f"steps ({steps}) must be >= 0")
         self.length += steps
 
-    def reorder(self, indices: Tensor) -> None:
+    def reorder(self, indices: Tensor, *, memory: bool = True) -> None:
         """Select rows `indices` (1-D long) of every cached tensor along the batch dimension.
 
         Row i of the new batch is row indices[i] of the old one: beam search uses it to follow
-        the surviving hypotheses and to drop finished sentences.
+        the surviving hypotheses and to drop finished sentences. memory=False leaves the memory
+        caches as they are: right when the memory rows stay (beam search moving hypotheses among
+        the beams of one sentence, which share its memory); `reorder_memory` selects them alone.
         """
-        if indices.dim() != 1:
-            raise ValueError(f"indices must be 1-D, got shape {tuple(indices.shape)}")
-        for cache in self._caches.values():
+        _check_indices(indices)
+        for module, cache in self._caches.items():
+            if cache:
+                rows = self._rows.get(module)
+                self._rows[module] = indices if rows is None else rows[indices.to(rows.device)]
+        if memory:
+            self.reorder_memory(indices)
+
+    def reorder_memory(self, indices: Tensor) -> None:
+        """Select rows `indices` of the memory caches only (the memory itself was selected so)."""
+        _check_indices(indices)
+        for cache in self._memory_caches.values():
             for name, tensor in cache.items():
                 cache[name] = tensor.index_select(0, indices.to(tensor.device))
 
     def __repr__(self) -> str:
-        return f"DecoderState(length={self.length}, modules={len(self._caches)})"
+        return f"DecoderState(length={self.length}, modules={len(self._caches) + len(self._memory_caches)})"
+
+
+def _check_indices(indices: Tensor) -> None:
+    if indices.dim() != 1:
+        raise ValueError(f"indices must be 1-D, got shape {tuple(indices.shape)}")

@@ -160,11 +160,13 @@ def beam_search(
             break
         rows = origin[keep].flatten()  # (n'*k,) old rows the surviving hypotheses extend
         tokens = torch.cat([tokens[rows], token[keep].view(-1, 1)], dim=1)
-        if state is not None:
-            state.reorder(rows)
-        if keep.numel() < n:  # beams of one sentence share its memory: select only on drops
+        if state is not None:  # beams of one sentence share its memory: select it only on drops
+            state.reorder(rows, memory=False)
+        if keep.numel() < n:
             kept_rows = (keep[:, None] * k + torch.arange(k, device=device)).flatten()
             memory, src_pad = memory[kept_rows], src_pad[kept_rows]
+            if state is not None:
+                state.reorder_memory(kept_rows)
         scores, best, n_finished = scores[keep], best[keep], n_finished[keep]
         max_len, sentence = max_len[keep], sentence[keep]
     return results

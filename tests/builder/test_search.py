@@ -288,3 +288,51 @@ def test_learned_positions_cap_the_output_length():
         beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
     ):
         assert [len(hyp) for hyp in hyps] == [64]  # not 30 + 50: there is no position 64
+
+
+
+def _decode_three_then_one(model, src, tgt, reorder) -> torch.Tensor:
+    """Logits of position 3 after decoding tgt[:, :3] step by step and calling reorder(state),
+    which returns (hypothesis rows, memory rows) of the batch it made."""
+    memory, pad = model.encode(src)
+    state = model.init_state()
+    for t in range(3):
+        model.decode(tgt[:, t : t + 1], memory, pad, state)
+    rows, memory_rows = reorder(state)
+    return model.decode(tgt[rows, 3:4], memory[memory_rows], pad[memory_rows], state)[:, 0]
+
+
+def test_decoder_state_composes_lazy_reorders(random_model):
+    torch.manual_seed(1)
+    src, tgt = torch.randint(3, V, (3, 5)), torch.randint(3, V, (3, 4))
+
+    def twice(state):
+        state.reorder(torch.tensor([2, 0, 1]))
+        state.reorder(torch.tensor([1, 1, 0]))  # no decoding in between: the selections compose
+        rows = torch.tensor([0, 0, 2])
+        return rows, rows
+
+    logits = _decode_three_then_one(random_model, src, tgt, twice)
+    torch.testing.assert_close(logits, random_model(src[[0, 0, 2]], tgt[[0, 0, 2], :4])[:, 3])
+
+
+def test_beams_move_without_touching_the_memory_cache(random_model):
+    torch.manual_seed(2)
+    src = torch.randint(3, V, (2, 5)).repeat_interleave(2, 0)  # 2 sentences x 2 beams sharing memory
+    tgt = torch.randint(3, V, (4, 4))
+    rows = torch.tensor([1, 1, 3, 2])
+
+    def within_sentences(state):
+        state.reorder(rows, memory=False)
+        return rows, torch.arange(4)
+
+    logits = _decode_three_then_one(random_model, src, tgt, within_sentences)
+    torch.testing.assert_close(logits, random_model(src[rows], tgt[rows, :4])[:, 3])
+
+    def drop_the_first_sentence(state):
+        state.reorder(torch.tensor([3, 2]), memory=False)
+        state.reorder_memory(torch.tensor([2, 3]))  # the memory rows of the sentence that stays
+        return torch.tensor([3, 2]), torch.tensor([2, 3])
+
+    logits = _decode_three_then_one(random_model, src, tgt, drop_the_first_sentence)
+    torch.testing.assert_close(logits, random_model(src[[3, 2]], tgt[[3, 2], :4])[:, 3])
