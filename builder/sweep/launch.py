@@ -58,9 +58,10 @@ def launcher_overrides(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> list[
     return out
 
 
-def run_job(job: Job, env: dict[str, str] | None = None) -> Outcome:
-    """Run the trial's process, its output appended to stdout.log and stderr.log in its run
-    directory (rank k > 0 of a SLURM job: stdout.rank<k>.log ...)."""
+def run_job(job: Job, env: dict[str, str] | None = None, defaults: dict[str, str] | None = None) -> Outcome:
+    """Run the trial's process with `env` set and `defaults` where the environment lacks them,
+    its output appended to stdout.log and stderr.log in its run directory (rank k > 0 of a SLURM
+    job: stdout.rank<k>.log ...)."""
     rank = os.environ.get("SLURM_PROCID", "0")
     suffix = "" if rank == "0" else f".rank{rank}"
     job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -69,7 +70,7 @@ def run_job(job: Job, env: dict[str, str] | None = None) -> Outcome:
     with open(job.run_dir / f"stdout{suffix}.log", "ab") as out, open(err_path, "ab") as err:
         offset = err.tell()
         try:
-            code = subprocess.run(job.argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=job.cwd, env={**os.environ, **(env or {})}).returncode
+            code = subprocess.run(job.argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=job.cwd, env={**(defaults or {}), **os.environ, **(env or {})}).returncode
         except OSError as e:
             return Outcome(None, time.perf_counter() - start, f"could not start {job.argv[0]}: {e}")
     wall = time.perf_counter() - start
@@ -110,11 +111,14 @@ def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done
             slots.put(tuple(gpus[i * k:(i + 1) * k]))
         workers = min(workers, slots.qsize())
 
+    # as torchrun does: trials running at once share the cores instead of oversubscribing them
+    threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+
     def work(job: Job) -> None:
         slot = slots.get() if k else None
         try:
             env = {"CUDA_VISIBLE_DEVICES": ",".join(slot)} if slot else {"CUDA_VISIBLE_DEVICES": ""} if k == 0 else {}
-            outcome = run_job(job, env)
+            outcome = run_job(job, env, threads)
         finally:
             if slot:
                 slots.put(slot)
@@ -161,7 +165,7 @@ def launch_slurm(
         )
     executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
     with executor.batch():
-        submitted = [executor.submit(run_job, job) for job in jobs]
+        submitted = [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
     by_id = {}
     for job, handle in zip(jobs, submitted):
         by_id[handle.job_id] = job

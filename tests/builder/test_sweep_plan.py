@@ -2,6 +2,7 @@
 its GPU slots, and the exact text of every error. No training here (see test_sweep_run.py)."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -238,6 +239,14 @@ def test_a_failed_process_keeps_its_last_stderr_lines(tmp_path):
     assert missing.returncode is None and missing.error.startswith(f"could not start {tmp_path / 'no-such-python'}: ")
 
 
+def test_environment_defaults_yield_to_the_users(tmp_path, monkeypatch):
+    code = "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['CUDA_VISIBLE_DEVICES'])"
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    run_job(Job("t", (sys.executable, "-c", code), tmp_path / "run", str(tmp_path)), {"CUDA_VISIBLE_DEVICES": "1"}, {"OMP_NUM_THREADS": "2"})
+    assert (tmp_path / "run" / "stdout.log").read_text() == "5 1\n"
+
+
 def test_gpu_slots_are_never_shared(tmp_path):
     code = "import os, time; t = time.time(); time.sleep(0.3); print(os.environ['CUDA_VISIBLE_DEVICES'], t, time.time())"
     jobs = [Job(f"t{i}", (sys.executable, "-c", code), tmp_path / f"t{i}", str(tmp_path)) for i in range(5)]
@@ -254,20 +263,23 @@ def test_gpu_slots_are_never_shared(tmp_path):
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:]))
 
 
-def test_cpu_trials_see_no_gpu_and_run_in_parallel(tmp_path):
+def test_cpu_trials_see_no_gpu_share_the_cores_and_run_in_parallel(tmp_path, monkeypatch):
     # each waits until both have started: only trials that run at once both succeed
     code = (
         "import os, pathlib, sys, time; d = pathlib.Path(sys.argv[1]); (d / sys.argv[2]).touch()\n"
         "end = time.time() + 60\n"
         "while len(list(d.glob('t*'))) < 2 and time.time() < end: time.sleep(0.05)\n"
-        "print(repr(os.environ['CUDA_VISIBLE_DEVICES'])); sys.exit(0 if len(list(d.glob('t*'))) == 2 else 1)"
+        "print(repr(os.environ['CUDA_VISIBLE_DEVICES']), os.environ['OMP_NUM_THREADS'])\n"
+        "sys.exit(0 if len(list(d.glob('t*'))) == 2 else 1)"
     )
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
     (tmp_path / "flags").mkdir()
     jobs = [Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path)) for i in range(2)]
     done = []
     launch_local(jobs, LocalLauncherSpec(parallel=2, gpus_per_trial=0), lambda job, outcome: done.append(outcome.returncode))
     assert done == [0, 0]
-    assert [(tmp_path / j.name / "stdout.log").read_text() for j in jobs] == ["''\n", "''\n"]
+    assert [(tmp_path / j.name / "stdout.log").read_text() for j in jobs] == ["'' 3\n", "'' 3\n"]  # 6 cores, 2 at once
 
 
 def test_too_few_gpus(tmp_path):
