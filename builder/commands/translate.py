@@ -75,9 +75,12 @@ def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:
 def device_of(args: argparse.Namespace) -> torch.device:
     name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
         raise UserError(f"--device {name!r} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: no CUDA GPU is available here; use --device cpu")
+    return device
 
 
 def read_input(path: Path | None) -> list[str]:

@@ -92,6 +92,11 @@ def test_translate_messages(run, tmp_path, stdin, capsys):
         f"aiayn translate: error: {bad} is not an aiayn checkpoint: torch.load cannot read it; "
         "give a .ckpt written by `aiayn train` or `aiayn average`\n"
     )
+    stdin("hello\n")
+    assert main(["translate", str(run), "--device", "tpu0"]) == 2
+    assert capsys.readouterr().err == (
+        "aiayn translate: error: --device 'tpu0' is not a torch device; use e.g. cpu, cuda or cuda:1\n"
+    )
     assert main(["translate", str(run), "--input", str(tmp_path / "missing.txt")]) == 2
     assert capsys.readouterr().err == f"aiayn translate: error: --input {tmp_path / 'missing.txt'}: no such file\n"
     monkey = io.TextIOWrapper(io.BytesIO(b"ok\n\xff\n"), encoding="utf-8")
@@ -197,3 +202,19 @@ def test_tokenized_bleu_splits_compounds():
     ).score
     assert plain.score == pytest.approx(100.0)
     assert split.score == pytest.approx(expected) and expected < 60.0
+
+
+def test_a_line_too_long_for_learned_positions_is_named(tmp_path, stdin, capsys):
+    run = make_run(tmp_path, overrides=("model.positional.type=learned", "model.positional.max_len=65"))
+    line = "seven " * 80
+    n = len(load_for_inference(run).src_tokenizer.encode(line))
+    assert n > 65
+    stdin(f"one\n{line}\n")
+    assert main(["translate", str(run)]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn translate: error: input line 2 has {n} tokens but the model's learned positions cover only 65; "
+        "shorten or split that line\n"
+    )
+    stdin("one\nthe children counted seven pictures\n")
+    assert main(["translate", str(run), "--max-len-b", "100"]) == 0  # outputs stop at position 65
+    assert [len(x) > 0 for x in capsys.readouterr().out.split("\n")] == [True, True, False]

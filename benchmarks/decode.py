@@ -1,0 +1,180 @@
+"""Beam-search decoding speed on CPU: our cached search, our no-cache reference, and Hugging Face.
+
+    python benchmarks/decode.py [--d-model 512 --heads 8 --layers 6 --d-ff 2048 --vocab 8000]
+                                [--sentences 8 --src-len 20 --out-len 50 --beam 4 --repeats 3]
+
+Three decoders, one model size, randomly initialised (nothing is downloaded):
+  (a) builder.search.beam_search with the KV cache (DecoderState),
+  (b) the same search with use_cache=False (the whole prefix rerun at every step),
+  (c) transformers' MarianMTModel.generate(num_beams=beam) with a MarianConfig of identical
+      d_model / heads / layers / d_ff / vocabulary (post-norm, ReLU, sinusoids, shared embeddings).
+Every hypothesis is forced to exactly --out-len tokens so that all three do the same work: EOS is
+made unreachable (our logits get EOS = -inf through a hook on the output projection; HF gets
+min_new_tokens = max_new_tokens, which masks EOS the same way), and the length limit ends the
+search (ours: src_len + max_len_b = out_len). Needs `pip install -e .[bench]` for (c).
+
+Prints a table of wall and CPU seconds (medians of --repeats interleaved runs after a warm-up), and
+the ratios of CPU time, which a busy machine disturbs less than wall time (use --threads 1 there).
+"""
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from blocks import (
+    AddNorm,
+    EncoderDecoder,
+    InputEmbedding,
+    MultiHeadAttention,
+    OutputProjection,
+    PositionwiseFeedForward,
+    ScaledEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerLayer,
+    TransformerStack,
+)
+from builder.search import beam_search
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def our_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> EncoderDecoder:
+    d_k = d_model // heads
+
+    def sub(module: nn.Module) -> AddNorm:
+        return AddNorm(sublayer=module, d_model=d_model, dropout=0.1, eps=1e-5)
+
+    def attention(kind: str) -> AddNorm:
+        return sub(MultiHeadAttention(d_model=d_model, h=heads, d_k=d_k, d_v=d_k, kind=kind))
+
+    def ffn() -> AddNorm:
+        return sub(PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=nn.ReLU()))
+
+    table = nn.Embedding(vocab, d_model, padding_idx=PAD)
+    embed = ScaledEmbedding(table=table, scale=True)
+
+    def inputs() -> InputEmbedding:
+        return InputEmbedding(token=embed, positional=SinusoidalPositionalEncoding(d_model=d_model), dropout=0.1)
+
+    return EncoderDecoder(
+        src_embed=inputs(),
+        tgt_embed=inputs(),
+        encoder=TransformerStack(layers=[TransformerLayer(sublayers=[attention("self"), ffn()]) for _ in range(layers)]),
+        decoder=TransformerStack(
+            layers=[
+                TransformerLayer(sublayers=[attention("causal_self"), attention("cross"), ffn()])
+                for _ in range(layers)
+            ]
+        ),
+        generator=OutputProjection(d_model=d_model, vocab_size=vocab, tied_weight=table.weight),
+        pad_id=PAD,
+    ).eval()
+
+
+def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module:
+    from transformers import MarianConfig, MarianMTModel
+
+    config = MarianConfig(
+        vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
+        encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads,
+        encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
+        activation_function="relu", max_position_embeddings=1024, scale_embedding=True,
+        pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS, decoder_start_token_id=BOS,
+        forced_eos_token_id=None, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )
+    return MarianMTModel(config).eval()
+
+
+def timed(decoders: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float]]:
+    """{name: (median wall seconds, median CPU seconds of this process)}. One warm-up each, then
+    the decoders take turns, so that a change in the machine's load hits all of them alike."""
+    for fn in decoders.values():
+        fn()  # allocator, kernel selection, lazily built tables
+    wall: dict[str, list[float]] = {name: [] for name in decoders}
+    cpu: dict[str, list[float]] = {name: [] for name in decoders}
+    for _ in range(repeats):
+        for name, fn in decoders.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in decoders}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--d-ff", type=int, default=2048)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--sentences", type=int, default=8)
+    p.add_argument("--src-len", type=int, default=20)
+    p.add_argument("--out-len", type=int, default=50)
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--skip-hf", action="store_true", help="without transformers installed")
+    args = p.parse_args()
+    if args.out_len < args.src_len:
+        p.error(f"--out-len ({args.out_len}) must be >= --src-len ({args.src_len}): ours ends at src_len + max_len_b")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    sizes = dict(d_model=args.d_model, heads=args.heads, layers=args.layers, d_ff=args.d_ff, vocab=args.vocab)
+    src = torch.randint(3, args.vocab, (args.sentences, args.src_len))
+    ours = our_model(**sizes)
+
+    def no_eos(module: nn.Module, inputs: tuple, logits: torch.Tensor) -> torch.Tensor:
+        logits[..., EOS] = -float("inf")
+        return logits
+
+    ours.generator.register_forward_hook(no_eos)
+    max_len_b = args.out_len - args.src_len
+
+    def run_ours(use_cache: bool) -> Callable[[], object]:
+        def go() -> list[list[int]]:
+            hyps = beam_search(ours, src, bos_id=BOS, eos_id=EOS, beam=args.beam, max_len_b=max_len_b, use_cache=use_cache)
+            assert all(len(h) == args.out_len for h in hyps), [len(h) for h in hyps]
+            return hyps
+
+        return go
+
+    decoders = {"aiayn beam_search, KV cache": run_ours(True), "aiayn beam_search, no cache": run_ours(False)}
+    if not args.skip_hf:
+        hf = hf_model(**sizes)
+        mask = torch.ones_like(src)
+
+        def run_hf() -> torch.Tensor:
+            with torch.inference_mode():
+                out = hf.generate(
+                    input_ids=src, attention_mask=mask, num_beams=args.beam, do_sample=False,
+                    max_new_tokens=args.out_len, min_new_tokens=args.out_len, early_stopping=False,
+                )
+            assert out.size(1) == args.out_len + 1, out.shape  # decoder start + out_len
+            return out
+
+        decoders["transformers MarianMTModel.generate"] = run_hf
+        n_ours = sum(p.numel() for p in ours.parameters())
+        n_hf = sum(p.numel() for p in hf.parameters())
+        print(f"parameters: aiayn {n_ours:,}, transformers {n_hf:,} (its sinusoid tables are parameters)")
+    results = timed(decoders, args.repeats)
+
+    print(
+        f"d_model {args.d_model}, h {args.heads}, N {args.layers}, d_ff {args.d_ff}, V {args.vocab}; "
+        f"{args.sentences} sentences of {args.src_len} tokens -> {args.out_len} tokens, beam {args.beam}; "
+        f"CPU, {args.threads} threads, torch {torch.__version__}; median of {args.repeats}"
+    )
+    _, cached = results["aiayn beam_search, KV cache"]
+    print("| decoder | wall s | CPU s | sentences per CPU s | CPU time / ours (cached) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (wall, cpu) in results.items():
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {args.sentences / cpu:.2f} | {cpu / cached:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
