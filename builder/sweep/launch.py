@@ -94,6 +94,28 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def gpu_slots(k: int, gpus: Sequence[str]) -> list[tuple[str, ...]]:
+    """Disjoint groups of k GPUs; a remainder smaller than k stays idle."""
+    if len(gpus) < k:
+        raise UserError(
+            f"launcher.gpus_per_trial is {k} but {len(gpus)} GPU(s) are visible "
+            f"({', '.join(gpus) or 'none'}); lower gpus_per_trial, or set it to 0 to train on CPU"
+        )
+    return [tuple(gpus[i * k:(i + 1) * k]) for i in range(len(gpus) // k)]
+
+
+def check(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> None:
+    """Refuse a launcher that cannot start here, before any run directory is made."""
+    if isinstance(launcher, LocalLauncherSpec):
+        if launcher.gpus_per_trial:
+            gpu_slots(launcher.gpus_per_trial, visible_gpus())
+    elif launcher.cluster == "slurm" and shutil.which("sbatch") is None:
+        raise UserError(
+            "the slurm launcher needs `sbatch` on PATH; run `aiayn sweep` on a SLURM login node, "
+            "or set sweep.launcher.cluster=local to run the jobs on this machine through submitit"
+        )
+
+
 def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done, *, gpus: Sequence[str] | None = None) -> None:
     """`launcher.parallel` jobs at a time; with gpus_per_trial k, each job holds k GPUs of its
     own (a slot of the pool) while it runs."""
@@ -101,14 +123,8 @@ def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done
     slots: queue.Queue[tuple[str, ...]] = queue.Queue()
     workers = launcher.parallel
     if k:
-        gpus = list(visible_gpus() if gpus is None else gpus)
-        if len(gpus) < k:
-            raise UserError(
-                f"launcher.gpus_per_trial is {k} but {len(gpus)} GPU(s) are visible "
-                f"({', '.join(gpus) or 'none'}); lower gpus_per_trial, or set it to 0 to train on CPU"
-            )
-        for i in range(len(gpus) // k):
-            slots.put(tuple(gpus[i * k:(i + 1) * k]))
+        for slot in gpu_slots(k, visible_gpus() if gpus is None else gpus):
+            slots.put(slot)
         workers = min(workers, slots.qsize())
 
     # as torchrun does: trials running at once share the cores instead of oversubscribing them
@@ -141,11 +157,7 @@ def launch_slurm(
     """One job per trial (a job array), submitted through submitit and waited for."""
     import submitit
 
-    if launcher.cluster == "slurm" and shutil.which("sbatch") is None:
-        raise UserError(
-            "the slurm launcher needs `sbatch` on PATH; run `aiayn sweep` on a SLURM login node, "
-            "or set sweep.launcher.cluster=local to run the jobs on this machine through submitit"
-        )
+    check(launcher)
     executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
     params: dict[str, Any] = dict(
         name=name,

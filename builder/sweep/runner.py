@@ -10,7 +10,7 @@ from typing import Any
 
 from builder import rundir
 from builder.errors import UserError
-from builder.sweep.launch import Job, Outcome, launch_local, launch_slurm, launcher_overrides, trial_argv
+from builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
 from builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
 from schemas.sweep import LocalLauncherSpec, SweepSpec
 
@@ -86,6 +86,7 @@ def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Pat
         print(render_plan(sweep, path, sweep_dir, trials, states))
         return 0
 
+    check(sweep.launcher)
     record = SweepRecord(sweep_dir / "sweep.json", sweep, path)
     extra = launcher_overrides(sweep.launcher)
     jobs: list[Job] = []

@@ -11,7 +11,7 @@ from builder.cli import main
 from builder.errors import UserError
 from builder.model import count_params
 from builder.sweep import runner
-from builder.sweep.launch import Job, Outcome, launch_local, launcher_overrides, run_job, trial_argv
+from builder.sweep.launch import Job, Outcome, check, launch_local, launcher_overrides, run_job, trial_argv
 from builder.sweep.plan import TrialState, config_hash, expand, load_sweep, split_overrides, state, write_trial_record
 from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
 from tests.conftest import EXPERIMENTS
@@ -282,11 +282,16 @@ def test_cpu_trials_see_no_gpu_share_the_cores_and_run_in_parallel(tmp_path, mon
     assert [(tmp_path / j.name / "stdout.log").read_text() for j in jobs] == ["'' 3\n", "'' 3\n"]  # 6 cores, 2 at once
 
 
-def test_too_few_gpus(tmp_path):
+def test_too_few_gpus(tmp_path, monkeypatch):
     jobs = [Job("t", (sys.executable, "-c", "pass"), tmp_path / "t", str(tmp_path))]
     with pytest.raises(UserError) as info:
         launch_local(jobs, LocalLauncherSpec(gpus_per_trial=2), lambda *a: None, gpus=["0"])
     assert str(info.value) == "launcher.gpus_per_trial is 2 but 1 GPU(s) are visible (0); lower gpus_per_trial, or set it to 0 to train on CPU"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(UserError) as info:
+        check(LocalLauncherSpec(gpus_per_trial=1))
+    assert str(info.value) == "launcher.gpus_per_trial is 1 but 0 GPU(s) are visible (none); lower gpus_per_trial, or set it to 0 to train on CPU"
+    check(LocalLauncherSpec(gpus_per_trial=0))
 
 
 # ---- the shipped sweep files -----------------------------------------------------------
@@ -386,3 +391,14 @@ def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch
         f"    log: {sweep_dir / trials[3].name / 'version_0' / 'stderr.log'}\n"
     )
     assert (sweep_dir / "results.md").read_text().count("\n") == 4  # header, rule, the two finished trials
+
+
+def test_a_slurm_sweep_needs_sbatch_before_anything_is_made(sweep_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    runs = tmp_path / "runs"
+    assert main(["sweep", str(sweep_file), "sweep.launcher={type: slurm}", "sweep.grid={}", "--runs", str(runs)]) == 2
+    assert capsys.readouterr().err == (
+        "aiayn sweep: error: the slurm launcher needs `sbatch` on PATH; run `aiayn sweep` on a SLURM login node, "
+        "or set sweep.launcher.cluster=local to run the jobs on this machine through submitit\n"
+    )
+    assert not runs.exists()
