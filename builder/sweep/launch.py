@@ -183,11 +183,21 @@ def launch_slurm(
         by_id[handle.job_id] = job
         if on_submit:
             on_submit(job, handle.job_id)
-    for handle in submitit.helpers.as_completed(submitted, poll_frequency=2):
-        job = by_id[handle.job_id]
-        try:
-            outcome = handle.result()
-        except Exception as e:  # the job died (timeout, preemption, node failure): submitit says why
-            lines = [line for line in str(e).splitlines() if line.strip()]
-            outcome = Outcome(None, 0.0, f"SLURM job {handle.job_id} failed: " + "\n".join(lines[-ERROR_LINES:]))
-        on_done(job, outcome)
+    try:
+        for handle in submitit.helpers.as_completed(submitted, poll_frequency=2):
+            job = by_id[handle.job_id]
+            try:
+                outcome = handle.result()
+            except Exception as e:  # the job died (timeout, preemption, node failure): submitit says why
+                lines = [line for line in str(e).splitlines() if line.strip()]
+                outcome = Outcome(None, 0.0, f"SLURM job {handle.job_id} failed: " + "\n".join(lines[-ERROR_LINES:]))
+            on_done(job, outcome)
+    except KeyboardInterrupt:
+        running = [h.job_id for h in submitted if not h.done()]
+        if running and launcher.cluster == "slurm":
+            print(
+                f"the SLURM jobs {' '.join(running)} keep running: `scancel {' '.join(running)}` stops them; "
+                "re-run the sweep once they are done, or it submits them again",
+                file=sys.stderr,
+            )
+        raise
