@@ -11,6 +11,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from builder.cli import main
+from builder.config import load_experiment
 from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
@@ -55,7 +56,8 @@ def test_train_writes_a_finished_run(tmp_path, monkeypatch):
     loss = [e.value for e in events.Scalars("train/loss")]
     assert sum(loss[-3:]) / 3 < sum(loss[:3]) / 3  # it learns
     lrs = [e.value for e in events.Scalars("train/lr")]
-    assert lrs[0] == pytest.approx(2.0 * 32**-0.5 * 300**-1.5)  # eq. (3) at step 1, factor 2
+    schedule = load_experiment(DEMO).train.lr_schedule
+    assert lrs[0] == pytest.approx(schedule.factor * 32**-0.5 * schedule.warmup_steps**-1.5)  # eq. (3), step 1
 
 
 def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
