@@ -88,7 +88,7 @@ def experiment_of(ckpt: dict[str, Any], path: str | Path) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
-        lines = "\n".join(f"  {line}" for line in format_validation_error(e, data))
+        lines = "\n".join(f"  {line}" for line in format_validation_error(e))
         raise UserError(f"{path}: the experiment stored in the checkpoint is not valid:\n{lines}") from None
 
 

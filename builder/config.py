@@ -57,7 +57,7 @@ def validate(data: dict[str, Any], path: str | Path) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
-        lines = [f"  {line}" for line in format_validation_error(e, data)]
+        lines = [f"  {line}" for line in format_validation_error(e)]
         noun = "error" if len(lines) == 1 else "errors"
         raise UserError(f"{path} is not a valid experiment ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
 
@@ -74,7 +74,7 @@ def _read_yaml(path: Path) -> DictConfig:
         problem = getattr(e, "problem", None) or str(e)
         raise UserError(f"{where}: YAML syntax error: {problem}") from None
     except OmegaConfBaseException as e:
-        raise UserError(f"{path}: {_first_line(e)}") from None
+        raise UserError(f"{path}: {first_line(e)}") from None
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text (byte {e.start}): {e.reason}") from None
     if not isinstance(node, DictConfig):
@@ -107,7 +107,7 @@ def _merge(base: DictConfig, child: DictConfig, file: Path) -> DictConfig:
     try:
         return typing.cast(DictConfig, OmegaConf.merge(base, child))
     except OmegaConfBaseException as e:
-        raise UserError(f"{file}: cannot merge onto the file it extends: {_first_line(e)}") from None
+        raise UserError(f"{file}: cannot merge onto the file it extends: {first_line(e)}") from None
 
 
 def _drop_retyped(base: DictConfig, child: DictConfig) -> None:
@@ -164,7 +164,7 @@ def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str]) -> Non
             _retype(config, key, item)
             config.merge_with_dotlist([item])
         except (OmegaConfBaseException, yaml.YAMLError) as e:
-            raise UserError(f"override {item!r}: {_first_line(e)}") from None
+            raise UserError(f"override {item!r}: {first_line(e)}") from None
 
 
 def _retype(config: DictConfig, key: str, item: str) -> None:
@@ -177,13 +177,13 @@ def _retype(config: DictConfig, key: str, item: str) -> None:
         _keep_fields_of(node, item.partition("=")[2].strip())
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _interpolation_message(e: OmegaConfBaseException, config: DictConfig) -> str:
     key = getattr(e, "full_key", None) or "?"
-    text = _first_line(e)
+    text = first_line(e)
     missing = re.search(r"Interpolation key '([^']+)' not found", text)
     if missing:
         ref = missing.group(1)
@@ -205,11 +205,13 @@ def _suggest_key(ref: str, config: DictConfig) -> str:
 # ---- pydantic errors -> YAML paths -------------------------------------------------------
 
 
-def format_validation_error(error: ValidationError, data: Any) -> list[str]:
+def format_validation_error(error: ValidationError, root: type[BaseModel] = ExperimentSpec) -> list[str]:
+    """Pydantic's errors as `yaml.path: message` lines, for a document validated as `root`."""
     lines: list[str] = []
     union_choices: dict[str, list[str]] = {}  # path -> the members of a plain union it failed
+    values: dict[str, Any] = {}
     for item in error.errors(include_url=False):
-        path, holder, member = _yaml_path(item["loc"])
+        path, holder, member = _yaml_path(item["loc"], root)
         ctx_error = (item.get("ctx") or {}).get("error")
         if isinstance(ctx_error, FieldError):
             path = ".".join(p for p in (path, ctx_error.path) if p).replace(".[", "[")
@@ -217,32 +219,22 @@ def format_validation_error(error: ValidationError, data: Any) -> list[str]:
         elif member is not None:
             if path not in union_choices:
                 lines.append(path)  # filled in below, once every member is known
-                union_choices[path] = []
+                union_choices[path], values[path] = [], item.get("input")
             union_choices[path].append(f"{member} ({_describe(item, holder).split(', got')[0]})")
         else:
             lines.append(f"{path or '(top level)'}: {_describe(item, holder)}")
     for i, line in enumerate(lines):
         if line in union_choices:
-            value = _value_at(data, line)
-            lines[i] = f"{line}: {value!r} is none of: " + "; ".join(union_choices[line])
+            lines[i] = f"{line}: {values[line]!r} is none of: " + "; ".join(union_choices[line])
     return lines
 
 
-def _value_at(data: Any, path: str) -> Any:
-    for key in re.findall(r"[^.\[\]]+", path):
-        try:
-            data = data[int(key)] if isinstance(data, list) else data[key]
-        except (KeyError, IndexError, ValueError, TypeError):
-            return None
-    return data
-
-
-def _yaml_path(loc: tuple[Any, ...]) -> tuple[str, type[BaseModel] | None, str | None]:
+def _yaml_path(loc: tuple[Any, ...], root: type[BaseModel] = ExperimentSpec) -> tuple[str, type[BaseModel] | None, str | None]:
     """('model', 'encoder', 'layer', 0, 'self_attention', 'h') -> 'model.encoder.layer[0].h',
     the schema class holding the last key (for "did you mean"), and, when the value failed a
     plain union such as `int | str`, the member pydantic tried (its loc ends with it)."""
     parts: list[str] = []
-    hint: Any = ExperimentSpec
+    hint: Any = root
     holder: type[BaseModel] | None = None
     for part in loc:
         options = _models_in(hint)
@@ -291,8 +283,8 @@ def _is_mapping(hint: Any) -> bool:
 
 def _item_type(hint: Any) -> Any:
     for a in _union_args(hint):
-        if typing.get_origin(a) in (list, dict):
-            return typing.get_args(a)[-1]
+        if typing.get_origin(a) in (list, tuple, dict):
+            return typing.get_args(a)[-1 if typing.get_origin(a) is dict else 0]
     return None
 
 

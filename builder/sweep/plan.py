@@ -1,11 +1,9 @@
 """A sweep file -> its trials (variant x grid point x seed), each a validated experiment, and what
 each needs now: a new run, a resumed run, or nothing (a finished run of the same config)."""
 
-import difflib
 import hashlib
 import json
 import re
-import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,12 +12,11 @@ from typing import Any, Literal
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from builder import rundir
-from builder.config import load_config, load_experiment
+from builder.config import first_line, format_validation_error, load_config, load_experiment
 from builder.errors import UserError
-from schemas._base import FieldError
 from schemas.experiment import ExperimentSpec
 from schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
 
@@ -74,15 +71,15 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
         try:  # replace, not merge: `sweep.grid={}` empties the grid
             OmegaConf.update(config, key, OmegaConf.from_dotlist([f"value={item.partition('=')[2]}"]).value, merge=False)
         except (OmegaConfBaseException, yaml.YAMLError) as e:
-            raise UserError(f"override {SWEEP_PREFIX}{item}: {_first_line(e)}") from None
+            raise UserError(f"override {SWEEP_PREFIX}{item}: {first_line(e)}") from None
     try:
         data = OmegaConf.to_container(config, resolve=True)
     except OmegaConfBaseException as e:
-        raise UserError(f"{path}: {getattr(e, 'full_key', '?')}: cannot resolve interpolation: {_first_line(e)}") from None
+        raise UserError(f"{path}: {getattr(e, 'full_key', '?')}: cannot resolve interpolation: {first_line(e)}") from None
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as e:
-        lines = [f"  {line}" for line in format_errors(e)]
+        lines = [f"  {line}" for line in format_validation_error(e, root=SweepSpec)]
         noun = "error" if len(lines) == 1 else "errors"
         raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
 
@@ -97,96 +94,10 @@ def _read(path: Path) -> DictConfig:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise UserError(f"{where}: YAML syntax error: {getattr(e, 'problem', None) or e}") from None
     except OmegaConfBaseException as e:
-        raise UserError(f"{path}: {_first_line(e)}") from None
+        raise UserError(f"{path}: {first_line(e)}") from None
     if not isinstance(node, DictConfig):
         raise UserError(f"{path}: a sweep must be a YAML mapping (name, base, variants, ...), got a list")
     return node
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
-def format_errors(error: ValidationError) -> list[str]:
-    """Pydantic's errors as `yaml.path: message`, one per path."""
-    lines: dict[str, str] = {}
-    for item in error.errors(include_url=False):
-        path, holder, in_union = _yaml_path(item["loc"])
-        ctx_error = (item.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, FieldError):
-            path = ".".join(p for p in (path, ctx_error.path) if p).replace(".[", "[")
-            message = ctx_error.message
-        elif in_union:
-            message = f"expected a number, a string, true/false or null, got {item.get('input')!r}"
-        else:
-            message = _describe(item, holder)
-        lines.setdefault(path or "(top level)", message)
-    return [f"{path}: {message}" for path, message in lines.items()]
-
-
-def _yaml_path(loc: tuple[Any, ...]) -> tuple[str, type[BaseModel] | None, bool]:
-    """(path, the model holding the last key, whether the value failed a plain union such as a
-    grid value). Discriminator tags in `loc` (launcher.slurm.x) are not keys of the YAML."""
-    parts: list[str] = []
-    hint: Any = SweepSpec
-    holder: type[BaseModel] | None = None
-    for part in loc:
-        args = _union_args(hint)
-        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-        mapping = any(typing.get_origin(a) is dict for a in args)
-        if isinstance(part, int) and not mapping:
-            parts.append(f"[{part}]")
-            hint = _item_type(args)
-            continue
-        tagged = [m for m in models if "type" in m.model_fields and typing.get_args(m.model_fields["type"].annotation) == (part,)]
-        if tagged:
-            hint = tagged[0]
-            continue
-        if not models and not mapping and len(args) > 1:
-            return "".join(parts).lstrip("."), holder, True
-        parts.append(f".{part}")
-        if mapping:
-            hint = _item_type(args)
-            continue
-        holder = next((m for m in models if str(part) in m.model_fields), models[0] if models else None)
-        hint = holder.model_fields[str(part)].annotation if holder and str(part) in holder.model_fields else None
-    return "".join(parts).lstrip("."), holder, False
-
-
-def _strip(hint: Any) -> Any:
-    while typing.get_origin(hint) is typing.Annotated:
-        hint = typing.get_args(hint)[0]
-    return hint
-
-
-def _union_args(hint: Any) -> tuple[Any, ...]:
-    hint = _strip(hint)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return tuple(_strip(a) for a in typing.get_args(hint))
-    return (hint,)
-
-
-def _item_type(args: tuple[Any, ...]) -> Any:
-    for a in args:
-        if typing.get_origin(a) in (list, tuple, dict):
-            return typing.get_args(a)[-1 if typing.get_origin(a) is dict else 0]
-    return None
-
-
-def _describe(item: dict[str, Any], holder: type[BaseModel] | None) -> str:
-    kind = item["type"]
-    if kind == "extra_forbidden":
-        key = str(item["loc"][-1])
-        known = list(holder.model_fields) if holder else []
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
-        return f"unknown key; did you mean '{close[0]}'?" if close else f"unknown key; known keys: {', '.join(known)}"
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "union_tag_invalid":
-        return f"type {item['ctx']['tag']!r} is not one of {item['ctx']['expected_tags']}"
-    if kind == "value_error":
-        return item["msg"].removeprefix("Value error, ")
-    return f"{item['msg'][0].lower()}{item['msg'][1:]}, got {item.get('input')!r}"
 
 
 # ---- trials ----------------------------------------------------------------------------
