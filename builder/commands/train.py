@@ -5,7 +5,6 @@ import time
 from pathlib import Path
 
 from builder.config import load_experiment
-from builder.errors import UserError
 from builder import rundir
 from builder.commands.inspect import add_experiment_arguments
 
