@@ -62,7 +62,8 @@ def validate(data: dict[str, Any], path: str | Path) -> ExperimentSpec:
         raise UserError(f"{path} is not a valid experiment ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
 
 
-def _read_yaml(path: Path) -> DictConfig:
+def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (key: value)") -> DictConfig:
+    """A YAML mapping file, or a UserError naming the file (and line, for syntax errors)."""
     if not path.is_file():
         what = "is a directory, not a YAML file" if path.is_dir() else "does not exist"
         raise UserError(f"{path}: {what}")
@@ -78,7 +79,7 @@ def _read_yaml(path: Path) -> DictConfig:
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text (byte {e.start}): {e.reason}") from None
     if not isinstance(node, DictConfig):
-        raise UserError(f"{path}: an experiment must be a YAML mapping (key: value), got a list")
+        raise UserError(f"{path}: {must_be}, got a list")
     return node
 
 
@@ -92,7 +93,7 @@ def _extends_chain(path: Path) -> list[tuple[Path, DictConfig]]:
             cycle = " -> ".join(str(p) for p in [*seen[seen.index(resolved):], resolved])
             raise UserError(f"{chain[0][0]}: inheritance cycle in 'extends': {cycle}")
         seen.append(resolved)
-        node = _read_yaml(path)
+        node = read_yaml(path)
         chain.append((path, node))
         parent = node.get("extends")
         if parent is None:

@@ -15,7 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
 from builder import rundir
-from builder.config import first_line, format_validation_error, load_config, load_experiment
+from builder.config import first_line, format_validation_error, load_config, load_experiment, read_yaml
 from builder.errors import UserError
 from schemas.experiment import ExperimentSpec
 from schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
@@ -85,19 +85,7 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
 
 
 def _read(path: Path) -> DictConfig:
-    if not path.is_file():
-        raise UserError(f"{path}: {'is a directory, not a YAML file' if path.is_dir() else 'does not exist'}")
-    try:
-        node = OmegaConf.load(path)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise UserError(f"{where}: YAML syntax error: {getattr(e, 'problem', None) or e}") from None
-    except OmegaConfBaseException as e:
-        raise UserError(f"{path}: {first_line(e)}") from None
-    if not isinstance(node, DictConfig):
-        raise UserError(f"{path}: a sweep must be a YAML mapping (name, base, variants, ...), got a list")
-    return node
+    return read_yaml(path, "a sweep must be a YAML mapping (name, base, variants, ...)")
 
 
 # ---- trials ----------------------------------------------------------------------------
