@@ -37,7 +37,7 @@ from blocks import (
     TransformerLayer,
     TransformerStack,
 )
-from builder.search import beam_search
+from builder.decode.search import beam_search
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -29,8 +29,8 @@ class MultiHeadAttention(nn.Module):
     step's keys and values to the cache and attends over all cached positions; cross-attention
     projects the memory once and reuses it.
 
-    Setting `record_weights = True` also stores the softmax weights (B, h, T, S), before
-    attention dropout, in `last_weights` (for attention maps); the output does not change.
+    `attention_weights(x, ctx)` returns the softmax weights (B, h, T, S) that `forward(x, ctx)`
+    applies, before attention dropout (for attention maps).
     """
 
     def __init__(
@@ -61,8 +61,6 @@ class MultiHeadAttention(nn.Module):
         else:
             self.w_qkv = nn.Linear(d_model, h * (2 * d_k + d_v), bias=bias)
         self.w_o = nn.Linear(h * d_v, d_model, bias=bias)
-        self.record_weights: bool = False
-        self.last_weights: Tensor | None = None
 
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
         B, T, _ = x.shape
@@ -76,10 +74,22 @@ class MultiHeadAttention(nn.Module):
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
         )  # (B, h, T, d_v)
-        if self.record_weights:
-            self.last_weights = self._weights(q, k, mask, is_causal).detach()
         out = out.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h*d_v)
         return self.w_o(out)  # (B, T, d_model)
+
+    def attention_weights(self, x: Tensor, ctx: LayerContext) -> Tensor:
+        """softmax(Q K^T / sqrt(d_k)) (B, h, T, S) with the masks of `forward`; not incremental."""
+        if ctx.state is not None:
+            raise ValueError("attention_weights reads a whole sequence: call it without ctx.state")
+        project = self._project_cross if self.kind == "cross" else self._project_self
+        q, k, _, key_padding = project(x, ctx)
+        mask, is_causal = self._mask(key_padding, x.size(1), k.size(2), x.device)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, S)
+        if is_causal:
+            mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).tril()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return scores.softmax(dim=-1)
 
     def _heads(self, t: Tensor, d: int) -> Tensor:
         B, T, _ = t.shape
@@ -139,15 +149,6 @@ class MultiHeadAttention(nn.Module):
             allowed = torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
             mask = allowed if mask is None else mask & allowed  # (B, 1, T, S)
         return mask, False
-
-    def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, S)
-        if is_causal:
-            T, S = scores.shape[-2:]
-            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return scores.softmax(dim=-1)
 
     def extra_repr(self) -> str:
         return f"kind={self.kind!r}, d_model={self.d_model}, h={self.h}, d_k={self.d_k}, d_v={self.d_v}"

@@ -10,7 +10,7 @@ from blocks.embedding import ScaledEmbedding
 class InputEmbedding(nn.Module):
     """Dropout(Embedding(tokens) * sqrt(d_model) + PE) (Sec 3.5; dropout on the sums, Sec 5.4).
 
-    `positional` is any module with forward(length, offset, *, device) -> (length, d_model).
+    `positional` is any module with forward(length, offset) -> (length, d_model) on its device.
     """
 
     def __init__(self, *, token: ScaledEmbedding, positional: nn.Module, dropout: float) -> None:
@@ -23,4 +23,4 @@ class InputEmbedding(nn.Module):
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
         x = self.token(tokens)  # (B, T, d_model)
-        return self.dropout(x + self.positional(tokens.size(1), offset, device=x.device))  # (B, T, d_model)
+        return self.dropout(x + self.positional(tokens.size(1), offset))  # (B, T, d_model)

@@ -14,32 +14,31 @@ class SinusoidalPositionalEncoding(nn.Module):
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
 
     layout="interleaved" is the paper's equation (Sec 3.5); "concatenated" puts all sines, then
-    all cosines, with the same frequencies (tensor2tensor and fairseq). No parameters, and no
-    buffer either: DDP broadcasts buffers from rank 0 every step, and a table grown to each
-    rank's longest batch would differ in size between ranks. The float32 table is a plain
-    cache, grown on demand (any length works) and rebuilt on the device it is asked for.
+    all cosines, with the same frequencies (tensor2tensor and fairseq). No parameters: the first
+    `max_len` rows are a non-persistent float32 buffer of a fixed size (so it moves with the
+    module, checkpoints do not carry it, and DDP ranks hold the same one); positions past it are
+    computed when asked for, so any length works.
     """
 
-    def __init__(self, *, d_model: int, layout: SinusoidLayout = "interleaved") -> None:
+    def __init__(self, *, d_model: int, layout: SinusoidLayout = "interleaved", max_len: int = 1024) -> None:
         super().__init__()
         if d_model < 2 or d_model % 2:
             raise ValueError(f"d_model ({d_model}) must be divisible by 2 for sinusoidal positions")
         if layout not in get_args(SinusoidLayout):
             raise ValueError(f"layout ({layout!r}) must be one of {get_args(SinusoidLayout)}")
         self.d_model, self.layout = d_model, layout
-        self.table = torch.empty(0, d_model)
+        self.register_buffer("table", self._rows(0, max_len), persistent=False)
 
-    def forward(self, length: int, offset: int = 0, *, device: torch.device | None = None) -> Tensor:
+    def forward(self, length: int, offset: int = 0) -> Tensor:
         if offset < 0 or length < 0:
             raise ValueError(f"offset ({offset}) and length ({length}) must be >= 0")
-        device = device or self.table.device
-        if offset + length > self.table.size(0) or self.table.device != device:
-            self.table = self._build(max(offset + length, 2 * self.table.size(0), 256), device)
-        return self.table[offset : offset + length]  # (length, d_model)
+        if offset + length <= self.table.size(0):
+            return self.table[offset : offset + length]  # (length, d_model)
+        return self._rows(offset, offset + length, self.table.device)  # past the table
 
-    def _build(self, n: int, device: torch.device) -> Tensor:
+    def _rows(self, start: int, end: int, device: torch.device | None = None) -> Tensor:
         # float64 so that the angles of long positions round once, when cast to float32
-        pos = torch.arange(n, dtype=torch.float64, device=device)[:, None]  # (n, 1)
+        pos = torch.arange(start, end, dtype=torch.float64, device=device)[:, None]  # (n, 1)
         two_i = torch.arange(0, self.d_model, 2, dtype=torch.float64, device=device)
         angles = pos / 10000.0 ** (two_i / self.d_model)  # (n, d_model/2)
         if self.layout == "concatenated":
@@ -62,7 +61,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_len = max_len
         self.table = nn.Embedding(max_len, d_model)
 
-    def forward(self, length: int, offset: int = 0, *, device: torch.device | None = None) -> Tensor:
+    def forward(self, length: int, offset: int = 0) -> Tensor:
         if offset < 0 or length < 0:
             raise ValueError(f"offset ({offset}) and length ({length}) must be >= 0")
         if offset + length > self.max_len:

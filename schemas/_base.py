@@ -1,5 +1,6 @@
 """The base every schema shares: unknown keys are errors, specs are immutable."""
 
+import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -7,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # A probability of dropping a unit: 1.0 would drop everything.
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
 PositiveInt = Annotated[int, Field(gt=0)]
+# A key of a dotlist override: dims.h, model.encoder.layer[0].h
+DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 
 
 class Spec(BaseModel):

@@ -69,13 +69,3 @@ class ExperimentSpec(Spec):
                 "which would drop every sentence",
             )
         return self
-
-    @property
-    def world_size(self) -> int | None:
-        """devices x num_nodes when devices is a count or a list; None for "auto"."""
-        devices = self.trainer.devices
-        if isinstance(devices, list):
-            return len(devices) * self.trainer.num_nodes
-        if isinstance(devices, int) or (isinstance(devices, str) and devices.isdigit()):
-            return int(devices) * self.trainer.num_nodes
-        return None

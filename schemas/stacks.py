@@ -43,6 +43,15 @@ class StackSpec(Spec):
         return [self.overrides.get(i, self.layer) for i in range(self.num_layers)]
 
     @property
+    def groups(self) -> list[tuple[str, list[SublayerSpec], int]]:
+        """(where, sub-layers, how many layers) of each distinct declared layer: `layer` for every
+        layer not overridden, then each override once. Sizes and costs sum over these, so a stack
+        of any num_layers costs no time to count."""
+        rest = self.num_layers - len(self.overrides)
+        found = [("layer", self.layer, rest)] if rest else []
+        return found + [(f"overrides.{i}", layer, 1) for i, layer in sorted(self.overrides.items())]
+
+    @property
     def has_final_norm(self) -> bool:
         if self.final_norm is None:
             return self.add_norm.placement == "pre"

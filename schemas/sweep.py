@@ -15,15 +15,13 @@ launcher: {type: local, parallel: 2, gpus_per_trial: 1}
 ```
 """
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import FieldError, PositiveInt, Spec
+from schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Spec
 
 NAME_PATTERN = r"^[A-Za-z0-9._\-]+$"
-DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 # What a sweep sets itself: the trial's name and its seed.
 RESERVED_KEYS = {"name": "trials are named by the sweep", "train.seed": "use the sweep's `seeds: [...]`"}
 

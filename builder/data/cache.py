@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.data.atomic import atomic_write
+from builder.run.atomic import atomic_write
 from builder.data.corpus import file_not_found, read_parallel
 from builder.data.ragged import RaggedIds
 from builder.data.tokenizer import Tokenizer

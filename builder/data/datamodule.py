@@ -9,31 +9,37 @@ rank before `Trainer.fit`.
 
 The Trainer must be built with `use_distributed_sampler=False`: TokenBatchSampler splits the
 batches across ranks itself (Lightning would otherwise try to wrap it, and fail).
+
+Resuming mid-epoch: the training DataLoader is stateful (`state_dict` / `load_state_dict`), so
+Lightning stores its position in every checkpoint and restores it before iterating again.
 """
 
-import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from builder.data.cache import encode_cached
-from builder.data.collate import Batch, TranslationCollator
+from builder.data.collate import Batch
 from builder.data.corpus import filter_by_length, read_parallel
 from builder.data.dataset import TranslationDataset
 from builder.data.demo import write_demo
+from builder.data.loaders import collator, eval_loader
 from builder.data.ragged import RaggedIds
 from builder.data.sampler import TokenBatchSampler
-from builder.data.tokenizer import Tokenizer, run_tokenizer_files, train_tokenizer
+from builder.data.tokenizer import Tokenizer, train_tokenizer
 from builder.errors import UserError
+from builder.run.rundir import RunDir
 
 SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
 
 
 class TranslationDataModule(LightningDataModule):
-    """Parallel text for training (length-filtered) and evaluation (every line, in any order).
+    """Parallel text for training (length-filtered) and evaluation (every pair with a non-empty
+    source, in any order).
 
     Give either `train` (+ optional `valid`, `test`) file pairs, or `demo=(n_train, n_valid,
     n_test)` for the generated corpus (written to `run_dir/data`). The tokenizer is read from
@@ -66,6 +72,7 @@ class TranslationDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
+        self.run = RunDir(self.run_dir)
         if (train is None) == (demo is None):
             raise UserError("data: give either the training files or the demo corpus sizes, not both or neither")
         if demo is not None and (valid is not None or test is not None):
@@ -76,7 +83,7 @@ class TranslationDataModule(LightningDataModule):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
         if demo is not None:
-            data_dir = self.run_dir / "data"
+            data_dir = self.run.data
             self.paths: dict[str, SplitPaths] = {
                 split: (data_dir / f"{split}.en", data_dir / f"{split}.de") for split in ("train", "valid", "test")
             }
@@ -92,9 +99,7 @@ class TranslationDataModule(LightningDataModule):
         self.tgt_tokenizer: Tokenizer | None = None
         self.datasets: dict[str, TranslationDataset] = {}
         self.filter_counts: dict[str, int] = {}
-        self._train_sampler: TokenBatchSampler | None = None
-        self._pending_state: dict[str, Any] | None = None
-        self._consumed_epoch, self._consumed = 0, 0  # training batches that reached the model
+        self._train_loader: TrainLoader | None = None
 
     # ---- preparing: idempotent, deterministic, atomic writes ------------------------------------
 
@@ -110,8 +115,8 @@ class TranslationDataModule(LightningDataModule):
             return self.src_tokenizer, self.tgt_tokenizer
         if self.demo is not None:
             n_train, n_valid, n_test = self.demo
-            write_demo(self.run_dir / "data", n_train=n_train, n_valid=n_valid, n_test=n_test, seed=self.demo_seed)
-        src_file, tgt_file = run_tokenizer_files(self.run_dir, shared_vocab=self.shared_vocab)
+            write_demo(self.run.data, n_train=n_train, n_valid=n_valid, n_test=n_test, seed=self.demo_seed)
+        src_file, tgt_file = self.run.tokenizer_files(shared_vocab=self.shared_vocab)
         if not (src_file.is_file() and tgt_file.is_file()):
             self._make_tokenizers(src_file, tgt_file)
         self.src_tokenizer = Tokenizer.load(src_file)
@@ -149,8 +154,8 @@ class TranslationDataModule(LightningDataModule):
 
     def _build(self, split: str) -> TranslationDataset:
         src, tgt = self._encode(split)
-        if split != "train":  # evaluation scores every line
-            return TranslationDataset(src, tgt)
+        if split != "train":  # evaluation scores every pair with a source to attend to
+            return TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0))
         kept, counts = filter_by_length(src, tgt, max_len=self.max_len, min_len=self.min_len)
         self.filter_counts = counts
         rank_zero_info(
@@ -190,83 +195,62 @@ class TranslationDataModule(LightningDataModule):
 
     def _world(self) -> tuple[int, int]:
         trainer = self.trainer
-        if trainer is None:
-            return 1, 0
-        if trainer.world_size > 1 and getattr(trainer._accelerator_connector, "use_distributed_sampler", False):
-            raise RuntimeError(
-                "build the Trainer with use_distributed_sampler=False: TokenBatchSampler already "
-                "gives every rank its own batches"
-            )
-        return trainer.world_size, trainer.global_rank
+        return (1, 0) if trainer is None else (trainer.world_size, trainer.global_rank)
 
-    def _loader(self, split: str, sampler: TokenBatchSampler) -> DataLoader:
-        collate = TranslationCollator(pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)
-        return DataLoader(
-            self.datasets[split],
-            sampler=sampler,
-            batch_size=None,  # the sampler yields whole batches
-            collate_fn=collate,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def _sampler(self, split: str, *, shuffle: bool, max_tokens: int) -> TokenBatchSampler:
+    def _dataset(self, split: str) -> TranslationDataset:
         if split not in self.datasets:
             raise UserError(f"data: no {split} split was given")
-        ds = self.datasets[split]
-        world, rank = self._world()
-        return TokenBatchSampler(
-            ds.src_lengths,
-            ds.tgt_lengths + 1,  # tgt_in / tgt_out carry bos / eos
-            max_tokens=max_tokens,
-            shuffle=shuffle,
-            seed=self.seed,
-            num_replicas=world,
-            rank=rank,
-        )
+        return self.datasets[split]
 
-    def train_dataloader(self) -> DataLoader:
-        sampler = self._sampler("train", shuffle=True, max_tokens=self.max_tokens)
-        if self._pending_state is not None:
-            sampler.load_state_dict(self._pending_state["train_sampler"])
-            self._pending_state = None
-        self._train_sampler = sampler
-        self._consumed_epoch, self._consumed = sampler.epoch, sampler.consumed
-        return self._loader("train", sampler)
+    def train_dataloader(self) -> "TrainLoader":
+        ds = self._dataset("train")
+        world, rank = self._world()
+        sampler = TokenBatchSampler(
+            ds.src_lengths, ds.tgt_lengths + 1, max_tokens=self.max_tokens, shuffle=True,
+            seed=self.seed, num_replicas=world, rank=rank,
+        )  # fmt: skip
+        self._train_loader = TrainLoader(
+            ds, sampler, collate_fn=collator(), num_workers=self.num_workers, persistent_workers=self.num_workers > 0
+        )
+        return self._train_loader
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("valid", self._sampler("valid", shuffle=False, max_tokens=self.eval_max_tokens))
+        return self._eval_loader("valid")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", self._sampler("test", shuffle=False, max_tokens=self.eval_max_tokens))
+        return self._eval_loader("test")
 
-    # ---- resuming mid-epoch ----------------------------------------------------------------------
+    def _eval_loader(self, split: str) -> DataLoader:
+        world, rank = self._world()
+        return eval_loader(self._dataset(split), self.eval_max_tokens, num_replicas=world, rank=rank, num_workers=self.num_workers)
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Counts the training batches that reach the model: with workers, the sampler itself
         runs ahead of the training loop by the DataLoader's prefetch."""
-        trainer, sampler = self.trainer, self._train_sampler
-        if trainer is not None and trainer.training and sampler is not None and isinstance(batch, Batch):
-            if self._consumed_epoch != sampler.epoch:
-                self._consumed_epoch, self._consumed = sampler.epoch, 0
-            self._consumed += 1
+        trainer, loader = self.trainer, self._train_loader
+        if trainer is not None and trainer.training and loader is not None and isinstance(batch, Batch):
+            loader.consumed_one()
         return batch
 
-    def state_dict(self) -> dict[str, Any]:
-        sampler = self._train_sampler
-        if sampler is None:
-            return dict(self._pending_state or {})
-        consumed = self._consumed if self._consumed_epoch == sampler.epoch else 0
-        return {"train_sampler": sampler.state_dict(consumed=consumed)}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Lightning calls this before `train_dataloader`; the sampler picks it up there."""
-        if "train_sampler" not in state_dict:
-            return
-        # Lightning looks for the position on the DataLoader only; this module restores it
-        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-        self._pending_state = dict(state_dict)
-        if self._train_sampler is not None:  # loaders already built: apply now
-            self._train_sampler.load_state_dict(state_dict["train_sampler"])
-            self._pending_state = None
-            self._consumed_epoch, self._consumed = self._train_sampler.epoch, self._train_sampler.consumed
+class TrainLoader(DataLoader):
+    """The training DataLoader; stateful, so Lightning saves its place in an epoch with every
+    checkpoint and restores it on resume (before it iterates)."""
+
+    def __init__(self, dataset: TranslationDataset, sampler: TokenBatchSampler, **options: Any) -> None:
+        super().__init__(dataset, sampler=sampler, batch_size=None, **options)  # the sampler yields whole batches
+        self.batches = sampler
+        self._epoch, self._consumed = sampler.epoch, sampler.consumed
+
+    def consumed_one(self) -> None:
+        if self._epoch != self.batches.epoch:
+            self._epoch, self._consumed = self.batches.epoch, 0
+        self._consumed += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        consumed = self._consumed if self._epoch == self.batches.epoch else 0
+        return self.batches.state_dict(consumed=consumed)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.batches.load_state_dict(state)
+        self._epoch, self._consumed = self.batches.epoch, self.batches.consumed

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from num2words import num2words
 
-from builder.data.atomic import write_bytes_atomic
+from builder.run.atomic import write_bytes_atomic
 from builder.errors import UserError
 
 SPLITS = ("train", "valid", "test")

@@ -17,8 +17,9 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from builder.data.atomic import write_bytes_atomic
+from builder.run.atomic import write_bytes_atomic
 from builder.errors import UserError
+from builder.run.rundir import RunDir
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
@@ -128,24 +129,16 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
     return Tokenizer(hf)
 
 
-def run_tokenizer_files(run_dir: Path, *, shared_vocab: bool) -> tuple[Path, Path]:
-    """Where a run keeps its tokenizer(s): (source, target); the same file for a shared vocabulary."""
-    run_dir = Path(run_dir)
-    if shared_vocab:
-        return run_dir / "tokenizer.json", run_dir / "tokenizer.json"
-    return run_dir / "tokenizer.src.json", run_dir / "tokenizer.tgt.json"
-
-
-def load_run_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
-    """The (source, target) tokenizers a training run saved in `run_dir` (one object if shared)."""
-    shared, _ = run_tokenizer_files(run_dir, shared_vocab=True)
+def load_run_tokenizers(run: RunDir) -> tuple[Tokenizer, Tokenizer]:
+    """The (source, target) tokenizers a training run saved (one object if shared)."""
+    shared, _ = run.tokenizer_files(shared_vocab=True)
     if shared.is_file():
         tokenizer = Tokenizer.load(shared)
         return tokenizer, tokenizer
-    src, tgt = run_tokenizer_files(run_dir, shared_vocab=False)
+    src, tgt = run.tokenizer_files(shared_vocab=False)
     if src.is_file() or tgt.is_file():
         return Tokenizer.load(src), Tokenizer.load(tgt)
     raise UserError(
-        f"no tokenizer in {run_dir}: expected {shared.name} (shared vocabulary) or "
+        f"no tokenizer in {run.path}: expected {shared.name} (shared vocabulary) or "
         f"{src.name} and {tgt.name}; is this the directory of a training run?"
     )

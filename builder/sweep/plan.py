@@ -14,9 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
-from builder import rundir
-from builder.config import first_line, format_validation_error, load_config, load_experiment, read_yaml
+from builder.run.config import first_line, load_config, load_experiment, read_yaml
+from builder.run.validation import format_validation_error
 from builder.errors import UserError
+from builder.run.atomic import write_json
+from builder.run.rundir import RunDir
 from schemas.experiment import ExperimentSpec
 from schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
 
@@ -127,7 +129,7 @@ def expand(sweep: SweepSpec, sweep_path: str | Path, overrides: typing.Sequence[
                     f"name={trial}",
                 )
                 try:
-                    spec = load_experiment(experiment, given)
+                    spec = load_experiment(experiment, given, source="by the sweep")
                 except UserError as e:
                     errors.append(f"  {trial}: " + str(e).replace("\n", "\n  "))
                     continue
@@ -166,13 +168,12 @@ def state(trial: Trial, sweep_dir: Path) -> TrialState:
     trial_dir = sweep_dir / trial.name
     record = read_trial_record(trial_dir)
     if record and record.get("config_hash") == trial.config_hash:
-        run_dir = trial_dir / str(record.get("run_dir"))
-        if (run_dir / "results.json").is_file():
-            return TrialState("skip", run_dir)
-        if (run_dir / "checkpoints" / "last.ckpt").is_file():
-            return TrialState("resume", run_dir)
-    existing = rundir.versions(sweep_dir, trial.name)
-    return TrialState("run", trial_dir / f"version_{existing[-1] + 1 if existing else 0}")
+        run = RunDir(trial_dir / str(record.get("run_dir")))
+        if run.results_file.is_file():
+            return TrialState("skip", run.path)
+        if run.has_checkpoint:
+            return TrialState("resume", run.path)
+    return TrialState("run", RunDir.next_in(trial_dir).path)
 
 
 def read_trial_record(trial_dir: Path) -> dict[str, Any] | None:
@@ -184,7 +185,7 @@ def read_trial_record(trial_dir: Path) -> dict[str, Any] | None:
 
 
 def write_trial_record(trial: Trial, run_dir: Path) -> None:
-    rundir.write_json(
+    write_json(
         run_dir.parent / TRIAL_FILE,
         {
             "trial": trial.name,

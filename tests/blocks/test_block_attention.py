@@ -1,4 +1,4 @@
-"""MultiHeadAttention: parity with torch.nn.MultiheadAttention, free d_k/d_v, masks, recorded weights."""
+"""MultiHeadAttention: parity with torch.nn.MultiheadAttention, free d_k/d_v, masks, attention weights."""
 
 import math
 
@@ -92,7 +92,7 @@ def test_free_d_k_d_v_matches_equation_one_per_head():
 
 
 @pytest.mark.parametrize("kind", ["self", "causal_self", "cross"])
-def test_record_weights_same_output_and_weights_match_torch(kind):
+def test_attention_weights_match_torch(kind):
     ref = _reference()
     ours = _ours_from(ref, kind)
     x = torch.randn(3, 6, D_MODEL)
@@ -103,11 +103,7 @@ def test_record_weights_same_output_and_weights_match_torch(kind):
         if kind == "cross"
         else LayerContext(self_padding_mask=pad)
     )
-    plain = ours(x, ctx)
-    ours.record_weights = True
-    recorded = ours(x, ctx)
-    assert torch.equal(plain, recorded)
-    w = ours.last_weights
+    w = ours.attention_weights(x, ctx)
     assert w.shape == (3, H, 6, memory.size(1))
     assert_close(w.sum(-1), torch.ones(3, H, 6))
     assert torch.all(w.masked_select(pad[:, None, None, :].expand_as(w)) == 0)
@@ -118,11 +114,9 @@ def test_record_weights_same_output_and_weights_match_torch(kind):
         assert torch.all(w[..., future] == 0)
 
 
-def test_record_weights_on_causal_fast_path_is_lower_triangular():
+def test_attention_weights_on_causal_fast_path_are_lower_triangular():
     attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=4, d_v=4, kind="causal_self").eval()
-    attn.record_weights = True
-    attn(torch.randn(2, 5, D_MODEL), LayerContext())
-    w = attn.last_weights
+    w = attn.attention_weights(torch.randn(2, 5, D_MODEL), LayerContext())
     assert torch.all(w.triu(1) == 0)
     assert_close(w.sum(-1), torch.ones(2, H, 5))
 

@@ -43,21 +43,18 @@ def test_sinusoid_spot_values():
     assert_close(pe[2], torch.tensor([math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)]))
 
 
-def test_sinusoid_table_grows_and_keeps_values():
-    pe = SinusoidalPositionalEncoding(d_model=8)
-    first = pe(4).clone()
-    assert pe.table.shape[0] >= 4
+def test_sinusoids_past_the_table_are_computed_and_not_kept():
+    pe = SinusoidalPositionalEncoding(d_model=8, max_len=16)
     long = pe(10, offset=990)
-    assert pe.table.shape[0] >= 1000
-    assert_close(pe(4), first)
+    assert pe.table.shape == (16, 8)  # a fixed size: every DDP rank holds the same buffer
     assert_close(long, _paper_table(1000, 8, "interleaved")[990:])
+    assert_close(pe(20), _paper_table(20, 8, "interleaved"))  # across the table's end
 
 
-def test_sinusoid_has_no_buffers_for_ddp_to_broadcast():
-    # DDP broadcasts buffers from rank 0 each step; a grown table would differ in size by rank
-    pe = SinusoidalPositionalEncoding(d_model=8)
-    pe(300)
-    assert list(pe.buffers()) == [] and list(pe.parameters()) == []
+def test_sinusoid_table_is_a_non_persistent_buffer_that_follows_the_module():
+    pe = SinusoidalPositionalEncoding(d_model=8).to(torch.float64)
+    assert [name for name, _ in pe.named_buffers()] == ["table"] and list(pe.parameters()) == []
+    assert pe(3).dtype == torch.float64 and pe.state_dict() == {}
 
 
 def test_sinusoid_messages():

@@ -1,5 +1,5 @@
 """Run by test_training.py as `python ddp_probe.py EXPERIMENT RUN_DIR OUT_DIR [k=v ...]`:
-trains through builder.training.run with a callback that records, per rank, the examples of
+trains through builder.train.fit with a callback that records, per rank, the examples of
 every batch and a checksum of the parameters at the end. Lightning's DDP launcher re-runs this
 same command line for the other ranks."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from builder.config import load_experiment
-from builder.training import run
+from builder.run.config import load_experiment
+from builder.run.rundir import RunDir
+from builder.train.fit import fit
 
 
 class Probe(L.Callback):
@@ -32,4 +33,4 @@ if __name__ == "__main__":
     experiment, run_dir, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     spec = load_experiment(experiment, sys.argv[4:])
     run_dir.mkdir(parents=True, exist_ok=True)
-    run(spec, run_dir, experiment_path=Path(experiment), resume=False, callbacks=[Probe(out)])
+    fit(spec, RunDir(run_dir), experiment_path=Path(experiment), resume=False, callbacks=[Probe(out)])

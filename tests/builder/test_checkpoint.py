@@ -10,20 +10,20 @@ import lightning as L
 import pytest
 import torch
 
-from builder.checkpoint import (
+from builder.decode.checkpoint import (
     average_checkpoints,
     load_checkpoint,
     load_for_inference,
     resolve_run_or_checkpoint,
     save_checkpoint,
-    step_checkpoints,
 )
 from builder.cli import main
-from builder.config import load_experiment
+from builder.run.config import load_experiment
 from builder.data.demo import generate_demo
 from builder.data.tokenizer import Tokenizer, train_tokenizer
 from builder.errors import UserError
-from builder.task import TranslationTask
+from builder.run.rundir import RunDir
+from builder.train.task import TranslationTask
 from tests.conftest import EXPERIMENTS
 
 # the demo experiment, shrunk: one layer of width 16, a 50-token vocabulary, a 12-pair corpus
@@ -171,13 +171,13 @@ def test_a_lightning_checkpoint_loads_with_weights_only(tmp_path):
 def test_resolve_run_directories_and_files(tmp_path):
     run = make_run(tmp_path)
     last = run / "checkpoints" / "last.ckpt"
-    assert resolve_run_or_checkpoint(run) == (last, run)
-    assert resolve_run_or_checkpoint(last) == (last, run)
+    assert resolve_run_or_checkpoint(run) == (last, RunDir(run))
+    assert resolve_run_or_checkpoint(last) == (last, RunDir(run))
     later = tmp_path / "demo" / "version_10"
     (later / "checkpoints").mkdir(parents=True)
     (later / "checkpoints" / "last.ckpt").write_bytes(last.read_bytes())
     (tmp_path / "demo" / "version_9").mkdir()
-    assert resolve_run_or_checkpoint(tmp_path / "demo") == (later / "checkpoints" / "last.ckpt", later)
+    assert resolve_run_or_checkpoint(tmp_path / "demo") == (later / "checkpoints" / "last.ckpt", RunDir(later))
     loose = tmp_path / "loose.ckpt"
     loose.write_bytes(last.read_bytes())
     assert resolve_run_or_checkpoint(loose) == (loose, None)
@@ -283,7 +283,7 @@ def test_averaged_checkpoint_is_accepted_anywhere(tmp_path):
 
 def test_last_k_takes_the_newest_steps(tmp_path, capsys):
     run = make_run(tmp_path, steps=(20, 100, 3))
-    assert [p.name for p in step_checkpoints(run)] == [f"step{s:08d}.ckpt" for s in (3, 20, 100)]
+    assert [p.name for p in RunDir(run).step_checkpoints()] == [f"step{s:08d}.ckpt" for s in (3, 20, 100)]
     assert main(["average", "--last", "4", str(run), "-o", str(tmp_path / "a.ckpt")]) == 2
     assert capsys.readouterr().err == (
         f"aiayn average: error: --last 4: {run / 'checkpoints'} has only 3 step checkpoints "

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from builder.cli import main
-from builder.config import load_experiment
+from builder.run.config import load_experiment
 from builder.errors import UserError
 from tests.conftest import EXPERIMENTS
 
@@ -31,7 +31,10 @@ def test_missing_file():
 
 def test_missing_parent_names_the_parent(write):
     path = write("child.yaml", "extends: gone.yaml\nname: x\n")
-    assert error_of(path) == f"{path.parent / 'gone.yaml'}: does not exist"
+    assert error_of(path) == f"{path}: extends: {path.parent / 'gone.yaml'} does not exist"
+    write("parent.yaml", "name: p\n")
+    near = write("near.yaml", "extends: parnet.yaml\nname: x\n")
+    assert error_of(near) == f"{near}: extends: {near.parent / 'parnet.yaml'} does not exist; did you mean {near.parent / 'parent.yaml'}?"
 
 
 def test_inheritance_cycle(write):
@@ -42,18 +45,31 @@ def test_inheritance_cycle(write):
 
 def test_unknown_key_with_did_you_mean():
     message = error_of(BASE, ["model.encoder.layer[0].heads=8"])
-    assert message == f"{BASE} is not a valid experiment (1 error):\n  model.encoder.layer[0].heads: unknown key; did you mean 'h'?"
+    assert message == (
+        f"{BASE} is not a valid experiment (1 error):\n  model.encoder.layer[0].heads: unknown key; did you mean 'h'? "
+        "(set on the command line: model.encoder.layer[0].heads=8)"
+    )
 
 
 def test_misspelled_key_gets_the_closest_name():
-    assert error_of(BASE, ["data.maxlen=10"]).endswith("  data.maxlen: unknown key; did you mean 'max_len'?")
+    assert error_of(BASE, ["data.maxlen=10"]).endswith(
+        "  data.maxlen: unknown key; did you mean 'max_len'? (set on the command line: data.maxlen=10)"
+    )
 
 
 def test_wrong_type_and_out_of_range_name_path_and_value():
     message = error_of(BASE, ["dims.d_ff=wide", "train.label_smoothing=1.5"])
-    assert "  dims.d_ff: input should be a valid integer, unable to parse string as an integer, got 'wide'" in message
-    assert "  model.encoder.layer[1].d_ff: input should be a valid integer, unable to parse string as an integer, got 'wide'" in message
-    assert "  train.label_smoothing: input should be less than 1, got 1.5" in message
+    assert message == (
+        f"{BASE} is not a valid experiment (2 errors):\n"
+        "  dims.d_ff: input should be a valid integer, unable to parse string as an integer, got 'wide' "
+        "(set on the command line: dims.d_ff=wide)\n"
+        "  train.label_smoothing: input should be less than 1, got 1.5 (set on the command line: train.label_smoothing=1.5)"
+    )  # the copies of dims.d_ff in the layers (${dims.d_ff}) are not reported again
+
+
+def test_a_wrong_value_in_a_file_is_reported_once(write):
+    path = write("h.yaml", f"extends: {BASE}\nname: h\ndims: {{h: 0}}\n")
+    assert error_of(path) == f"{path} is not a valid experiment (1 error):\n  dims.h: input should be greater than 0, got 0"
 
 
 def test_unknown_sublayer_type_suggests():
@@ -76,14 +92,15 @@ def test_learned_positions_shorter_than_max_len():
     assert error_of(EXPERIMENTS / "table3/e_learned.yaml", ["model.positional.max_len=100"]).endswith(
         "  model.positional.max_len: the learned position table has 100 rows but data.max_len 256 "
         "needs 257 (the decoder input starts with <s>), so longer sentences would have no position; "
-        "set model.positional.max_len >= 257 or data.max_len <= 99"
+        "set model.positional.max_len >= 257 or data.max_len <= 99 (set on the command line: model.positional.max_len=100)"
     )
 
 
 def test_decoder_self_attention_must_be_causal():
     assert error_of(BASE, ["model.decoder.layer[0].type=self_attention"]).endswith(
         "  model.decoder.layer[0].type: self_attention in the decoder lets a position see later "
-        "target tokens, which are not known when translating; use causal_self_attention"
+        "target tokens, which are not known when translating; use causal_self_attention "
+        "(set on the command line: model.decoder.layer[0].type=self_attention)"
     )
 
 
@@ -130,8 +147,11 @@ def test_overrides_reach_every_interpolating_layer():
 def test_cli_exit_code_2_and_every_error(capsys):
     assert main(["validate", BASE, "dims.h=-1", "model.encoder.num_layer=3"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"aiayn validate: error: {BASE} is not a valid experiment (5 errors):\n")
-    assert "  model.encoder.num_layer: unknown key; did you mean 'num_layers'?\n" in err
+    assert err == (
+        f"aiayn validate: error: {BASE} is not a valid experiment (2 errors):\n"
+        "  dims.h: input should be greater than 0, got -1 (set on the command line: dims.h=-1)\n"
+        "  model.encoder.num_layer: unknown key; did you mean 'num_layers'? (set on the command line: model.encoder.num_layer=3)\n"
+    )
 
 
 def test_console_script_prints_no_traceback(tmp_path):

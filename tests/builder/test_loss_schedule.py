@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from builder.loss import label_smoothed_nll
-from builder.schedule import noam_lr
+from builder.model.loss import label_smoothed_nll
+from builder.train.schedule import noam_lr
 
 
 def test_noam_closed_form():

@@ -19,7 +19,7 @@ from blocks import (
     TransformerLayer,
     TransformerStack,
 )
-from builder.search import beam_search, greedy_search, length_penalty
+from builder.decode.search import beam_search, greedy_search, length_penalty
 
 PAD, BOS, EOS, V = 0, 1, 2, 13
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from builder.config import load_experiment
-from builder.trainer import AtomicCheckpointIO, batching
+from builder.run.config import load_experiment
+from builder.train.trainer import AtomicCheckpointIO, batching
 from tests.conftest import EXPERIMENTS
 
 

@@ -11,7 +11,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from builder.cli import main
-from builder.config import load_experiment
+from builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
@@ -80,11 +80,11 @@ def test_resume_without_a_run_is_a_message(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["train", DEMO, *tiny(tmp_path), "--resume"]) == 2
     assert capsys.readouterr().err == (
-        f"aiayn train: error: --resume: no run of 'demo' under {Path('runs') / 'demo'}; train it first, without --resume\n"
+        f"aiayn train: error: --resume: no run of 'demo' under {Path('runs') / 'demo'} has a checkpoint; train it first, without --resume\n"
     )
 
 
-def test_bad_data_fails_clearly_and_leaves_no_finished_run(tmp_path, monkeypatch, capsys):
+def test_bad_data_fails_clearly_and_leaves_no_run_behind(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"
     data.mkdir()
@@ -97,9 +97,7 @@ def test_bad_data_fails_clearly_and_leaves_no_finished_run(tmp_path, monkeypatch
     assert main(["train", DEMO, *args]) == 2
     err = capsys.readouterr().err
     assert f"{data / 'train.en'}" in err and f"{data / 'train.de'}" in err and "Traceback" not in err
-    run = tmp_path / "runs" / "demo" / "version_0"
-    assert not (run / "results.json").exists()
-    assert json.loads((run / "status.json").read_text())["status"] == "failed"
+    assert list((tmp_path / "runs").glob("demo/version_*")) == []  # nothing to mistake for a run
 
 
 def test_ddp_two_cpu_processes(tmp_path):

@@ -163,7 +163,7 @@ def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, sto
 
     first = fit(make(tmp_path / "run", num_workers=num_workers), max_steps=stop, every=stop)
     ckpt = tmp_path / "run" / "ckpt" / f"step={stop}.ckpt"
-    state = torch.load(ckpt, weights_only=False)["TranslationDataModule"]["train_sampler"]
+    state = torch.load(ckpt, weights_only=False)["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
     assert (state["epoch"], state["consumed"]) == divmod(stop, 42)
 
     second = fit(make(tmp_path / "run", num_workers=num_workers), max_steps=60, ckpt_path=ckpt)
@@ -171,11 +171,8 @@ def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, sto
     assert first.seen + second.seen == reference.seen
 
 
-def fake_trainer(world_size: int, rank: int, use_distributed_sampler: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(
-        world_size=world_size, global_rank=rank, training=True,
-        _accelerator_connector=SimpleNamespace(use_distributed_sampler=use_distributed_sampler),
-    )
+def fake_trainer(world_size: int, rank: int) -> SimpleNamespace:
+    return SimpleNamespace(world_size=world_size, global_rank=rank, training=True)
 
 
 def test_loaders_split_across_the_trainers_ranks(dm):
@@ -188,9 +185,3 @@ def test_loaders_split_across_the_trainers_ranks(dm):
     assert len({len(dm.train_dataloader())}) == 1
     assert sorted(i for t, _ in per_rank for i in t) == list(range(400))
     assert sorted(i for _, v in per_rank for i in v) == list(range(50))  # no duplicate scored twice
-
-
-def test_refuses_lightnings_distributed_sampler(dm):
-    dm.trainer = fake_trainer(2, 0, use_distributed_sampler=True)
-    with pytest.raises(RuntimeError, match="build the Trainer with use_distributed_sampler=False"):
-        dm.train_dataloader()

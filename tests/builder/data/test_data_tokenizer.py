@@ -11,10 +11,10 @@ from builder.data.demo import generate_demo
 from builder.data.tokenizer import (
     Tokenizer,
     load_run_tokenizers,
-    run_tokenizer_files,
     train_tokenizer,
 )
 from builder.errors import UserError
+from builder.run.rundir import RunDir
 
 # as experiments/*.yaml find it: $AIAYN_DATA, else ../shared/data beside the repository
 REPO = Path(__file__).resolve().parents[3]
@@ -129,18 +129,18 @@ def test_no_text():
 
 def test_run_directory_layout(demo_tokenizer, tmp_path):
     with pytest.raises(UserError, match="no tokenizer in .*: expected tokenizer.json"):
-        load_run_tokenizers(tmp_path)
-    src_file, tgt_file = run_tokenizer_files(tmp_path, shared_vocab=False)
+        load_run_tokenizers(RunDir(tmp_path))
+    src_file, tgt_file = RunDir(tmp_path).tokenizer_files(shared_vocab=False)
     assert (src_file.name, tgt_file.name) == ("tokenizer.src.json", "tokenizer.tgt.json")
     demo_tokenizer.save(src_file)
     with pytest.raises(UserError, match="tokenizer file not found: .*tokenizer.tgt.json"):
-        load_run_tokenizers(tmp_path)
+        load_run_tokenizers(RunDir(tmp_path))
     demo_tokenizer.save(tgt_file)
-    src, tgt = load_run_tokenizers(tmp_path)
+    src, tgt = load_run_tokenizers(RunDir(tmp_path))
     assert src == tgt == demo_tokenizer and src is not tgt
-    shared, _ = run_tokenizer_files(tmp_path, shared_vocab=True)
+    shared, _ = RunDir(tmp_path).tokenizer_files(shared_vocab=True)
     demo_tokenizer.save(shared)
-    src, tgt = load_run_tokenizers(tmp_path)
+    src, tgt = load_run_tokenizers(RunDir(tmp_path))
     assert src is tgt
 
 

@@ -1,6 +1,6 @@
-"""The `aiayn` console script. Each verb lives in a module of builder/commands with
-`add_arguments(parser)` and a handler; modules are imported on use, so `aiayn validate` does
-not pay for importing Lightning."""
+"""The `aiayn` console script. Each verb lives in a module of builder/cli with
+`add_arguments(parser)` and a handler that parses, calls the subsystem and prints; modules are
+imported on use, so `aiayn validate` does not pay for importing Lightning. Nothing imports cli."""
 
 import argparse
 import importlib
@@ -11,15 +11,15 @@ from builder.errors import UserError
 
 # verb -> (module, handler, help)
 VERBS = {
-    "validate": ("builder.commands.inspect", "validate", "validate an experiment"),
-    "show": ("builder.commands.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
-    "schema": ("builder.commands.inspect", "schema", "JSON Schema of the experiment format"),
-    "train": ("builder.commands.train", "train", "train an experiment; --resume continues the latest run"),
-    "sweep": ("builder.commands.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
-    "results": ("builder.commands.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
-    "translate": ("builder.commands.translate", "translate", "translate stdin (or --input) with beam search"),
-    "evaluate": ("builder.commands.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
-    "average": ("builder.commands.average", "average", "average the parameters of checkpoints"),
+    "validate": ("builder.cli.inspect", "validate", "validate an experiment"),
+    "show": ("builder.cli.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
+    "schema": ("builder.cli.inspect", "schema", "JSON Schema of the experiment format"),
+    "train": ("builder.cli.train", "train", "train an experiment; --resume continues the latest run"),
+    "sweep": ("builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
+    "results": ("builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
+    "translate": ("builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
+    "evaluate": ("builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
+    "average": ("builder.cli.average", "average", "average the parameters of checkpoints"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}
@@ -51,7 +51,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"aiayn {args.verb}: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,11 +23,12 @@ from pydantic import ValidationError
 from tokenizers import Tokenizer as HFTokenizer
 
 from blocks import EncoderDecoder
-from builder.config import format_validation_error
-from builder.data.atomic import atomic_write
-from builder.data.tokenizer import Tokenizer, load_run_tokenizers, run_tokenizer_files
+from builder.data.tokenizer import Tokenizer, load_run_tokenizers
 from builder.errors import UserError
-from builder.model import build_model
+from builder.model.build import build_model
+from builder.run.atomic import atomic_write
+from builder.run.rundir import RunDir, version_dirs
+from builder.run.validation import format_validation_error
 from schemas.experiment import ExperimentSpec
 
 FORMAT = 1  # the version of the slim layout
@@ -100,57 +101,51 @@ def model_weights(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
 # ---- where the checkpoint and its tokenizer are ------------------------------------------------
 
 
-def _versions(directory: Path) -> list[Path]:
-    found = [(re.fullmatch(r"version_(\d+)", p.name), p) for p in directory.iterdir() if p.is_dir()]
-    return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
-
-
-def _has_tokenizer(directory: Path) -> bool:
-    shared, _ = run_tokenizer_files(directory, shared_vocab=True)
-    src, tgt = run_tokenizer_files(directory, shared_vocab=False)
-    return shared.is_file() or (src.is_file() and tgt.is_file())
-
-
-def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, Path | None]:
+def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
     """(checkpoint file, run directory or None) for a .ckpt file or a run directory.
 
     A run directory gives its checkpoints/last.ckpt; a directory of runs (runs/<name>, holding
-    version_<n>/) gives the latest version's. A checkpoint file's run directory is the nearest of
-    its directory and that directory's parent that holds the run's tokenizer.
+    version_<n>/) gives that of its latest version with a checkpoint. A checkpoint file's run
+    directory is the nearest of its directory and that directory's parent that holds the run's
+    tokenizer.
     """
     path = Path(arg)
     if not path.exists():
         raise UserError(f"{path} does not exist: give a run directory (runs/<name>/version_<n>) or a .ckpt file")
     if path.is_file():
-        return path, next((d for d in (path.parent, path.parent.parent) if _has_tokenizer(d)), None)
-    run_dir = path
-    if not (path / "checkpoints").is_dir():
-        versions = _versions(path)
-        if not versions:
+        return path, next((RunDir(d) for d in (path.parent, path.parent.parent) if RunDir(d).has_tokenizer), None)
+    run = RunDir(path)
+    if not run.checkpoints.is_dir() and version_dirs(path):
+        latest = RunDir.latest_in(path)
+        if latest is None:
+            raise UserError(
+                f"{path}: none of its runs ({', '.join(p.name for p in version_dirs(path))}) has a checkpoint "
+                "yet; train one first"
+            )
+        run = latest
+    if not run.has_checkpoint:
+        if run.version is None and not run.checkpoints.is_dir():
             raise UserError(
                 f"{path} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; "
                 "give a run directory (runs/<name>/version_<n>) or a .ckpt file"
             )
-        run_dir = versions[-1]
-    last = run_dir / "checkpoints" / "last.ckpt"
-    if not last.is_file():
-        raise UserError(f"{run_dir} has no checkpoint to load ({last} does not exist); has it trained yet?")
-    return last, run_dir
+        raise UserError(f"{run.path} has no checkpoint to load ({run.last_checkpoint} does not exist); has it trained yet?")
+    return run.last_checkpoint, run
 
 
-def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run_dir: Path | None) -> tuple[Tokenizer, Tokenizer]:
+def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizer: those stored in a slim checkpoint, else the run directory's."""
     stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
     if stored:
         loaded = {name: _tokenizer_from_json(text, f"{ckpt_path} ({name})") for name, text in stored.items()}
-        shared, _ = run_tokenizer_files(Path(), shared_vocab=True)
-        src, tgt = run_tokenizer_files(Path(), shared_vocab=False)
+        shared, _ = RunDir(Path()).tokenizer_files(shared_vocab=True)
+        src, tgt = RunDir(Path()).tokenizer_files(shared_vocab=False)
         if shared.name in loaded:
             return loaded[shared.name], loaded[shared.name]
         if src.name in loaded and tgt.name in loaded:
             return loaded[src.name], loaded[tgt.name]
-    if run_dir is not None:
-        return load_run_tokenizers(run_dir)
+    if run is not None:
+        return load_run_tokenizers(run)
     places = " and ".join(str(d) for d in dict.fromkeys((ckpt_path.parent, ckpt_path.parent.parent)))
     raise UserError(
         f"no tokenizer for {ckpt_path}: looked for tokenizer.json (or tokenizer.src.json and "
@@ -166,23 +161,23 @@ def _tokenizer_from_json(text: str, source: str) -> Tokenizer:
         raise UserError(f"{source}: the stored tokenizer is not valid ({e})") from None
 
 
-def tokenizer_files(ckpt: dict[str, Any], run_dir: Path | None) -> dict[str, str]:
+def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
     """{file name: JSON} of the tokenizer(s) that go with `ckpt`, to store in a slim checkpoint."""
     stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
     if stored:
         return dict(stored)
-    if run_dir is None:
+    if run is None:
         return {}
-    names = [*run_tokenizer_files(run_dir, shared_vocab=True)[:1], *run_tokenizer_files(run_dir, shared_vocab=False)]
+    names = [*run.tokenizer_files(shared_vocab=True)[:1], *run.tokenizer_files(shared_vocab=False)]
     return {p.name: p.read_text(encoding="utf-8") for p in names if p.is_file()}
 
 
 def load_for_inference(arg: str | Path) -> ForInference:
     """The model (eval mode, CPU), its experiment and tokenizers from a run directory or .ckpt."""
-    ckpt_path, run_dir = resolve_run_or_checkpoint(arg)
+    ckpt_path, run = resolve_run_or_checkpoint(arg)
     ckpt = load_checkpoint(ckpt_path)
     spec = experiment_of(ckpt, ckpt_path)
-    src_tok, tgt_tok = load_tokenizers(ckpt, ckpt_path, run_dir)
+    src_tok, tgt_tok = load_tokenizers(ckpt, ckpt_path, run)
     vocab = spec.model.embedding.vocab_size
     for side, tok in (("source", src_tok), ("target", tgt_tok)):
         if tok.vocab_size > vocab:
@@ -200,12 +195,6 @@ def load_for_inference(arg: str | Path) -> ForInference:
 
 
 # ---- averaging (Sec 6.1: the last 5 or 20 checkpoints) -------------------------------------------
-
-
-def step_checkpoints(run_dir: Path) -> list[Path]:
-    """The run's step*.ckpt files, oldest step first."""
-    found = [(re.fullmatch(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt", p.name), p) for p in (run_dir / "checkpoints").glob("step*.ckpt")]
-    return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
 
 
 def average_checkpoints(paths: Sequence[Path]) -> dict[str, Any]:

@@ -6,10 +6,11 @@ from typing import Any
 import lightning as L
 import torch
 
-from builder.loss import label_smoothed_nll
-from builder.model import PAD_ID, build_model, count_params
-from builder.summary import paper_columns
-from builder.schedule import noam_lr
+from builder.model.build import PAD_ID, build_model
+from builder.model.loss import label_smoothed_nll
+from builder.model.size import count_params
+from builder.model.summary import paper_columns
+from builder.train.schedule import noam_lr
 from schemas.experiment import ExperimentSpec
 
 
@@ -54,11 +55,10 @@ class TranslationTask(L.LightningModule):
         return loss / n
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        if not self.trainer._logger_connector.should_update_logs:
+        if (self.global_step + 1) % self.trainer.log_every_n_steps:
             return  # the norm costs a pass over every gradient; only pay for it when logged
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-        self.log("train/grad_norm", norm)
+        self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
         self.log("train/lr", optimizer.param_groups[0]["lr"])
 
     def configure_optimizers(self) -> Any:

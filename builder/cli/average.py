@@ -8,7 +8,7 @@ is a slim checkpoint (experiment, model weights, the run's tokenizer) that `aiay
 import argparse
 from pathlib import Path
 
-from builder.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint, step_checkpoints
+from builder.decode.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint
 from builder.errors import UserError
 
 
@@ -28,14 +28,14 @@ def average(args: argparse.Namespace) -> int:
             raise UserError(f"--last ({args.last}) must be at least 1")
         if len(paths) != 1:
             raise UserError(f"--last {args.last} takes one run directory, got {len(paths)} paths")
-        _, run_dir = resolve_run_or_checkpoint(paths[0])
-        if run_dir is None or not paths[0].is_dir():
+        _, run = resolve_run_or_checkpoint(paths[0])
+        if run is None or not paths[0].is_dir():
             raise UserError(f"--last {args.last}: {paths[0]} is not a run directory (runs/<name>/version_<n>)")
-        found = step_checkpoints(run_dir)
+        found = run.step_checkpoints()
         if len(found) < args.last:
             names = ", ".join(p.name for p in found) or "none"
             raise UserError(
-                f"--last {args.last}: {run_dir / 'checkpoints'} has only {len(found)} step checkpoints ({names}); "
+                f"--last {args.last}: {run.checkpoints} has only {len(found)} step checkpoints ({names}); "
                 f"ask for at most {len(found)}, or keep more (train.checkpoint.keep_last)"
             )
         paths = found[-args.last :]

@@ -1,7 +1,8 @@
-"""One registry from schema class to block: how to build it, and its closed-form size and cost.
+"""One registry from schema class to block: how to build it, and its closed-form cost.
 
-`params` must equal `sum(p.numel())` of what `build` returns (a test checks every entry), so
-`aiayn show` can count a big model without building it.
+Parameter counts are not written here: `size.py` counts the parameters of modules built on the
+meta device, so they cannot drift from what `build` makes. FLOPs and the activation memory a
+block keeps for backward cannot be read off a module, so each entry states them.
 """
 
 from collections.abc import Callable
@@ -21,8 +22,8 @@ from schemas.positional import LearnedSpec, SinusoidalSpec
 @dataclass(frozen=True)
 class Entry:
     build: Callable[[Any, int], nn.Module]  # (spec, d_model) -> module
-    params: Callable[[Any, int], int]  # (spec, d_model) -> parameter count
-    flops: Callable[[Any, int, int], float]  # (spec, d_model, context length L) -> per token
+    flops: Callable[[Any, int, int], float]  # (spec, d_model, context length L) -> forward FLOPs per token
+    activations: Callable[[Any, int], int]  # (spec, d_model) -> values per token kept for backward
 
 
 REGISTRY: dict[type[Spec], Entry] = {}
@@ -47,12 +48,6 @@ def _build_attention(spec: SelfAttentionSpec | CausalSelfAttentionSpec | CrossAt
     )
 
 
-def _attention_params(spec: SelfAttentionSpec, d_model: int) -> int:
-    qkv = spec.h * (2 * spec.d_k + spec.d_v)  # Q, K and V projections, whichever fused layout
-    weights = d_model * qkv + spec.h * spec.d_v * d_model
-    return weights + (qkv + d_model if spec.bias else 0)
-
-
 def _attention_flops(spec: SelfAttentionSpec, d_model: int, length: int) -> float:
     keys = (length + 1) / 2 if isinstance(spec, CausalSelfAttentionSpec) else length
     projections = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
@@ -60,8 +55,13 @@ def _attention_flops(spec: SelfAttentionSpec, d_model: int, length: int) -> floa
     return projections + scores_and_mix
 
 
+def _attention_activations(spec: SelfAttentionSpec, d_model: int) -> int:
+    # Q, K, V and the heads' output (fused attention keeps no L x L scores); input and residual
+    return spec.h * 2 * (spec.d_k + spec.d_v) + 4 * d_model
+
+
 for _cls in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
-    REGISTRY[_cls] = Entry(_build_attention, _attention_params, _attention_flops)
+    REGISTRY[_cls] = Entry(_build_attention, _attention_flops, _attention_activations)
 
 
 # ---- feed-forward (Sec. 3.3) ---------------------------------------------------------------
@@ -76,8 +76,8 @@ def _build_feed_forward(spec: FeedForwardSpec, d_model: int) -> nn.Module:
 
 REGISTRY[FeedForwardSpec] = Entry(
     _build_feed_forward,
-    lambda spec, d: 2 * d * spec.d_ff + (spec.d_ff + d if spec.bias else 0),
     lambda spec, d, length: 4.0 * d * spec.d_ff,
+    lambda spec, d: 2 * spec.d_ff + 4 * d,  # the inner layer before and after the activation
 )
 
 
@@ -85,11 +85,11 @@ REGISTRY[FeedForwardSpec] = Entry(
 
 REGISTRY[SinusoidalSpec] = Entry(
     lambda spec, d: SinusoidalPositionalEncoding(d_model=d, layout=spec.layout),
-    lambda spec, d: 0,
     lambda spec, d, length: 0.0,
+    lambda spec, d: 0,
 )
 REGISTRY[LearnedSpec] = Entry(
     lambda spec, d: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=d),
-    lambda spec, d: spec.max_len * d,
     lambda spec, d, length: 0.0,
+    lambda spec, d: 0,
 )

@@ -5,8 +5,8 @@ import json
 
 import yaml
 
-from builder.config import load_experiment
-from builder.summary import render, summary
+from builder.model.summary import render, summary
+from builder.run.config import load_experiment
 from schemas.experiment import ExperimentSpec
 
 

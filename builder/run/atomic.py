@@ -1,15 +1,20 @@
 """Write a file so that readers see the old file or the whole new one, never a half-written one.
 
-Concurrent sweep trials share the cache and demo directories; each writes a private temp file in
-the target's directory (same filesystem) and renames it into place, which POSIX makes atomic.
+Every file aiayn writes goes through `atomic_write`: checkpoints, run files (config, status,
+results), the token cache, tokenizers, translations. Concurrent sweep trials share the cache and
+demo directories; each writes a private temp file in the target's directory (same filesystem),
+flushes it to disk and renames it into place, which POSIX makes atomic.
 """
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import yaml
 
 
 @contextmanager
@@ -33,3 +38,16 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     with atomic_write(path) as f:
         f.write(data)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def dump_yaml(data: Any) -> str:
+    """Block style, keys in their order, short lists inline: how the shipped experiments read."""
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True)

@@ -15,11 +15,11 @@ import torch
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from builder.checkpoint import ForInference, load_for_inference
-from builder.data.atomic import write_bytes_atomic
 from builder.data.corpus import read_lines
+from builder.decode.checkpoint import load_for_inference
+from builder.decode.translate import translate_texts
 from builder.errors import UserError
-from builder.translate import check_lengths, translate_ids
+from builder.run.atomic import write_bytes_atomic
 from schemas.decode import DecodeSpec
 from schemas.experiment import ExperimentSpec
 
@@ -101,18 +101,9 @@ def read_input(path: Path | None) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def translate_lines(
-    loaded: ForInference, lines: Sequence[str], decode: DecodeSpec, *, progress: bool, what: str = "input"
-) -> list[str]:
-    """Detokenized translations of `lines`, in order; blank lines translate to empty lines."""
-    src_tok, tgt_tok = loaded.src_tokenizer, loaded.tgt_tokenizer
-    ids = src_tok.encode_batch([line if line.strip() else "" for line in lines])
-    check_lengths(loaded.model, [len(x) for x in ids], what)
-    with tqdm(total=sum(1 for x in ids if x), unit="sent", file=sys.stderr, disable=not progress) as bar:
-        out = translate_ids(
-            loaded.model, ids, decode, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, on_batch=bar.update
-        )
-    return tgt_tok.decode_batch(out)
+def progress_bar(lines: Sequence[str], *, enabled: bool) -> tqdm:
+    """Sentences translated so far, on stderr (blank lines are not translated, so not counted)."""
+    return tqdm(total=sum(1 for line in lines if line.strip()), unit="sent", file=sys.stderr, disable=not enabled)
 
 
 def translate(args: argparse.Namespace) -> int:
@@ -121,7 +112,8 @@ def translate(args: argparse.Namespace) -> int:
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
-    hyps = translate_lines(loaded, lines, decode, progress=progress)
+    with progress_bar(lines, enabled=progress) as bar:
+        hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, lines, decode, on_batch=bar.update, what="input")
     text = "".join(h + "\n" for h in hyps)
     if args.output is not None:
         write_bytes_atomic(args.output, text.encode("utf-8"))

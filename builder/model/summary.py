@@ -2,18 +2,20 @@
 
 from typing import Any
 
-from schemas.attention import _AttentionSpec
+from builder.model.size import count_params, flops_per_token, memory_estimate, param_table
+from schemas.attention import AttentionSpec
 from schemas.experiment import ExperimentSpec
 from schemas.feed_forward import FeedForwardSpec
-from builder.model import count_params, flops_per_token, memory_estimate, param_table
 
 
 def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     """Table 3's columns (N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positional, train
     steps). Where layers differ from each other, the first layer's value and "uniform": false."""
     model = spec.model
-    subs = [s for stack in (model.encoder, model.decoder) for layer in stack.layers for s in layer]
-    attention = [s for s in subs if isinstance(s, _AttentionSpec)]
+    subs = []  # every kind of layer once, the first layer's first
+    for stack in (model.encoder, model.decoder):
+        subs += [*stack.overrides.get(0, stack.layer), *(s for _, layer, _ in stack.groups for s in layer)]
+    attention = [s for s in subs if isinstance(s, AttentionSpec)]
     ffn = [s for s in subs if isinstance(s, FeedForwardSpec)]
     drops = {model.dropout, model.encoder.add_norm.dropout, model.decoder.add_norm.dropout}
     columns: dict[str, Any] = {
@@ -39,18 +41,25 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     return columns
 
 
-def summary(spec: ExperimentSpec) -> dict[str, Any]:
-    """The object `aiayn show --json` prints."""
-    length = spec.data.max_len
-    tokens = spec.train.max_tokens_per_batch or spec.train.tokens_per_step
+def identity(spec: ExperimentSpec) -> dict[str, Any]:
+    """Who an experiment is: its name, exact parameter count, Table 3 columns and the paper's numbers."""
     return {
         "name": spec.name,
         "params": count_params(spec.model),
         "paper": paper_columns(spec),
         "reported": spec.reported.model_dump() if spec.reported else None,
+    }
+
+
+def summary(spec: ExperimentSpec) -> dict[str, Any]:
+    """The object `aiayn show --json` prints."""
+    length = spec.data.max_len
+    tokens = spec.train.max_tokens_per_batch or spec.train.tokens_per_step
+    return {
+        **identity(spec),
         "blocks": [{"block": name, "params_each": each, "count": n, "params": each * n} for name, each, n in param_table(spec.model)],
         "flops_per_token": {"length": length, "forward": round(flops_per_token(spec.model, length))},
-        "memory_bytes": {"tokens_per_batch": tokens, **memory_estimate(spec.model, tokens, length)},
+        "memory_bytes": {"tokens_per_batch": tokens, **memory_estimate(spec.model, tokens)},
     }
 
 

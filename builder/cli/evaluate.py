@@ -1,0 +1,84 @@
+"""aiayn evaluate RUN_OR_CKPT [--split S | --src F --ref F] [--json]: sacreBLEU, chrF and perplexity.
+
+BLEU and chrF are sacreBLEU's on detokenized text, each with its signature. Perplexity is
+exp(mean NLL per target token, EOS included), teacher-forced on the (source, reference) pairs,
+without label smoothing; pairs whose source is blank are left out of it (the encoder would have
+nothing to attend to). Without --src/--ref it evaluates a split of the experiment (the test
+split by default): the same numbers results.json holds for the validation split.
+--tok-bleu adds the tokenized, compound-split BLEU that the paper and tensor2tensor reported,
+clearly labelled: it is not comparable to sacreBLEU.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
+from builder.data.corpus import read_parallel
+from builder.data.spec import split_texts
+from builder.decode.checkpoint import load_for_inference
+from builder.decode.metrics import evaluate_texts, tokenized_bleu
+from builder.errors import UserError
+from builder.run.atomic import write_text_atomic
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_checkpoint_argument(p)
+    p.add_argument("--split", choices=("valid", "test"), default="test", help="the experiment's split to evaluate (default: test)")
+    p.add_argument("--src", type=Path, help="source sentences, one per line (with --ref), instead of a split")
+    p.add_argument("--ref", type=Path, help="reference translations, line-aligned with --src")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--tok-bleu", action="store_true",
+        help="also report tokenized BLEU with compound splitting (##AT##-##AT##), as published "
+        "numbers were computed; not comparable to sacreBLEU",
+    )
+    p.add_argument("--hyps", type=Path, help="also write the translations to this file")
+    add_decode_arguments(p)
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    if (args.src is None) != (args.ref is None):
+        given, missing = ("--src", "--ref") if args.src is not None else ("--ref", "--src")
+        raise UserError(f"{given} needs {missing}: give both, or neither to evaluate a split of the experiment")
+    if args.src is not None:
+        sources, refs = read_parallel(args.src, args.ref)
+    loaded = load_for_inference(args.checkpoint)
+    if args.src is not None:
+        data = f"{args.src} -> {args.ref}"
+    else:
+        sources, refs, data = split_texts(loaded.spec, args.split)
+    decode = decode_spec(loaded.spec, args)
+    loaded.model.to(device_of(args))
+    with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
+        metrics, hyps = evaluate_texts(
+            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, on_batch=bar.update
+        )
+    if args.hyps is not None:
+        write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
+    result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "data": data, **metrics, "decode": decode.model_dump()}
+    if args.tok_bleu:
+        result.update(tokenized_bleu(hyps, refs))
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+def render(r: dict[str, Any]) -> str:
+    d = r["decode"]
+    lines = [
+        f"checkpoint  {r['checkpoint']}",
+        f"data        {r['data']} ({r['n_sentences']} sentences)",
+        f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, "
+        f"max length input + {d['max_len_b']}",
+        f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}",
+        f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",
+        f"PPL         {r['ppl']:6.2f}  per target token, teacher-forced, no label smoothing",
+    ]
+    if "tok_bleu" in r:
+        lines.append(
+            f"tok. BLEU   {r['tok_bleu']:6.2f}  tokenized (intl) with compound splitting, as published "
+            "numbers; not comparable to sacreBLEU"
+        )
+    return "\n".join(lines)

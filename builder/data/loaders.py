@@ -1,0 +1,32 @@
+"""The DataLoaders of evaluation: every pair once, in length order, batched by tokens. The Lightning
+validation loop and `aiayn evaluate` (outside Lightning) read the same batches from here."""
+
+from torch.utils.data import DataLoader
+
+from builder.data.collate import TranslationCollator
+from builder.data.dataset import TranslationDataset
+from builder.data.sampler import TokenBatchSampler
+from builder.data.tokenizer import Tokenizer
+
+
+def collator() -> TranslationCollator:
+    return TranslationCollator(pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)
+
+
+def eval_loader(
+    dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, num_workers: int = 0
+) -> DataLoader:
+    """Batches of at most `max_tokens` padded tokens a side, longest pairs together; rank r of
+    `num_replicas` gets its own share. `Batch.ids` restores the input order."""
+    sampler = TokenBatchSampler(
+        dataset.src_lengths,
+        dataset.tgt_lengths + 1,  # tgt_in / tgt_out carry bos / eos
+        max_tokens=max_tokens,
+        shuffle=False,
+        num_replicas=num_replicas,
+        rank=rank,
+    )
+    return DataLoader(
+        dataset, sampler=sampler, batch_size=None, collate_fn=collator(),
+        num_workers=num_workers, persistent_workers=num_workers > 0,
+    )

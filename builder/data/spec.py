@@ -1,0 +1,61 @@
+"""The experiment's data section -> the files of each split, their text, and the DataModule.
+
+`split_texts` is the one place that says what a split of an experiment holds: training's
+validation BLEU, results.json and `aiayn evaluate` all read their sentences through it.
+"""
+
+import os
+from pathlib import Path
+
+from builder.data.corpus import read_parallel
+from builder.data.demo import generate_demo
+from schemas.data import DemoDataSpec, FilesDataSpec
+from schemas.experiment import ExperimentSpec
+
+SPLITS = ("train", "valid", "test")
+
+
+def cache_dir(spec: ExperimentSpec) -> Path:
+    if spec.data.cache_dir:
+        return Path(spec.data.cache_dir)
+    return Path(os.environ.get("AIAYN_CACHE", Path.home() / ".cache" / "aiayn"))
+
+
+def split_files(data: FilesDataSpec, split: str) -> tuple[Path, Path]:
+    """(source file, target file) of a split: `{dir}/{name of the split}.{lang}`."""
+    prefix = Path(data.dir) / getattr(data, split)
+    return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
+
+
+def split_texts(spec: ExperimentSpec, split: str) -> tuple[list[str], list[str], str]:
+    """(sources, references, where they come from) of a split of the experiment's data: its
+    files, or the demo corpus regenerated from its sizes and seed (what training wrote)."""
+    data = spec.data
+    if isinstance(data, DemoDataSpec):
+        sources, refs = generate_demo(data.n_train, data.n_valid, data.n_test, data.seed)[split]
+        return list(sources), list(refs), f"the demo corpus's {split} split, seed {data.seed}"
+    src, ref = split_files(data, split)
+    sources, refs = read_parallel(src, ref)
+    return sources, refs, f"{src} -> {ref}"
+
+
+def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int):  # -> TranslationDataModule
+    from builder.data.datamodule import TranslationDataModule  # Lightning only when training
+
+    data, emb = spec.data, spec.model.embedding
+    common = dict(
+        run_dir=run_dir,
+        vocab_size=emb.vocab_size,
+        shared_vocab=emb.shared_vocab,
+        min_frequency=data.tokenizer.min_frequency,
+        cache_dir=cache_dir(spec),
+        max_tokens=max_tokens,
+        eval_max_tokens=spec.decode.max_tokens,
+        max_len=data.max_len,
+        min_len=data.min_len,
+        seed=spec.train.seed,
+        num_workers=data.num_workers,
+    )
+    if isinstance(data, DemoDataSpec):
+        return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)
+    return TranslationDataModule(**{split: split_files(data, split) for split in SPLITS}, **common)

@@ -1,0 +1,87 @@
+"""BLEU and chrF (sacreBLEU, with their signatures) and perplexity of a model on parallel text.
+
+`evaluate_texts` is what results.json and `aiayn evaluate` report: translations through the one
+translate path, scores on detokenized text, and perplexity teacher-forced on the same batches
+the validation loop reads (data/loaders.py).
+"""
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import sacrebleu
+import torch
+
+from blocks import EncoderDecoder
+from builder.data.dataset import TranslationDataset
+from builder.data.loaders import eval_loader
+from builder.data.ragged import RaggedIds
+from builder.data.tokenizer import Tokenizer
+from builder.decode.translate import check_lengths, evaluating, translate_texts
+from builder.model.loss import label_smoothed_nll
+from schemas.decode import DecodeSpec
+
+_COMPOUND = re.compile(r"(\S)-(\S)")  # tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b
+
+
+def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
+    """sacreBLEU's BLEU and chrF on detokenized text, with their signatures."""
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    return {
+        "bleu": round(bleu.corpus_score(list(hyps), [list(refs)]).score, 2),
+        "chrf": round(chrf.corpus_score(list(hyps), [list(refs)]).score, 2),
+        "signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+    }
+
+
+def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
+    """BLEU on intl-tokenized text with hyphenated compounds split, as tensor2tensor reported it."""
+
+    def split(line: str) -> str:
+        return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+    bleu = sacrebleu.metrics.BLEU(tokenize="intl")
+    result = bleu.corpus_score([split(h) for h in hyps], [[split(r) for r in refs]])
+    return {"tok_bleu": round(result.score, 2), "tok_bleu_signature": f"{bleu.get_signature()}|compound-split:##AT##"}
+
+
+def perplexity(model: EncoderDecoder, batches: Iterable[Any]) -> float:
+    """exp of the mean per-target-token NLL, no label smoothing, padding excluded."""
+    device = next(model.parameters()).device
+    nll_sum, count = 0.0, 0
+    with evaluating(model):
+        for batch in batches:
+            logits = model(batch.src.to(device), batch.tgt_in.to(device))
+            _, nll, n = label_smoothed_nll(logits, batch.tgt_out.to(device), eps=0.0, pad_id=model.pad_id)
+            nll_sum, count = nll_sum + nll.item(), count + int(n)
+    return math.exp(nll_sum / max(count, 1))
+
+
+def teacher_forced(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], max_tokens: int) -> Any:
+    """The evaluation batches of these pairs; pairs with an empty source are left out (the
+    encoder would have nothing to attend to), as in the validation loop."""
+    src, tgt = RaggedIds.from_lists(src_ids), RaggedIds.from_lists(tgt_ids)
+    return eval_loader(TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0)), max_tokens)
+
+
+def evaluate_texts(
+    model: EncoderDecoder,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    sources: Sequence[str],
+    refs: Sequence[str],
+    decode: DecodeSpec,
+    *,
+    on_batch: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """({n_sentences, bleu, chrf, signatures, ppl}, the translations) of `sources` against `refs`."""
+    hyps = translate_texts(model, src_tokenizer, tgt_tokenizer, sources, decode, on_batch=on_batch)
+    src_ids = src_tokenizer.encode_batch([s if s.strip() else "" for s in sources])
+    tgt_ids = tgt_tokenizer.encode_batch(list(refs))
+    check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
+    ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens))
+    return {"n_sentences": len(refs), **score(hyps, refs), "ppl": round(ppl, 4)}, hyps

@@ -1,0 +1,99 @@
+"""Text in, text out: the one path from sentences to translations.
+
+Validation BLEU during training, results.json, `aiayn translate` and `aiayn evaluate` all call
+`translate_texts`, as fairseq validates with the generator `fairseq-generate` uses: encode with
+the source tokenizer, batch by tokens (longest first), beam-search, decode with the target
+tokenizer, return in input order. A blank line translates to an empty line.
+"""
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from blocks import EncoderDecoder
+from builder.data.sampler import pack
+from builder.data.tokenizer import Tokenizer
+from builder.decode.search import beam_search
+from builder.errors import UserError
+from schemas.decode import DecodeSpec
+
+
+def translate_texts(
+    model: EncoderDecoder,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    lines: Sequence[str],
+    decode: DecodeSpec,
+    *,
+    on_batch: Callable[[int], None] | None = None,
+    what: str = "source",
+) -> list[str]:
+    """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
+    ids = src_tokenizer.encode_batch([line if line.strip() else "" for line in lines])
+    check_lengths(model, [len(x) for x in ids], what)
+    out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch)
+    return tgt_tokenizer.decode_batch(out)
+
+
+def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str) -> None:
+    """A learned position table has no row past its end: name the first line that is too long."""
+    positions = getattr(model.src_embed.positional, "max_len", None)  # None: sinusoids never end
+    if positions is None:
+        return
+    for i, n in enumerate(lengths):
+        if n > positions:
+            raise UserError(
+                f"{what} line {i + 1} has {n} tokens but the model's learned positions cover only "
+                f"{positions}; shorten or split that line"
+            )
+
+
+def padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    """(len(rows), longest) token ids, right-padded."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) and no gradients inside; the model's mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def translate_ids(
+    model: EncoderDecoder,
+    sources: Sequence[Sequence[int]],
+    decode: DecodeSpec,
+    *,
+    bos_id: int,
+    eos_id: int,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[int]]:
+    """Beam search over `sources` (token ids, no specials), batched by `decode.max_tokens` padded
+    source tokens, longest first; results come back in input order. An empty source translates
+    to an empty output."""
+    device = next(model.parameters()).device
+    lengths = np.array([len(s) for s in sources], dtype=np.int64)
+    order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
+    results: list[list[int]] = [[] for _ in sources]
+    with evaluating(model):
+        for chunk in pack(order, lengths, lengths, decode.max_tokens):
+            src = padded([sources[i] for i in chunk], model.pad_id).to(device)
+            hyps = beam_search(
+                model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, alpha=decode.alpha,
+                max_len_b=decode.max_len_b, length_penalty=decode.length_penalty,
+            )
+            for i, hyp in zip(chunk, hyps):
+                results[i] = hyp
+            if on_batch is not None:
+                on_batch(len(chunk))
+    return results

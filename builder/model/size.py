@@ -1,0 +1,112 @@
+"""Sizes without a model in memory: parameters counted on modules built on the meta device (one
+module per distinct layer, times how many there are: instant for any num_layers), and FLOPs and
+training memory in closed form through the registry."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from builder.errors import UserError
+from builder.model.build import embeddings, final_norm, layer
+from builder.model.registry import entry
+from schemas.model import ModelSpec
+from schemas.stacks import StackSpec
+
+Row = tuple[str, int, int]  # (block, parameters of one, how many)
+
+
+def param_table(spec: ModelSpec) -> list[Row]:
+    """(block, parameters of one, how many) for every distinct block; the counts add up to the
+    built model's `sum(p.numel() for p in model.parameters())`."""
+    rows = _embedding_rows(spec)
+    for name, stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
+        rows += _stack_rows(name, stack, spec.d_model)
+    return rows
+
+
+def count_params(spec: ModelSpec) -> int:
+    """Exactly `sum(p.numel() for p in build_model(spec).parameters())`."""
+    return sum(each * times for _, each, times in param_table(spec))
+
+
+def _numel(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@contextmanager
+def _on_meta() -> Iterator[None]:
+    try:
+        with torch.device("meta"):
+            yield
+    except (RuntimeError, OverflowError) as e:  # a weight with more elements than int64 holds
+        raise UserError(f"model: the sizes are too large to build any weight of ({e}); use smaller dims") from None
+
+
+def _embedding_rows(spec: ModelSpec) -> list[Row]:
+    with _on_meta():
+        src, tgt, output = embeddings(spec)
+    holders: dict[int, tuple[nn.Parameter, list[str]]] = {}
+    for side, module in (("source", src.token), ("target", tgt.token), ("output", output)):
+        for p in module.parameters():
+            holders.setdefault(id(p), (p, []))[1].append(side)
+    rows = []
+    for p, sides in holders.values():
+        if p is output.bias:
+            label = "output projection bias"
+        elif len(sides) > 1:
+            label = f"embedding ({' = '.join(sides)})"
+        else:
+            label = {"source": "embedding.source", "target": "embedding.target", "output": "output projection"}[sides[0]]
+        rows.append((label, p.numel(), 1))
+    if positions := _numel(src.positional):
+        rows.append((f"positional ({spec.positional.type}, per side)", positions, 2))
+    return rows
+
+
+def _stack_rows(name: str, stack: StackSpec, d_model: int) -> list[Row]:
+    rows = []
+    for where, sublayers, times in stack.groups:
+        with _on_meta():
+            built = layer(sublayers, stack.add_norm, d_model)
+        for j, (sub, block) in enumerate(zip(sublayers, built.sublayers)):
+            rows.append((f"{name}.{where}[{j}] {sub.type}", _numel(block.sublayer), times))
+        norms = sum(_numel(block.norm) for block in built.sublayers)
+        rows.append((f"{name}.{where} add & norm (LayerNorm x{len(sublayers)})", norms, times))
+    with _on_meta():
+        norm = final_norm(stack, d_model)
+    if norm is not None:
+        rows.append((f"{name} final LayerNorm", _numel(norm), 1))
+    return rows
+
+
+def flops_per_token(spec: ModelSpec, length: int) -> float:
+    """Forward FLOPs (2 per multiply-add) per target token of a pair whose source and target both
+    have `length` tokens: the encoder's work per source token, the decoder's and the output
+    projection's per target token. Training costs about three times this."""
+    d = spec.d_model
+    total = 2.0 * d * spec.embedding.vocab_size  # pre-softmax projection
+    for stack in (spec.encoder, spec.decoder):
+        for _, sublayers, times in stack.groups:
+            total += times * sum(entry(sub).flops(sub, d, length) for sub in sublayers)
+    return total
+
+
+def memory_estimate(spec: ModelSpec, tokens_per_batch: int) -> dict[str, int]:
+    """Bytes for fp32 training with Adam: weights, gradients, the two Adam moments, and an
+    estimate of the activations kept for backward for a batch of `tokens_per_batch` tokens per
+    side (fused attention: no L x L score matrices kept)."""
+    params = count_params(spec)
+    per_token = 3 * spec.embedding.vocab_size  # logits, log-softmax and its gradient (target side)
+    for stack in (spec.encoder, spec.decoder):
+        for _, sublayers, times in stack.groups:
+            per_token += times * sum(entry(sub).activations(sub, spec.d_model) for sub in sublayers)
+    activations = 4 * tokens_per_batch * per_token
+    return {
+        "weights": 4 * params,
+        "gradients": 4 * params,
+        "optimizer": 8 * params,
+        "activations": activations,
+        "total": 16 * params + activations,
+    }

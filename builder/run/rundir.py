@@ -1,0 +1,157 @@
+"""The run directory, Lightning's layout: runs/<name>/version_<n>/. `RunDir` is the one owner of
+its file names and of how they are written (atomically, see atomic.py).
+
+    config.yaml          the resolved experiment
+    config.diff.yaml     what it changes in the experiment it extends
+    tokenizer.json       the shared BPE (or tokenizer.src.json and tokenizer.tgt.json)
+    checkpoints/         last.ckpt and step<N>.ckpt (the last K kept); averaged.ckpt
+    data/                the demo corpus, when the experiment trains on it
+    status.json          running, interrupted, failed or finished
+    results.json         only once training finished
+    events.out.tfevents.*   TensorBoard
+"""
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.run.atomic import dump_yaml, write_json, write_text_atomic
+
+RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches share its run directory
+_VERSION = re.compile(r"version_(\d+)")
+_STEP = re.compile(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt")
+
+
+def version_dirs(parent: Path) -> list[Path]:
+    """The version_<n> directories in `parent`, oldest (lowest n) first."""
+    if not Path(parent).is_dir():
+        return []
+    found = [(_VERSION.fullmatch(p.name), p) for p in Path(parent).iterdir() if p.is_dir()]
+    return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def next_in(cls, parent: Path) -> "RunDir":
+        """The next version_<n> in `parent` (runs/<name>); not created."""
+        existing = version_dirs(parent)
+        n = int(_VERSION.fullmatch(existing[-1].name).group(1)) + 1 if existing else 0  # type: ignore[union-attr]
+        return cls(Path(parent) / f"version_{n}")
+
+    @classmethod
+    def latest_in(cls, parent: Path) -> "RunDir | None":
+        """The newest version in `parent` that has a checkpoint: a run that failed before its
+        first checkpoint does not hide the one before it."""
+        runs = [cls(p) for p in version_dirs(parent)]
+        return next((r for r in reversed(runs) if r.has_checkpoint), None)
+
+    @staticmethod
+    def inherited() -> "RunDir | None":
+        """The run directory of the rank-0 process that launched this one, if any."""
+        value = os.environ.get(RUN_DIR_ENV)
+        return RunDir(Path(value)) if value and os.environ.get("LOCAL_RANK", "0") != "0" else None
+
+    # ---- paths ---------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int | None:
+        match = _VERSION.fullmatch(self.path.name)
+        return int(match.group(1)) if match else None
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def config_diff(self) -> Path:
+        return self.path / "config.diff.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoints / "last.ckpt"
+
+    @property
+    def averaged_checkpoint(self) -> Path:
+        return self.checkpoints / "averaged.ckpt"
+
+    @property
+    def has_checkpoint(self) -> bool:
+        return self.last_checkpoint.is_file()
+
+    @property
+    def data(self) -> Path:
+        return self.path / "data"
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def results_file(self) -> Path:
+        return self.path / "results.json"
+
+    def tokenizer_files(self, *, shared_vocab: bool) -> tuple[Path, Path]:
+        """(source, target) tokenizer files; the same file for a shared vocabulary."""
+        if shared_vocab:
+            return self.path / "tokenizer.json", self.path / "tokenizer.json"
+        return self.path / "tokenizer.src.json", self.path / "tokenizer.tgt.json"
+
+    @property
+    def has_tokenizer(self) -> bool:
+        shared, _ = self.tokenizer_files(shared_vocab=True)
+        src, tgt = self.tokenizer_files(shared_vocab=False)
+        return shared.is_file() or (src.is_file() and tgt.is_file())
+
+    def step_checkpoints(self) -> list[Path]:
+        """The run's step*.ckpt files, oldest step first."""
+        found = [(_STEP.fullmatch(p.name), p) for p in self.checkpoints.glob("step*.ckpt")]
+        return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
+
+    # ---- files ---------------------------------------------------------------------------
+
+    def write_status(self, status: str, **fields: Any) -> None:
+        write_json(self.status_file, {"status": status, **fields})
+
+    def status(self) -> dict[str, Any] | None:
+        return _read_json(self.status_file)
+
+    def write_results(self, results: dict[str, Any]) -> None:
+        write_json(self.results_file, results)
+
+    def results(self) -> dict[str, Any] | None:
+        return _read_json(self.results_file)
+
+    def write_config(self, resolved: dict[str, Any], diff: dict[str, Any], header: str) -> None:
+        write_text_atomic(self.config, dump_yaml(resolved))
+        write_text_atomic(self.config_diff, f"# {header}\n" + dump_yaml(diff))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def diff(parent: Any, child: Any) -> Any:
+    """The parts of `child` that differ from `parent` (nested mappings compared key by key)."""
+    if isinstance(parent, dict) and isinstance(child, dict):
+        out = {}
+        for key, value in child.items():
+            if key not in parent:
+                out[key] = value
+            elif parent[key] != value:
+                out[key] = diff(parent[key], value)
+        return out
+    return child

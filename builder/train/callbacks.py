@@ -1,0 +1,115 @@
+"""What TensorBoard shows at each validation besides loss: BLEU, samples, attention maps."""
+
+from typing import Any
+
+import lightning as L
+import torch
+from matplotlib.figure import Figure
+
+from blocks import EncoderDecoder, LayerContext, MultiHeadAttention
+from builder.data.spec import split_texts
+from builder.data.tokenizer import Tokenizer
+from builder.decode.metrics import score
+from builder.decode.translate import evaluating, padded, translate_ids, translate_texts
+
+
+class ValidationTranslations(L.Callback):
+    """On rank 0 after each validation: beam-search the validation subset, log sacreBLEU, a few
+    translation samples as text, and every k-th time the attention maps of a probe sentence."""
+
+    def __init__(self) -> None:
+        self.validations = 0
+        self.last: dict[str, Any] = {}
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        spec, data = task.spec, trainer.datamodule
+        settings = spec.train.validation
+        self.validations += 1
+        if not settings.bleu:
+            return
+        sources, refs, _ = split_texts(spec, "valid")
+        sources, refs = sources[: settings.bleu_max_sentences], refs[: settings.bleu_max_sentences]
+        hyps = translate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, spec.decode)
+        self.last = score(hyps, refs)
+        task.log("val/bleu", self.last["bleu"], rank_zero_only=True)
+        task.log("val/chrf", self.last["chrf"], rank_zero_only=True)
+        task.log("hp/bleu", self.last["bleu"], rank_zero_only=True)
+        experiment = getattr(trainer.logger, "experiment", None)
+        if experiment is None:
+            return
+        if settings.num_samples:
+            rows = [f"| {s} | {r} | {h} |" for s, r, h in list(zip(sources, refs, hyps))[: settings.num_samples]]
+            table = "| source | reference | translation |\n|---|---|---|\n" + "\n".join(rows)
+            experiment.add_text("val/samples", table, trainer.global_step)
+        every = settings.attention_maps_every
+        if every and (self.validations - 1) % every == 0:
+            probe = settings.probe_sentence or sources[0]
+            for tag, figure in attention_figures(task.model, data.src_tokenizer, data.tgt_tokenizer, probe, spec.decode).items():
+                experiment.add_figure(tag, figure, trainer.global_step)
+
+
+def attention_figures(
+    model: EncoderDecoder, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
+) -> dict[str, Figure]:
+    """One figure per attention sub-layer (a panel per head) for the model's own translation of
+    `sentence`, teacher-forced to read out the weights. Tags name the stack, the layer and the
+    kind: attention/decoder.layer0.cross."""
+    src_ids = src_tokenizer.encode(sentence)
+    [hyp] = translate_ids(model, [src_ids], decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id)
+    tgt_in = [tgt_tokenizer.bos_id, *hyp]
+    src_tokens = [src_tokenizer.hf.id_to_token(i) for i in src_ids]
+    tgt_tokens = [tgt_tokenizer.hf.id_to_token(i) for i in tgt_in]
+    weights = attention_weights(model, src_ids, tgt_in)
+    figures = {}
+    for (stack, i, kind), w in weights.items():
+        queries = src_tokens if stack == "encoder" else tgt_tokens
+        keys = src_tokens if stack == "encoder" or kind == "cross" else tgt_tokens
+        figures[f"attention/{stack}.layer{i}.{kind}"] = _heads_figure(w[0].float().cpu(), queries, keys)
+    return figures
+
+
+def attention_weights(model: EncoderDecoder, src_ids: list[int], tgt_in: list[int]) -> dict[tuple[str, int, str], torch.Tensor]:
+    """{(stack, layer index, attention kind): weights (1, h, T, S)} of one teacher-forced pass."""
+    device = next(model.parameters()).device
+    found: dict[tuple[str, int, str], torch.Tensor] = {}
+
+    def recorder(key: tuple[str, int, str]) -> Any:
+        def hook(module: MultiHeadAttention, args: tuple[torch.Tensor, LayerContext], output: Any) -> None:
+            found[key] = module.attention_weights(*args)
+
+        return hook
+
+    handles = [
+        addnorm.sublayer.register_forward_hook(recorder((name, i, addnorm.sublayer.kind)))
+        for name, stack in (("encoder", model.encoder), ("decoder", model.decoder))
+        for i, layer in enumerate(stack.layers)
+        for addnorm in layer.sublayers
+        if isinstance(addnorm.sublayer, MultiHeadAttention)
+    ]
+    try:
+        with evaluating(model):
+            model(padded([src_ids], model.pad_id).to(device), padded([tgt_in], model.pad_id).to(device))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+
+
+def _heads_figure(weights: torch.Tensor, queries: list[str], keys: list[str]) -> Figure:
+    h = weights.size(0)
+    cols = min(h, 4)
+    rows = (h + cols - 1) // cols
+    figure = Figure(figsize=(3.2 * cols + 0.6, 3.2 * rows), layout="constrained")
+    axes = figure.subplots(rows, cols, squeeze=False)
+    for head, ax in enumerate(axes.flat):
+        if head >= h:
+            ax.axis("off")
+            continue
+        image = ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_title(f"head {head}", fontsize=8)
+        ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(queries)), queries, fontsize=6)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+    return figure

@@ -1,0 +1,140 @@
+"""One training run: checks, run directory, data, task, Trainer.fit, final evaluation, results.json.
+
+`fit` is the I/O shell; what it decides is in small pure functions (`results_record`,
+`finished`) that tests call directly.
+"""
+
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from builder.data.spec import make_datamodule, split_texts
+from builder.data.tokenizer import Tokenizer
+from builder.decode.metrics import evaluate_texts
+from builder.errors import UserError
+from builder.model.summary import identity
+from builder.run.config import load_experiment, parent_of
+from builder.run.rundir import RUN_DIR_ENV, RunDir, diff
+from builder.train.task import TranslationTask
+from builder.train.trainer import batching, build_trainer, step_checkpoint_name
+from schemas.experiment import ExperimentSpec
+
+
+def fit(
+    spec: ExperimentSpec,
+    run: RunDir,
+    *,
+    experiment_path: Path,
+    resume: bool,
+    callbacks: Sequence[L.Callback] = (),
+) -> dict[str, Any] | None:
+    """Train `spec` in `run`; returns the results (on rank 0) or None (other ranks, or a run
+    that did not finish). Nothing is written before the Trainer's settings check out, and a new
+    run directory that fails with a user error before its first checkpoint is removed."""
+    L.seed_everything(spec.train.seed, workers=True, verbose=False)
+    trainer = build_trainer(spec, run, callbacks=list(callbacks))
+    checkpoint = run.last_checkpoint if resume else None
+    created = not run.path.exists()
+    os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
+    data = make_datamodule(spec, run.path, max_tokens=batching(spec, trainer.world_size)[0])
+    task = TranslationTask(spec.model_dump(mode="json"))
+    if trainer.is_global_zero:
+        write_config(spec, run, experiment_path)
+        run.write_status("running", resumed_from=str(checkpoint) if checkpoint else None)
+    start = time.perf_counter()
+    with _recording_failures(run, trainer, remove_on_user_error=created):
+        _check_vocabulary(spec, *data.prepare_tokenizers())
+        trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
+        wall = time.perf_counter() - start
+        if not run.step_checkpoints() or run.step_checkpoints()[-1].name != step_checkpoint_name(trainer.global_step):
+            trainer.save_checkpoint(run.last_checkpoint)  # the final weights, whatever the save interval
+    if not trainer.is_global_zero:
+        return None
+    if not finished(spec, trainer.global_step, interrupted=trainer.interrupted):
+        run.write_status("interrupted", step=trainer.global_step)
+        return None
+    task.model.to(trainer.strategy.root_device)
+    sources, refs, _ = split_texts(spec, "valid")
+    metrics, _ = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)
+    results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=wall, tokens=task.tokens_seen * trainer.world_size)
+    run.write_results(results)
+    run.write_status("finished", step=trainer.global_step)
+    if trainer.logger is not None:
+        trainer.logger.log_metrics({"hp/bleu": results["bleu"], "hp/ppl": results["ppl"]}, step=trainer.global_step)
+        trainer.logger.finalize("success")
+    return results
+
+
+def finished(spec: ExperimentSpec, steps: int, *, interrupted: bool) -> bool:
+    """Reached max_steps, or stopped by max_time (a budget, not an interruption)."""
+    return not interrupted and (steps >= spec.trainer.max_steps or spec.trainer.max_time is not None)
+
+
+def results_record(
+    spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int, wall_time_s: float, tokens: int
+) -> dict[str, Any]:
+    """results.json: who the run is, its final scores on the validation split, and its cost."""
+    return {
+        **identity(spec),
+        "split": "valid",
+        "n_sentences": metrics["n_sentences"],
+        "bleu": metrics["bleu"],
+        "chrf": metrics["chrf"],
+        "ppl": metrics["ppl"],
+        "sacrebleu_signature": metrics["signature"],
+        "steps": steps,
+        "wall_time_s": round(wall_time_s, 1),
+        "tokens_per_s": round(tokens / wall_time_s, 1) if wall_time_s > 0 else None,
+    }
+
+
+@contextmanager
+def _recording_failures(run: RunDir, trainer: L.Trainer, *, remove_on_user_error: bool) -> Iterator[None]:
+    """status.json says how a run stopped; a new run that a user error stopped before its first
+    checkpoint leaves nothing behind."""
+    zero = trainer.is_global_zero
+    try:
+        yield
+    except (KeyboardInterrupt, SIGTERMException):
+        if zero:
+            run.write_status("interrupted", step=trainer.global_step)
+        raise KeyboardInterrupt from None
+    except UserError as e:
+        if zero and remove_on_user_error and not run.has_checkpoint:
+            shutil.rmtree(run.path, ignore_errors=True)
+        elif zero:
+            run.write_status("failed", error=str(e))
+        raise
+    except BaseException as e:
+        if zero:
+            run.write_status("failed", error=f"{type(e).__name__}: {e}")
+        raise
+
+
+def _check_vocabulary(spec: ExperimentSpec, src: Tokenizer, tgt: Tokenizer) -> None:
+    size = spec.model.embedding.vocab_size
+    for side, tokenizer in (("source", src), ("target", tgt)):
+        if tokenizer.vocab_size > size:
+            raise UserError(
+                f"the {side} tokenizer has {tokenizer.vocab_size} tokens but model.embedding.vocab_size "
+                f"is {size}; set dims.vocab_size (or model.embedding.vocab_size) to at least {tokenizer.vocab_size}"
+            )
+
+
+def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path) -> None:
+    """config.yaml, and config.diff.yaml: what this run changes in the experiment it extends
+    (or, for a root experiment, what the command-line overrides change in it)."""
+    resolved = spec.model_dump(mode="json", exclude={"extends"})
+    reference = parent_of(experiment_path) or experiment_path
+    try:
+        base = load_experiment(reference).model_dump(mode="json", exclude={"extends"})
+    except UserError:  # a parent that is not a whole experiment on its own
+        base = {}
+    run.write_config(resolved, diff(base, resolved), f"what {experiment_path} and its overrides change in {reference}")

@@ -1,0 +1,129 @@
+"""ExperimentSpec -> lightning.Trainer: Lightning's own arguments, plus what the paper derives.
+
+Everything the Trainer is given is known before it is built: the devices are resolved through
+Lightning's accelerator classes, so gradient accumulation and the validation interval (counted
+in optimizer steps by the experiment) are passed in, and a machine that cannot run the
+experiment is refused with a message naming the `trainer.` key, before anything is written.
+"""
+
+import math
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator, MPSAccelerator
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from builder.errors import UserError
+from builder.run.atomic import atomic_write
+from builder.run.rundir import RunDir
+from builder.train.callbacks import ValidationTranslations
+from schemas.experiment import ExperimentSpec
+from schemas.trainer import TrainerSpec
+
+_ACCELERATORS: dict[str, type[Accelerator]] = {
+    "cpu": CPUAccelerator, "gpu": CUDAAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator,
+}  # fmt: skip
+
+
+STEP_FILENAME = "step{step:08d}"  # ModelCheckpoint's template: step00001000.ckpt
+
+
+def step_checkpoint_name(step: int) -> str:
+    return STEP_FILENAME.format(step=step) + ".ckpt"
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes a checkpoint to a temporary file, then renames it into place: a kill during a
+    save leaves the previous checkpoint whole."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        with atomic_write(Path(path)) as f:
+            torch.save(checkpoint, f)
+
+
+def accelerator(trainer: TrainerSpec) -> type[Accelerator]:
+    """The accelerator class `trainer.accelerator` names ("auto": CUDA, else MPS, else CPU), if
+    this machine has one."""
+    name = trainer.accelerator
+    if name == "auto":
+        return next(a for a in (CUDAAccelerator, MPSAccelerator, CPUAccelerator) if a.is_available())
+    cls = _ACCELERATORS[name]
+    if not cls.is_available():
+        raise UserError(
+            f"trainer.accelerator ({name}): this machine has no {name.upper()} device; "
+            "use trainer.accelerator=cpu, or auto to take what is there"
+        )
+    return cls
+
+
+def devices_per_node(trainer: TrainerSpec) -> int:
+    cls = accelerator(trainer)
+    if trainer.devices == "auto":
+        return cls.auto_device_count()
+    try:
+        return len(cls.get_parallel_devices(cls.parse_devices(trainer.devices)))
+    except Exception as e:  # Lightning raises TypeError or MisconfigurationException, with its reason
+        reason = " ".join(str(e).split())  # Lightning's message, on one line
+        raise UserError(f"trainer.devices ({trainer.devices!r}): {reason}") from None
+
+
+def world_size(spec: ExperimentSpec) -> int:
+    return devices_per_node(spec.trainer) * spec.trainer.num_nodes
+
+
+def batching(spec: ExperimentSpec, world_size: int) -> tuple[int, int]:
+    """(tokens per device batch, gradient accumulation) so that world_size x accumulation x
+    device batch = train.tokens_per_step, whatever the number of devices."""
+    per_step = spec.train.tokens_per_step
+    cap = spec.train.max_tokens_per_batch or per_step
+    accumulate = math.ceil(per_step / (world_size * cap))
+    return math.ceil(per_step / (world_size * accumulate)), accumulate
+
+
+def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callback] = ()) -> L.Trainer:
+    t, ckpt = spec.trainer, spec.train.checkpoint
+    _, accumulate = batching(spec, world_size(spec))
+    logger = TensorBoardLogger(
+        save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
+    )
+    checkpoints = ModelCheckpoint(
+        dirpath=run.checkpoints,
+        filename=STEP_FILENAME,
+        auto_insert_metric_name=False,
+        monitor="step",
+        mode="max",
+        save_top_k=ckpt.keep_last,
+        save_last=True,
+        every_n_train_steps=ckpt.every_n_train_steps,
+        train_time_interval=timedelta(minutes=ckpt.minutes) if ckpt.minutes else None,
+    )
+    return L.Trainer(
+        accelerator=t.accelerator,
+        devices=t.devices,
+        strategy=t.strategy,
+        num_nodes=t.num_nodes,
+        precision=t.precision,
+        max_steps=t.max_steps,
+        max_epochs=-1,
+        max_time=t.max_time,
+        accumulate_grad_batches=accumulate,
+        # Lightning counts val_check_interval in batches; the experiment counts optimizer steps
+        val_check_interval=t.val_check_interval * accumulate if t.val_check_interval else None,
+        check_val_every_n_epoch=None,
+        log_every_n_steps=t.log_every_n_steps,
+        gradient_clip_val=t.gradient_clip_val,
+        num_sanity_val_steps=t.num_sanity_val_steps,
+        limit_val_batches=t.limit_val_batches,
+        deterministic=t.deterministic,
+        enable_progress_bar=t.enable_progress_bar,
+        logger=logger,
+        callbacks=[checkpoints, ValidationTranslations(), *callbacks],
+        plugins=[AtomicCheckpointIO()],
+        default_root_dir=str(run.path),
+        use_distributed_sampler=False,  # our token-batch sampler splits batches across ranks itself
+    )
