@@ -8,6 +8,14 @@ from schemas.embedding import EmbeddingSpec
 from schemas.positional import PositionalSpec, SinusoidalSpec
 from schemas.stacks import StackSpec
 
+# (stack, a sub-layer kind it must not hold, why and the fix)
+_MISPLACED = (
+    ("encoder", CrossAttentionSpec, "cross_attention needs an encoder output to attend to and is only allowed "
+     "in the decoder; use self_attention here"),
+    ("decoder", SelfAttentionSpec, "self_attention in the decoder lets a position see later target tokens, "
+     "which are not known when translating; use causal_self_attention"),
+)  # fmt: skip
+
 
 class ModelSpec(Spec):
     d_model: PositiveInt
@@ -25,20 +33,10 @@ class ModelSpec(Spec):
                 f"sinusoidal positions pair a sine with a cosine, so d_model must be even, "
                 f"got {self.d_model}",
             )
-        for path, sub in self.encoder.located():
-            if isinstance(sub, CrossAttentionSpec):
-                raise FieldError(
-                    f"encoder.{path}.type",
-                    "cross_attention needs an encoder output to attend to and is only allowed "
-                    "in the decoder; use self_attention here",
-                )
-        for path, sub in self.decoder.located():
-            if isinstance(sub, SelfAttentionSpec):
-                raise FieldError(
-                    f"decoder.{path}.type",
-                    "self_attention in the decoder lets a position see later target tokens, "
-                    "which are not known when translating; use causal_self_attention",
-                )
+        for stack, kind, message in _MISPLACED:
+            for path, sub in getattr(self, stack).located():
+                if isinstance(sub, kind):
+                    raise FieldError(f"{stack}.{path}.type", message)
         if not any(isinstance(s, CrossAttentionSpec) for _, s in self.decoder.located()):
             raise FieldError(
                 "decoder.layer",

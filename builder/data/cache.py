@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.run.atomic import atomic_write
 from builder.data.corpus import file_not_found, read_parallel
 from builder.data.ragged import RaggedIds
 from builder.data.tokenizer import Tokenizer
 from builder.errors import UserError
+from builder.run.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 

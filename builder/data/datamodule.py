@@ -73,23 +73,12 @@ class TranslationDataModule(LightningDataModule):
         super().__init__()
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
-        if (train is None) == (demo is None):
-            raise UserError("data: give either the training files or the demo corpus sizes, not both or neither")
-        if demo is not None and (valid is not None or test is not None):
-            raise UserError("data: the demo corpus makes its own valid and test splits; give no files with it")
+        self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
         if tokenizer_path is not None and not shared_vocab:
             raise UserError("data: tokenizer_path names one tokenizer, which needs shared_vocab: true")
         if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
-        if demo is not None:
-            data_dir = self.run.data
-            self.paths: dict[str, SplitPaths] = {
-                split: (data_dir / f"{split}.en", data_dir / f"{split}.de") for split in ("train", "valid", "test")
-            }
-        else:
-            given = {"train": train, "valid": valid, "test": test}
-            self.paths = {k: (Path(p[0]), Path(p[1])) for k, p in given.items() if p is not None}
         self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
         self.tokenizer_path, self.cache_dir = tokenizer_path, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
@@ -231,6 +220,17 @@ class TranslationDataModule(LightningDataModule):
         if trainer is not None and trainer.training and loader is not None and isinstance(batch, Batch):
             loader.consumed_one()
         return batch
+
+
+def _split_paths(run: RunDir, given: dict[str, SplitPaths | None], demo: tuple[int, int, int] | None) -> dict[str, SplitPaths]:
+    """The files of each split: those given, or where the demo corpus is written (run/data)."""
+    if (given["train"] is None) == (demo is None):
+        raise UserError("data: give either the training files or the demo corpus sizes, not both or neither")
+    if demo is None:
+        return {k: (Path(p[0]), Path(p[1])) for k, p in given.items() if p is not None}
+    if given["valid"] is not None or given["test"] is not None:
+        raise UserError("data: the demo corpus makes its own valid and test splits; give no files with it")
+    return {split: (run.data / f"{split}.en", run.data / f"{split}.de") for split in ("train", "valid", "test")}
 
 
 class TrainLoader(DataLoader):

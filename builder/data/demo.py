@@ -12,12 +12,12 @@ import functools
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from num2words import num2words
 
-from builder.run.atomic import write_bytes_atomic
 from builder.errors import UserError
+from builder.run.atomic import write_bytes_atomic
 
 SPLITS = ("train", "valid", "test")
 
@@ -25,9 +25,13 @@ SPLITS = ("train", "valid", "test")
 class Subject(NamedTuple):
     en: str
     de: str
-    plural: bool  # the German past tense agrees in number only: ich/er kaufte, wir/sie kauften
+    number: str  # sg or pl: the German past tense agrees in number only (ich/er kaufte, wir/sie kauften)
     en_have: str
     de_have: str
+
+    @property
+    def plural(self) -> bool:
+        return self.number == "pl"
 
 
 class Verb(NamedTuple):
@@ -46,40 +50,45 @@ class Noun(NamedTuple):
     de_one: str  # accusative "one"/"a": einen (masculine), eine (feminine), ein (neuter)
 
 
-SUBJECTS = (
-    Subject("i", "ich", False, "have", "habe"),
-    Subject("he", "er", False, "has", "hat"),
-    Subject("she", "sie", False, "has", "hat"),
-    Subject("we", "wir", True, "have", "haben"),
-    Subject("they", "sie", True, "have", "haben"),
-    Subject("the teacher", "der Lehrer", False, "has", "hat"),
-    Subject("my sister", "meine Schwester", False, "has", "hat"),
-    Subject("the children", "die Kinder", True, "have", "haben"),
-)
-VERBS = (
-    Verb("bought", "bought", "kaufte", "kauften", "gekauft"),
-    Verb("sold", "sold", "verkaufte", "verkauften", "verkauft"),
-    Verb("saw", "seen", "sah", "sahen", "gesehen"),
-    Verb("found", "found", "fand", "fanden", "gefunden"),
-    Verb("counted", "counted", "zählte", "zählten", "gezählt"),
-    Verb("ordered", "ordered", "bestellte", "bestellten", "bestellt"),
-    Verb("painted", "painted", "malte", "malten", "gemalt"),
-    Verb("carried", "carried", "trug", "trugen", "getragen"),
-)
-NOUNS = (
-    Noun("book", "books", "Buch", "Bücher", "ein"),
-    Noun("car", "cars", "Auto", "Autos", "ein"),
-    Noun("dog", "dogs", "Hund", "Hunde", "einen"),
-    Noun("cat", "cats", "Katze", "Katzen", "eine"),
-    Noun("apple", "apples", "Apfel", "Äpfel", "einen"),
-    Noun("chair", "chairs", "Stuhl", "Stühle", "einen"),
-    Noun("table", "tables", "Tisch", "Tische", "einen"),
-    Noun("flower", "flowers", "Blume", "Blumen", "eine"),
-    Noun("house", "houses", "Haus", "Häuser", "ein"),
-    Noun("bottle", "bottles", "Flasche", "Flaschen", "eine"),
-    Noun("ball", "balls", "Ball", "Bälle", "einen"),
-    Noun("picture", "pictures", "Bild", "Bilder", "ein"),
-)
+def _table(row: Callable[..., Any], text: str) -> tuple[Any, ...]:
+    """One `row(*fields)` per line of `text`, fields separated by "|"."""
+    return tuple(row(*(field.strip() for field in line.split("|"))) for line in text.strip().splitlines())
+
+
+SUBJECTS: tuple[Subject, ...] = _table(Subject, """
+    i            | ich             | sg | have | habe
+    he           | er              | sg | has  | hat
+    she          | sie             | sg | has  | hat
+    we           | wir             | pl | have | haben
+    they         | sie             | pl | have | haben
+    the teacher  | der Lehrer      | sg | has  | hat
+    my sister    | meine Schwester | sg | has  | hat
+    the children | die Kinder      | pl | have | haben
+""")
+VERBS: tuple[Verb, ...] = _table(Verb, """
+    bought  | bought  | kaufte    | kauften    | gekauft
+    sold    | sold    | verkaufte | verkauften | verkauft
+    saw     | seen    | sah       | sahen      | gesehen
+    found   | found   | fand      | fanden     | gefunden
+    counted | counted | zählte    | zählten    | gezählt
+    ordered | ordered | bestellte | bestellten | bestellt
+    painted | painted | malte     | malten     | gemalt
+    carried | carried | trug      | trugen     | getragen
+""")
+NOUNS: tuple[Noun, ...] = _table(Noun, """
+    book    | books    | Buch    | Bücher    | ein
+    car     | cars     | Auto    | Autos     | ein
+    dog     | dogs     | Hund    | Hunde     | einen
+    cat     | cats     | Katze   | Katzen    | eine
+    apple   | apples   | Apfel   | Äpfel     | einen
+    chair   | chairs   | Stuhl   | Stühle    | einen
+    table   | tables   | Tisch   | Tische    | einen
+    flower  | flowers  | Blume   | Blumen    | eine
+    house   | houses   | Haus    | Häuser    | ein
+    bottle  | bottles  | Flasche | Flaschen  | eine
+    ball    | balls    | Ball    | Bälle     | einen
+    picture | pictures | Bild    | Bilder    | ein
+""")
 ADVERBS = (("yesterday", "gestern"), ("last year", "letztes Jahr"), ("last week", "letzte Woche"))
 MATRIX_CLAUSES = (("i know that", "ich weiß"), ("he said that", "er sagte"), ("we think that", "wir denken"))
 

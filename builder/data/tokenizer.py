@@ -17,8 +17,8 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from builder.run.atomic import write_bytes_atomic
 from builder.errors import UserError
+from builder.run.atomic import write_bytes_atomic
 from builder.run.rundir import RunDir
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -127,6 +127,16 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
     if n_texts == 0:
         raise UserError("cannot train a tokenizer on no text: the training corpus is empty")
     return Tokenizer(hf)
+
+
+def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: str, fix: str) -> None:
+    """Every token id of the tokenizers must have a row in the model's embedding."""
+    for side, tokenizer in (("source", src), ("target", tgt)):
+        if tokenizer.vocab_size > vocab_size:
+            raise UserError(
+                f"{where}the {side} tokenizer has {tokenizer.vocab_size} entries but the model's vocabulary "
+                f"has {vocab_size}; {fix}"
+            )
 
 
 def load_run_tokenizers(run: RunDir) -> tuple[Tokenizer, Tokenizer]:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from tokenizers import Tokenizer as HFTokenizer
 
 from blocks import EncoderDecoder
-from builder.data.tokenizer import Tokenizer, load_run_tokenizers
+from builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers
 from builder.errors import UserError
 from builder.model.build import build_model
 from builder.run.atomic import atomic_write
@@ -178,13 +178,9 @@ def load_for_inference(arg: str | Path) -> ForInference:
     ckpt = load_checkpoint(ckpt_path)
     spec = experiment_of(ckpt, ckpt_path)
     src_tok, tgt_tok = load_tokenizers(ckpt, ckpt_path, run)
-    vocab = spec.model.embedding.vocab_size
-    for side, tok in (("source", src_tok), ("target", tgt_tok)):
-        if tok.vocab_size > vocab:
-            raise UserError(
-                f"{ckpt_path}: the {side} tokenizer has {tok.vocab_size} entries but the model's "
-                f"vocabulary has {vocab}; the tokenizer belongs to another run"
-            )
+    check_vocabulary(
+        spec.model.embedding.vocab_size, src_tok, tgt_tok, where=f"{ckpt_path}: ", fix="the tokenizer belongs to another run"
+    )
     model = build_model(spec.model)
     try:
         model.load_state_dict(model_weights(ckpt), strict=True)

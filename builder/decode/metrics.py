@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import sacrebleu
-import torch
 
 from blocks import EncoderDecoder
 from builder.data.dataset import TranslationDataset

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -98,6 +99,36 @@ def greedy_search(
     return results
 
 
+@dataclass
+class _Beams:
+    """The live sentences of a beam search, k hypotheses each; rows follow `sentence`."""
+
+    k: int
+    tokens: Tensor  # (n*k, t) each hypothesis so far, BOS first
+    scores: Tensor  # (n, k) log P of each live hypothesis
+    best: Tensor  # (n,) best finished score
+    n_finished: Tensor  # (n,)
+    max_len: Tensor  # (n,) output limits
+    sentence: Tensor  # (n,) input index of each live sentence
+    memory: Tensor  # (n*k, S, d_model)
+    src_pad: Tensor  # (n*k, S)
+    state: DecoderState | None
+
+    def keep(self, keep: Tensor, rows: Tensor, token: Tensor) -> None:
+        """Continue the sentences `keep` (n',) with hypotheses `rows` (n'*k,) extended by `token`."""
+        n, k = self.sentence.numel(), self.k
+        self.tokens = torch.cat([self.tokens[rows], token[keep].view(-1, 1)], dim=1)
+        if self.state is not None:  # beams of one sentence share its memory: select it only on drops
+            self.state.reorder(rows, memory=False)
+        if keep.numel() < n:
+            kept_rows = (keep[:, None] * k + torch.arange(k, device=keep.device)).flatten()
+            self.memory, self.src_pad = self.memory[kept_rows], self.src_pad[kept_rows]
+            if self.state is not None:
+                self.state.reorder_memory(kept_rows)
+        self.scores, self.best, self.n_finished = self.scores[keep], self.best[keep], self.n_finished[keep]
+        self.max_len, self.sentence = self.max_len[keep], self.sentence[keep]
+
+
 @torch.no_grad()
 def beam_search(
     model: EncoderDecoder,
@@ -118,58 +149,65 @@ def beam_search(
         raise ValueError(f"beam ({beam}) must be >= 1")
     if alpha < 0:
         raise ValueError(f"alpha ({alpha}) must be >= 0: early termination relies on lp growing with length")
-    B, k, device = src.size(0), beam, src.device
-    memory, src_pad = model.encode(src)
-    memory, src_pad = memory.repeat_interleave(k, 0), src_pad.repeat_interleave(k, 0)  # (B*k, S, ...)
-    max_len = _max_len(model, src, max_len_b)  # (B,)
-    sentence = torch.arange(B, device=device)  # input index of each live sentence
-    tokens = torch.full((B * k, 1), bos_id, dtype=torch.long, device=device)  # (n*k, step)
-    scores = torch.zeros(B, k, device=device)  # log P of each live hypothesis
-    scores[:, 1:] = -math.inf  # the k start hypotheses are identical: expand only the first
-    best = torch.full((B,), -math.inf, device=device)  # best finished score per live sentence
-    n_finished = torch.zeros(B, dtype=torch.long, device=device)
-    state = model.init_state() if use_cache else None
-    results: list[list[int]] = [[] for _ in range(B)]
-    for step in range(1, int(max_len.max()) + 1):
-        n = sentence.numel()
-        log_probs = _next_log_probs(model, tokens, memory, src_pad, state)  # (n*k, V)
+    beams = _start(model, src, beam, bos_id, max_len_b, use_cache)
+    results: list[list[int]] = [[] for _ in range(src.size(0))]
+    for step in range(1, int(beams.max_len.max()) + 1):
+        n, k = beams.sentence.numel(), beams.k
+        log_probs = _next_log_probs(model, beams.tokens, beams.memory, beams.src_pad, beams.state)  # (n*k, V)
         V = log_probs.size(-1)
-        candidates = (scores.view(n * k, 1) + log_probs).view(n, k * V)
+        candidates = (beams.scores.view(n * k, 1) + log_probs).view(n, k * V)
         top, index = candidates.topk(min(2 * k, k * V), dim=1)  # (n, 2k), best first
-        origin = torch.arange(n, device=device)[:, None] * k + index // V  # (n, 2k) old batch row
+        origin = torch.arange(n, device=src.device)[:, None] * k + index // V  # (n, 2k) old batch row
         token = index % V
         is_eos = token.eq(eos_id)
-        # EOS within the top k finishes a hypothesis; at the length limit every top-k candidate does
-        ends = (is_eos | max_len.le(step)[:, None]) & top.isfinite()
-        ends[:, k:] = False
-        final = (top / lp(step, alpha)).masked_fill(~ends, -math.inf)
-        step_best, j = final.max(dim=1)  # (n,)
-        for row in (step_best > best).nonzero().flatten().tolist():
-            prefix = tokens[origin[row, j[row]], 1:].tolist() + [int(token[row, j[row]])]
-            results[int(sentence[row])] = _strip(prefix, eos_id)
-        best = torch.maximum(best, step_best)
-        n_finished += ends.sum(dim=1)
+        _finish(beams, results, top, origin, token, is_eos, step, eos_id, lp(step, alpha))
         # live: the k best candidates that are not EOS, in score order
-        rank = is_eos.long() * (2 * k) + torch.arange(top.size(1), device=device)
+        rank = is_eos.long() * (2 * k) + torch.arange(top.size(1), device=src.device)
         live = rank.topk(k, dim=1, largest=False).indices  # (n, k)
-        scores, origin, token = top.gather(1, live), origin.gather(1, live), token.gather(1, live)
-        unbeatable = best >= scores[:, 0] / lp(max_len.to(scores.dtype), alpha)
-        done = max_len.le(step) | n_finished.ge(k) | unbeatable
+        beams.scores, origin, token = top.gather(1, live), origin.gather(1, live), token.gather(1, live)
+        unbeatable = beams.best >= beams.scores[:, 0] / lp(beams.max_len.to(beams.scores.dtype), alpha)
+        done = beams.max_len.le(step) | beams.n_finished.ge(k) | unbeatable
         keep = (~done).nonzero().flatten()  # (n',) live sentences
         if keep.numel() == 0:
             break
-        rows = origin[keep].flatten()  # (n'*k,) old rows the surviving hypotheses extend
-        tokens = torch.cat([tokens[rows], token[keep].view(-1, 1)], dim=1)
-        if state is not None:  # beams of one sentence share its memory: select it only on drops
-            state.reorder(rows, memory=False)
-        if keep.numel() < n:
-            kept_rows = (keep[:, None] * k + torch.arange(k, device=device)).flatten()
-            memory, src_pad = memory[kept_rows], src_pad[kept_rows]
-            if state is not None:
-                state.reorder_memory(kept_rows)
-        scores, best, n_finished = scores[keep], best[keep], n_finished[keep]
-        max_len, sentence = max_len[keep], sentence[keep]
+        beams.keep(keep, origin[keep].flatten(), token)
     return results
+
+
+def _start(model: EncoderDecoder, src: Tensor, k: int, bos_id: int, max_len_b: int, use_cache: bool) -> _Beams:
+    B, device = src.size(0), src.device
+    memory, src_pad = model.encode(src)
+    scores = torch.zeros(B, k, device=device)
+    scores[:, 1:] = -math.inf  # the k start hypotheses are identical: expand only the first
+    return _Beams(
+        k=k,
+        tokens=torch.full((B * k, 1), bos_id, dtype=torch.long, device=device),
+        scores=scores,
+        best=torch.full((B,), -math.inf, device=device),
+        n_finished=torch.zeros(B, dtype=torch.long, device=device),
+        max_len=_max_len(model, src, max_len_b),
+        sentence=torch.arange(B, device=device),
+        memory=memory.repeat_interleave(k, 0),  # (B*k, S, d_model)
+        src_pad=src_pad.repeat_interleave(k, 0),
+        state=model.init_state() if use_cache else None,
+    )
+
+
+def _finish(
+    beams: _Beams, results: list[list[int]], top: Tensor, origin: Tensor, token: Tensor, is_eos: Tensor,
+    step: int, eos_id: int, penalty: float | Tensor,
+) -> None:  # fmt: skip
+    """EOS within the top k finishes a hypothesis (at the length limit every top-k candidate
+    does); a sentence's best finished hypothesis so far goes to `results`."""
+    ends = (is_eos | beams.max_len.le(step)[:, None]) & top.isfinite()
+    ends[:, beams.k :] = False
+    final = (top / penalty).masked_fill(~ends, -math.inf)
+    step_best, j = final.max(dim=1)  # (n,)
+    for row in (step_best > beams.best).nonzero().flatten().tolist():
+        prefix = beams.tokens[origin[row, j[row]], 1:].tolist() + [int(token[row, j[row]])]
+        results[int(beams.sentence[row])] = _strip(prefix, eos_id)
+    beams.best = torch.maximum(beams.best, step_best)
+    beams.n_finished += ends.sum(dim=1)
 
 
 def _next_log_probs(

@@ -6,9 +6,8 @@ the source tokenizer, batch by tokens (longest first), beam-search, decode with 
 tokenizer, return in input order. A blank line translates to an empty line.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from collections.abc import Iterator
 
 import numpy as np
 import torch

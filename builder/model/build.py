@@ -8,8 +8,7 @@ from the model.
 import torch
 from torch import nn
 
-from blocks import AddNorm, EncoderDecoder, InputEmbedding, OutputProjection, ScaledEmbedding
-from blocks import TransformerLayer, TransformerStack
+from blocks import AddNorm, EncoderDecoder, InputEmbedding, OutputProjection, ScaledEmbedding, TransformerLayer, TransformerStack
 from builder.model.registry import entry
 from schemas.add_norm import AddNormSpec
 from schemas.model import ModelSpec

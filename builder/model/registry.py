@@ -11,8 +11,7 @@ from typing import Any
 
 from torch import nn
 
-from blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward
-from blocks import SinusoidalPositionalEncoding
+from blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward, SinusoidalPositionalEncoding
 from schemas._base import Spec
 from schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from schemas.feed_forward import FeedForwardSpec

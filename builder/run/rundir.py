@@ -33,9 +33,28 @@ def version_dirs(parent: Path) -> list[Path]:
     return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
 
 
+class _Within:
+    """A path inside the run directory, as an attribute: `run.config` is run.path / "config.yaml"."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, run: "RunDir", owner: type) -> Path:
+        return run.path.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class RunDir:
     path: Path
+
+    config = _Within("config.yaml")
+    config_diff = _Within("config.diff.yaml")
+    checkpoints = _Within("checkpoints")
+    last_checkpoint = _Within("checkpoints", "last.ckpt")
+    averaged_checkpoint = _Within("checkpoints", "averaged.ckpt")
+    data = _Within("data")
+    status_file = _Within("status.json")
+    results_file = _Within("results.json")
 
     @classmethod
     def next_in(cls, parent: Path) -> "RunDir":
@@ -65,40 +84,8 @@ class RunDir:
         return int(match.group(1)) if match else None
 
     @property
-    def config(self) -> Path:
-        return self.path / "config.yaml"
-
-    @property
-    def config_diff(self) -> Path:
-        return self.path / "config.diff.yaml"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
-
-    @property
-    def last_checkpoint(self) -> Path:
-        return self.checkpoints / "last.ckpt"
-
-    @property
-    def averaged_checkpoint(self) -> Path:
-        return self.checkpoints / "averaged.ckpt"
-
-    @property
     def has_checkpoint(self) -> bool:
         return self.last_checkpoint.is_file()
-
-    @property
-    def data(self) -> Path:
-        return self.path / "data"
-
-    @property
-    def status_file(self) -> Path:
-        return self.path / "status.json"
-
-    @property
-    def results_file(self) -> Path:
-        return self.path / "results.json"
 
     def tokenizer_files(self, *, shared_vocab: bool) -> tuple[Path, Path]:
         """(source, target) tokenizer files; the same file for a shared vocabulary."""

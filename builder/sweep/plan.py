@@ -14,11 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
-from builder.run.config import first_line, load_config, load_experiment, read_yaml
-from builder.run.validation import format_validation_error
 from builder.errors import UserError
 from builder.run.atomic import write_json
+from builder.run.config import first_line, load_config, load_experiment, read_yaml
 from builder.run.rundir import RunDir
+from builder.run.validation import format_validation_error
 from schemas.experiment import ExperimentSpec
 from schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
 

@@ -3,18 +3,16 @@ the paper's value marked where it reported one."""
 
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only; no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-
-from builder.sweep.results import Row, mean_std  # noqa: E402
+from builder.sweep.results import Row, mean_std
 
 
 def plot(rows: list[Row], path: Path) -> None:
     x = list(range(len(rows)))
     labels = [f"({r.group}) {r.variant}" if r.group and r.group not in ("base", "big") else r.variant for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 0.5 * len(rows) + 4), 4.5), constrained_layout=True)
+    fig = Figure(figsize=(max(8.0, 0.5 * len(rows) + 4), 4.5), layout="constrained")  # no pyplot: no global backend
+    axes = fig.subplots(1, 2)
     for ax, metric, title in ((axes[0], "bleu", "BLEU (higher is better)"), (axes[1], "ppl", "PPL (lower is better)")):
         stats = [mean_std(getattr(r, metric)) for r in rows]
         ax.errorbar(x, [m for m, _ in stats], yerr=[s or 0.0 for _, s in stats], fmt="o", capsize=3, label="ours (mean ± std over seeds)")
@@ -26,4 +24,3 @@ def plot(rows: list[Row], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     fig.savefig(path, dpi=100)
-    plt.close(fig)

@@ -16,7 +16,7 @@ import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from builder.data.spec import make_datamodule, split_texts
-from builder.data.tokenizer import Tokenizer
+from builder.data.tokenizer import check_vocabulary
 from builder.decode.metrics import evaluate_texts
 from builder.errors import UserError
 from builder.model.summary import identity
@@ -50,7 +50,10 @@ def fit(
         run.write_status("running", resumed_from=str(checkpoint) if checkpoint else None)
     start = time.perf_counter()
     with _recording_failures(run, trainer, remove_on_user_error=created):
-        _check_vocabulary(spec, *data.prepare_tokenizers())
+        check_vocabulary(
+            spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
+            fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
+        )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start
         if not run.step_checkpoints() or run.step_checkpoints()[-1].name != step_checkpoint_name(trainer.global_step):
@@ -116,16 +119,6 @@ def _recording_failures(run: RunDir, trainer: L.Trainer, *, remove_on_user_error
         if zero:
             run.write_status("failed", error=f"{type(e).__name__}: {e}")
         raise
-
-
-def _check_vocabulary(spec: ExperimentSpec, src: Tokenizer, tgt: Tokenizer) -> None:
-    size = spec.model.embedding.vocab_size
-    for side, tokenizer in (("source", src), ("target", tgt)):
-        if tokenizer.vocab_size > size:
-            raise UserError(
-                f"the {side} tokenizer has {tokenizer.vocab_size} tokens but model.embedding.vocab_size "
-                f"is {size}; set dims.vocab_size (or model.embedding.vocab_size) to at least {tokenizer.vocab_size}"
-            )
 
 
 def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path) -> None:

@@ -103,24 +103,12 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         train_time_interval=timedelta(minutes=ckpt.minutes) if ckpt.minutes else None,
     )
     return L.Trainer(
-        accelerator=t.accelerator,
-        devices=t.devices,
-        strategy=t.strategy,
-        num_nodes=t.num_nodes,
-        precision=t.precision,
-        max_steps=t.max_steps,
-        max_epochs=-1,
-        max_time=t.max_time,
-        accumulate_grad_batches=accumulate,
+        **t.model_dump(exclude={"val_check_interval"}),  # Lightning's own arguments, by their names
         # Lightning counts val_check_interval in batches; the experiment counts optimizer steps
         val_check_interval=t.val_check_interval * accumulate if t.val_check_interval else None,
+        accumulate_grad_batches=accumulate,
+        max_epochs=-1,
         check_val_every_n_epoch=None,
-        log_every_n_steps=t.log_every_n_steps,
-        gradient_clip_val=t.gradient_clip_val,
-        num_sanity_val_steps=t.num_sanity_val_steps,
-        limit_val_batches=t.limit_val_batches,
-        deterministic=t.deterministic,
-        enable_progress_bar=t.enable_progress_bar,
         logger=logger,
         callbacks=[checkpoints, ValidationTranslations(), *callbacks],
         plugins=[AtomicCheckpointIO()],

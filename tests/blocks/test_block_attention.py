@@ -8,6 +8,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from blocks import DecoderState, LayerContext, MultiHeadAttention
+from tests.models import attention_from_torch
 
 D_MODEL, H = 16, 4
 
@@ -22,20 +23,7 @@ def _reference(*, need_weights_dropout: float = 0.0) -> nn.MultiheadAttention:
 
 
 def _ours_from(ref: nn.MultiheadAttention, kind: str) -> MultiHeadAttention:
-    ours = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=D_MODEL // H, d_v=D_MODEL // H, kind=kind)
-    with torch.no_grad():
-        if kind == "cross":
-            # in_proj rows are [W^Q; W^K; W^V]; ours splits Q from the fused [W^K; W^V]
-            ours.w_q.weight.copy_(ref.in_proj_weight[:D_MODEL])
-            ours.w_q.bias.copy_(ref.in_proj_bias[:D_MODEL])
-            ours.w_kv.weight.copy_(ref.in_proj_weight[D_MODEL:])
-            ours.w_kv.bias.copy_(ref.in_proj_bias[D_MODEL:])
-        else:
-            ours.w_qkv.weight.copy_(ref.in_proj_weight)
-            ours.w_qkv.bias.copy_(ref.in_proj_bias)
-        ours.w_o.weight.copy_(ref.out_proj.weight)
-        ours.w_o.bias.copy_(ref.out_proj.bias)
-    return ours.eval()
+    return attention_from_torch(ref, kind).eval()
 
 
 def _padding(lengths: list[int], T: int) -> torch.Tensor:

@@ -8,11 +8,11 @@ from torch.testing import assert_close
 from blocks import (
     AddNorm,
     LayerContext,
-    MultiHeadAttention,
     PositionwiseFeedForward,
     TransformerLayer,
     TransformerStack,
 )
+from tests.models import attention_from_torch
 
 D_MODEL, H, D_FF, EPS = 16, 4, 32, 1e-5
 
@@ -34,21 +34,6 @@ def _randomise(module: nn.Module) -> nn.Module:
     return module.eval()
 
 
-def _attention(ref: nn.MultiheadAttention, kind: str) -> MultiHeadAttention:
-    ours = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=D_MODEL // H, d_v=D_MODEL // H, kind=kind)
-    with torch.no_grad():
-        if kind == "cross":
-            ours.w_q.weight.copy_(ref.in_proj_weight[:D_MODEL])
-            ours.w_q.bias.copy_(ref.in_proj_bias[:D_MODEL])
-            ours.w_kv.weight.copy_(ref.in_proj_weight[D_MODEL:])
-            ours.w_kv.bias.copy_(ref.in_proj_bias[D_MODEL:])
-        else:
-            ours.w_qkv.weight.copy_(ref.in_proj_weight)
-            ours.w_qkv.bias.copy_(ref.in_proj_bias)
-        ours.w_o.load_state_dict(ref.out_proj.state_dict())
-    return ours
-
-
 def _ffn(ref: nn.Module) -> PositionwiseFeedForward:
     ours = PositionwiseFeedForward(d_model=D_MODEL, d_ff=D_FF, activation=nn.ReLU())
     ours.w_1.load_state_dict(ref.linear1.state_dict())
@@ -65,7 +50,7 @@ def _add_norm(sublayer: nn.Module, norm: nn.LayerNorm, norm_first: bool) -> AddN
 def _encoder_layer_from(ref: nn.TransformerEncoderLayer, norm_first: bool) -> TransformerLayer:
     return TransformerLayer(
         sublayers=[
-            _add_norm(_attention(ref.self_attn, "self"), ref.norm1, norm_first),
+            _add_norm(attention_from_torch(ref.self_attn, "self"), ref.norm1, norm_first),
             _add_norm(_ffn(ref), ref.norm2, norm_first),
         ]
     ).eval()
@@ -74,8 +59,8 @@ def _encoder_layer_from(ref: nn.TransformerEncoderLayer, norm_first: bool) -> Tr
 def _decoder_layer_from(ref: nn.TransformerDecoderLayer, norm_first: bool) -> TransformerLayer:
     return TransformerLayer(
         sublayers=[
-            _add_norm(_attention(ref.self_attn, "causal_self"), ref.norm1, norm_first),
-            _add_norm(_attention(ref.multihead_attn, "cross"), ref.norm2, norm_first),
+            _add_norm(attention_from_torch(ref.self_attn, "causal_self"), ref.norm1, norm_first),
+            _add_norm(attention_from_torch(ref.multihead_attn, "cross"), ref.norm2, norm_first),
             _add_norm(_ffn(ref), ref.norm3, norm_first),
         ]
     ).eval()

@@ -2,71 +2,16 @@
 
 import pytest
 import torch
-from torch import nn
 from torch.testing import assert_close
 
 from blocks import (
-    AddNorm,
     DecoderState,
     EncoderDecoder,
-    InputEmbedding,
-    LearnedPositionalEmbedding,
-    MultiHeadAttention,
-    OutputProjection,
-    PositionwiseFeedForward,
-    ScaledEmbedding,
-    SinusoidalPositionalEncoding,
-    TransformerLayer,
-    TransformerStack,
 )
+from tests.models import tiny_model
 
 PAD = 0
-
-
-def make_model(
-    *, vocab=13, d_model=8, h=2, d_k=3, d_v=5, d_ff=16, n_enc=2, n_dec=2,
-    norm_first=False, learned_positions=False, dropout=0.1,
-) -> EncoderDecoder:
-    """Wires blocks the way the builder does: one shared table, tied projection, no output bias."""
-
-    def add_norm(sublayer):
-        return AddNorm(sublayer=sublayer, d_model=d_model, dropout=dropout, eps=1e-6, norm_first=norm_first)
-
-    def attention(kind):
-        return add_norm(MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind=kind))
-
-    def ffn():
-        return add_norm(PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=nn.ReLU()))
-
-    def positional():
-        if learned_positions:
-            return LearnedPositionalEmbedding(max_len=64, d_model=d_model)
-        return SinusoidalPositionalEncoding(d_model=d_model)
-
-    def final_norm():
-        return nn.LayerNorm(d_model, eps=1e-6) if norm_first else None
-
-    table = nn.Embedding(vocab, d_model)
-    embed = ScaledEmbedding(table=table, scale=True)
-    encoder = TransformerStack(
-        layers=[TransformerLayer(sublayers=[attention("self"), ffn()]) for _ in range(n_enc)],
-        final_norm=final_norm(),
-    )
-    decoder = TransformerStack(
-        layers=[
-            TransformerLayer(sublayers=[attention("causal_self"), attention("cross"), ffn()])
-            for _ in range(n_dec)
-        ],
-        final_norm=final_norm(),
-    )
-    return EncoderDecoder(
-        src_embed=InputEmbedding(token=embed, positional=positional(), dropout=dropout),
-        tgt_embed=InputEmbedding(token=embed, positional=positional(), dropout=dropout),
-        encoder=encoder,
-        decoder=decoder,
-        generator=OutputProjection(d_model=d_model, vocab_size=vocab, tied_weight=table.weight),
-        pad_id=PAD,
-    )
+make_model = tiny_model
 
 
 def _batch():

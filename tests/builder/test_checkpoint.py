@@ -10,6 +10,9 @@ import lightning as L
 import pytest
 import torch
 
+from builder.cli import main
+from builder.data.demo import generate_demo
+from builder.data.tokenizer import Tokenizer, train_tokenizer
 from builder.decode.checkpoint import (
     average_checkpoints,
     load_checkpoint,
@@ -17,11 +20,8 @@ from builder.decode.checkpoint import (
     resolve_run_or_checkpoint,
     save_checkpoint,
 )
-from builder.cli import main
-from builder.run.config import load_experiment
-from builder.data.demo import generate_demo
-from builder.data.tokenizer import Tokenizer, train_tokenizer
 from builder.errors import UserError
+from builder.run.config import load_experiment
 from builder.run.rundir import RunDir
 from builder.train.task import TranslationTask
 from tests.conftest import EXPERIMENTS
@@ -147,9 +147,10 @@ def test_checkpoint_contents_are_checked(tmp_path):
 
 def test_a_lightning_checkpoint_loads_with_weights_only(tmp_path):
     """Optimizer, scheduler, loop and callback state and the "rng" ByteTensor are all allowed."""
+    import numpy as np
+
     from builder.data.collate import TranslationCollator
     from builder.data.dataset import Example
-    import numpy as np
 
     experiment = small_experiment("trainer.max_steps=2")
     task = TranslationTask(experiment)

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from builder.cli import main
-from builder.run.config import load_experiment
 from builder.errors import UserError
+from builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS
 
 BASE = (EXPERIMENTS / "base.yaml").as_posix()
@@ -161,3 +161,36 @@ def test_console_script_prints_no_traceback(tmp_path):
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
     assert re.match(rf"aiayn show: error: {re.escape(str(bad))}:2:1: YAML syntax error: ", run.stderr)
+
+
+def only_error(overrides: list[str]) -> str:
+    """The one error line of BASE with `overrides`, without the note of where they were set."""
+    message = error_of(BASE, overrides)
+    header, line = message.split("\n")
+    assert header == f"{BASE} is not a valid experiment (1 error):"
+    return line.removeprefix("  ").split(" (set on the command line: ")[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["dims.d_model=511", "dims.d_k=1"],
+         "model.d_model: sinusoidal positions pair a sine with a cosine, so d_model must be even, got 511"),
+        (["model.encoder.layer[0].type=cross_attention"],
+         "model.encoder.layer[0].type: cross_attention needs an encoder output to attend to and is only allowed "
+         "in the decoder; use self_attention here"),
+        (["model.decoder.layer[1].type=causal_self_attention"],
+         "model.decoder.layer: the decoder has no cross_attention sub-layer, so it never sees the source "
+         "sentence; add {type: cross_attention, h: ..., d_k: ..., d_v: ...}"),
+        (["data.min_len=300"],
+         "data.min_len: min_len (300) is greater than max_len (256), which would drop every sentence"),
+        (["train.checkpoint.every_n_train_steps=100"],
+         "train.checkpoint.every_n_minutes: set either every_n_train_steps (100) or every_n_minutes (10.0), not "
+         "both; set the other to null"),
+        (["model.decoder.overrides={2: [{type: self_attention, h: 1, d_k: 4, d_v: 4}, {type: cross_attention, h: 1, d_k: 4, d_v: 4}]}"],
+         "model.decoder.overrides.2[0].type: self_attention in the decoder lets a position see later target tokens, "
+         "which are not known when translating; use causal_self_attention"),
+    ],
+)  # fmt: skip
+def test_cross_field_messages(overrides, expected):
+    assert only_error(overrides) == expected

@@ -5,11 +5,11 @@ import typing
 import pytest
 import torch
 
-from builder.run.config import load_experiment
 from builder.model.build import build_model
-from builder.model.size import count_params, flops_per_token, param_table
 from builder.model.registry import REGISTRY
+from builder.model.size import count_params, flops_per_token, param_table
 from builder.model.summary import paper_columns
+from builder.run.config import load_experiment
 from schemas.positional import PositionalSpec
 from schemas.stacks import SublayerSpec
 from tests.conftest import EXPERIMENTS

@@ -7,55 +7,16 @@ import torch
 from torch import nn
 
 from blocks import (
-    AddNorm,
     EncoderDecoder,
-    InputEmbedding,
-    LearnedPositionalEmbedding,
-    MultiHeadAttention,
-    OutputProjection,
-    PositionwiseFeedForward,
-    ScaledEmbedding,
-    SinusoidalPositionalEncoding,
-    TransformerLayer,
-    TransformerStack,
 )
 from builder.decode.search import beam_search, greedy_search, length_penalty
+from tests.models import BOS, EOS, PAD, tiny_model
 
-PAD, BOS, EOS, V = 0, 1, 2, 13
+V = 13
 
 
-def make_model(*, d_model=16, learned_positions=False, tied=True) -> EncoderDecoder:
-    def add_norm(sublayer):
-        return AddNorm(sublayer=sublayer, d_model=d_model, dropout=0.1, eps=1e-6)
-
-    def attention(kind):
-        return add_norm(MultiHeadAttention(d_model=d_model, h=2, d_k=4, d_v=6, kind=kind))
-
-    def ffn():
-        return add_norm(PositionwiseFeedForward(d_model=d_model, d_ff=32, activation=nn.ReLU()))
-
-    def positional():
-        if learned_positions:
-            return LearnedPositionalEmbedding(max_len=64, d_model=d_model)
-        return SinusoidalPositionalEncoding(d_model=d_model)
-
-    table = nn.Embedding(V, d_model)
-    embed = ScaledEmbedding(table=table, scale=True)
-    return EncoderDecoder(
-        src_embed=InputEmbedding(token=embed, positional=positional(), dropout=0.1),
-        tgt_embed=InputEmbedding(token=embed, positional=positional(), dropout=0.1),
-        encoder=TransformerStack(layers=[TransformerLayer(sublayers=[attention("self"), ffn()]) for _ in range(2)]),
-        decoder=TransformerStack(
-            layers=[
-                TransformerLayer(sublayers=[attention("causal_self"), attention("cross"), ffn()])
-                for _ in range(2)
-            ]
-        ),
-        generator=OutputProjection(
-            d_model=d_model, vocab_size=V, bias=not tied, tied_weight=table.weight if tied else None
-        ),
-        pad_id=PAD,
-    )
+def make_model(*, d_model: int = 16, learned_positions: bool = False, tied: bool = True) -> EncoderDecoder:
+    return tiny_model(vocab=V, d_model=d_model, h=2, d_k=4, d_v=6, d_ff=32, learned_positions=learned_positions, tied=tied)
 
 
 @pytest.fixture(scope="module")

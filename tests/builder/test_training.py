@@ -1,5 +1,7 @@
 """Training end to end through the CLI on the built-in demo corpus, with a tiny model."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -44,6 +46,7 @@ def test_train_writes_a_finished_run(tmp_path, monkeypatch):
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
     assert (run / "tokenizer.json").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
     assert "d_model: 32" in (run / "config.diff.yaml").read_text()
+    check_results_equal_evaluate_on_the_validation_split(run, results)
 
     events = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
     events.Reload()
@@ -58,6 +61,16 @@ def test_train_writes_a_finished_run(tmp_path, monkeypatch):
     lrs = [e.value for e in events.Scalars("train/lr")]
     schedule = load_experiment(DEMO).train.lr_schedule
     assert lrs[0] == pytest.approx(schedule.factor * 32**-0.5 * schedule.warmup_steps**-1.5)  # eq. (3), step 1
+
+
+def check_results_equal_evaluate_on_the_validation_split(run: Path, results: dict) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["evaluate", str(run), "--split", "valid", "--json"]) == 0
+    report = json.loads(out.getvalue())
+    assert report["n_sentences"] == results["n_sentences"] == 12
+    assert (report["bleu"], report["chrf"], report["ppl"]) == (results["bleu"], results["chrf"], results["ppl"])
+    assert report["signature"] == results["sacrebleu_signature"]
 
 
 def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):

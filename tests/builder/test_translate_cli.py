@@ -9,13 +9,13 @@ import pytest
 import sacrebleu
 import torch
 
-from builder.decode.checkpoint import load_for_inference
 from builder.cli import main
-from builder.decode.metrics import tokenized_bleu
-from builder.decode.translate import translate_texts
 from builder.data.demo import generate_demo
+from builder.decode.checkpoint import load_for_inference
+from builder.decode.metrics import tokenized_bleu
 from builder.decode.search import greedy_search
 from builder.decode.translate import padded as source_tensor
+from builder.decode.translate import translate_texts
 from schemas.decode import DecodeSpec
 from tests.builder.test_checkpoint import SMALL, make_run
 

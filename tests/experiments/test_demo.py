@@ -26,6 +26,10 @@ def test_demo_trains_to_bleu_90_then_evaluates_translates_and_averages(tmp_path,
     assert results["bleu"] >= 90, results
     assert results["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
 
+    assert main(["evaluate", str(run), "--split", "valid", "--json"]) == 0  # one pipeline: results.json's numbers
+    valid = json.loads(capsys.readouterr().out)
+    assert (valid["bleu"], valid["ppl"], valid["n_sentences"]) == (results["bleu"], results["ppl"], 300)
+
     assert main(["evaluate", str(run), "--json"]) == 0  # the held-out test split
     report = json.loads(capsys.readouterr().out)
     assert report["bleu"] >= 90 and report["chrf"] >= 90 and 1.0 < report["ppl"] < 2.0, report

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from builder.cli import main
-from builder.run.config import load_experiment
 from builder.model.build import build_model
 from builder.model.size import count_params
+from builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS
 
 SHIPPED = sorted(p.relative_to(EXPERIMENTS).as_posix() for p in EXPERIMENTS.rglob("*.yaml") if not p.name.endswith(".sweep.yaml"))

@@ -4,9 +4,9 @@ import warnings
 from types import SimpleNamespace
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
 from builder.data import datamodule as datamodule_module

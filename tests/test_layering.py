@@ -1,0 +1,88 @@
+"""The one-way imports of DESIGN.md, read from the source (imports inside functions too):
+schemas import no torch; blocks import no schemas, builder or pydantic; builder's subsystems
+import one way (run <- model, data <- decode <- train <- sweep <- cli), and nothing imports cli."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+# package -> the project packages it may import (its own included)
+ALLOWED = {
+    "schemas": {"schemas"},
+    "blocks": {"blocks"},
+    "builder.errors": set(),
+    "builder.run": {"schemas", "builder.errors", "builder.run"},
+    "builder.model": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model"},
+    "builder.data": {"schemas", "builder.errors", "builder.run", "builder.data"},
+    "builder.decode": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode"},
+    "builder.train": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.train"},
+    "builder.sweep": {"schemas", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.sweep"},
+    "builder.cli": set(),  # anything: checked below only for what it is
+}
+FORBIDDEN_THIRD_PARTY = {"schemas": {"torch", "lightning"}, "blocks": {"pydantic", "omegaconf", "lightning"}}
+
+
+def owner(name: str) -> str | None:
+    """The package of ALLOWED a dotted module name belongs to (the longest prefix)."""
+    for package in sorted(ALLOWED, key=len, reverse=True):
+        if name == package or name.startswith(package + "."):
+            return package
+    return None
+
+
+def imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [f"{node.module}.{alias.name}" for alias in node.names]
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    bad = []
+    for path in sorted(p for top in ("schemas", "blocks", "builder") for p in (root / top).rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        package = owner(module)
+        for name in imports(path):
+            target = owner(name)
+            if target == "builder.cli" and package != "builder.cli":
+                bad.append(f"{module} imports {name}: nothing imports the CLI")
+            elif target is not None and package != "builder.cli" and target not in ALLOWED[package]:
+                bad.append(f"{module} imports {name}: {package} may import only {sorted(ALLOWED[package])}")
+            elif name.split(".")[0] in FORBIDDEN_THIRD_PARTY.get(package, ()):
+                bad.append(f"{module} imports {name}, which {package} must not depend on")
+    return bad
+
+
+def test_imports_run_one_way():
+    assert violations(ROOT) == []
+
+
+def test_every_module_belongs_to_a_layer():
+    modules = [p for top in ("schemas", "blocks", "builder") for p in (ROOT / top).rglob("*.py")]
+    orphans = [str(p) for p in modules if owner(".".join(p.relative_to(ROOT).with_suffix("").parts)) is None]
+    assert orphans == [] or orphans == [str(ROOT / "builder" / "__init__.py")]
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "expected"),
+    [
+        ("builder/model/oops.py", "from builder.train.fit import fit", "builder.model.oops imports builder.train.fit.fit: builder.model may import only"),
+        ("builder/sweep/oops.py", "import builder.cli", "builder.sweep.oops imports builder.cli: nothing imports the CLI"),
+        ("schemas/oops.py", "import torch", "schemas.oops imports torch, which schemas must not depend on"),
+        ("blocks/oops.py", "def f():\n    from schemas.model import ModelSpec", "blocks.oops imports schemas.model.ModelSpec: blocks may import only"),
+    ],
+)
+def test_a_back_import_is_caught(tmp_path, module, line, expected):
+    path = tmp_path / module
+    path.parent.mkdir(parents=True)
+    path.write_text(line + "\n")
+    for top in ("schemas", "blocks", "builder"):
+        (tmp_path / top).mkdir(exist_ok=True)
+    [found] = violations(tmp_path)
+    assert found.startswith(expected)
