@@ -4,7 +4,7 @@
                                 [--sentences 8 --src-len 20 --out-len 50 --beam 4 --repeats 3]
 
 Three decoders, one model size, randomly initialised (nothing is downloaded):
-  (a) builder.search.beam_search with the KV cache (DecoderState),
+  (a) builder.decode.search.beam_search with the KV cache (DecoderState),
   (b) the same search with use_cache=False (the whole prefix rerun at every step),
   (c) transformers' MarianMTModel.generate(num_beams=beam) with a MarianConfig of identical
       d_model / heads / layers / d_ff / vocabulary (post-norm, ReLU, sinusoids, shared embeddings).
@@ -23,56 +23,10 @@ import time
 from collections.abc import Callable
 
 import torch
+from common import BOS, EOS, PAD, aiayn_model
 from torch import nn
 
-from blocks import (
-    AddNorm,
-    EncoderDecoder,
-    InputEmbedding,
-    MultiHeadAttention,
-    OutputProjection,
-    PositionwiseFeedForward,
-    ScaledEmbedding,
-    SinusoidalPositionalEncoding,
-    TransformerLayer,
-    TransformerStack,
-)
 from builder.decode.search import beam_search
-
-PAD, BOS, EOS = 0, 1, 2
-
-
-def our_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> EncoderDecoder:
-    d_k = d_model // heads
-
-    def sub(module: nn.Module) -> AddNorm:
-        return AddNorm(sublayer=module, d_model=d_model, dropout=0.1, eps=1e-5)
-
-    def attention(kind: str) -> AddNorm:
-        return sub(MultiHeadAttention(d_model=d_model, h=heads, d_k=d_k, d_v=d_k, kind=kind))
-
-    def ffn() -> AddNorm:
-        return sub(PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=nn.ReLU()))
-
-    table = nn.Embedding(vocab, d_model, padding_idx=PAD)
-    embed = ScaledEmbedding(table=table, scale=True)
-
-    def inputs() -> InputEmbedding:
-        return InputEmbedding(token=embed, positional=SinusoidalPositionalEncoding(d_model=d_model), dropout=0.1)
-
-    return EncoderDecoder(
-        src_embed=inputs(),
-        tgt_embed=inputs(),
-        encoder=TransformerStack(layers=[TransformerLayer(sublayers=[attention("self"), ffn()]) for _ in range(layers)]),
-        decoder=TransformerStack(
-            layers=[
-                TransformerLayer(sublayers=[attention("causal_self"), attention("cross"), ffn()])
-                for _ in range(layers)
-            ]
-        ),
-        generator=OutputProjection(d_model=d_model, vocab_size=vocab, tied_weight=table.weight),
-        pad_id=PAD,
-    ).eval()
 
 
 def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module:
@@ -127,7 +81,7 @@ def main() -> None:
     torch.manual_seed(0)
     sizes = dict(d_model=args.d_model, heads=args.heads, layers=args.layers, d_ff=args.d_ff, vocab=args.vocab)
     src = torch.randint(3, args.vocab, (args.sentences, args.src_len))
-    ours = our_model(**sizes)
+    ours = aiayn_model(**sizes).eval()
 
     def no_eos(module: nn.Module, inputs: tuple, logits: torch.Tensor) -> torch.Tensor:
         logits[..., EOS] = -float("inf")

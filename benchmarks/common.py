@@ -1,0 +1,23 @@
+"""What the benchmarks share: aiayn's model at given sizes, built the way `aiayn train` builds it."""
+
+from pathlib import Path
+
+from blocks import EncoderDecoder
+from builder.model.build import build_model
+from builder.run.config import load_experiment
+from schemas.experiment import ExperimentSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+PAD, BOS, EOS = 0, 1, 2
+
+
+def experiment(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int, overrides: tuple[str, ...] = ()) -> ExperimentSpec:
+    """The paper's base experiment resized: d_k = d_v = d_model / heads, shared embeddings."""
+    d_k = d_model // heads
+    dims = [f"dims.d_model={d_model}", f"dims.h={heads}", f"dims.d_k={d_k}", f"dims.d_v={d_k}",
+            f"dims.N={layers}", f"dims.d_ff={d_ff}", f"dims.vocab_size={vocab}"]  # fmt: skip
+    return load_experiment(ROOT / "experiments" / "base.yaml", [*dims, *overrides])
+
+
+def aiayn_model(**sizes: int) -> EncoderDecoder:
+    return build_model(experiment(**sizes).model)
