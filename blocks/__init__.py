@@ -3,6 +3,7 @@
 from blocks.add_norm import AddNorm
 from blocks.attention import AttentionKind, MultiHeadAttention
 from blocks.context import LayerContext
+from blocks.dropout import Dropout
 from blocks.embedding import OutputProjection, ScaledEmbedding
 from blocks.feed_forward import PositionwiseFeedForward
 from blocks.input import InputEmbedding
@@ -16,6 +17,7 @@ __all__ = [
     "AddNorm",
     "AttentionKind",
     "DecoderState",
+    "Dropout",
     "EncoderDecoder",
     "InputEmbedding",
     "LayerContext",

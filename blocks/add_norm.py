@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from blocks.context import LayerContext
+from blocks.dropout import Dropout
 
 
 class AddNorm(nn.Module):
@@ -29,7 +30,7 @@ class AddNorm(nn.Module):
         if eps <= 0:
             raise ValueError(f"eps ({eps}) must be > 0")
         self.sublayer = sublayer
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.norm_first = norm_first
 

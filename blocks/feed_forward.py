@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from blocks.context import LayerContext
+from blocks.dropout import Dropout
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -31,7 +32,7 @@ class PositionwiseFeedForward(nn.Module):
             raise ValueError(f"activation_dropout ({activation_dropout}) must be in [0, 1)")
         self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
         self.activation = activation
-        self.dropout = nn.Dropout(activation_dropout)
+        self.dropout = Dropout(activation_dropout)
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:

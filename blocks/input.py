@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from blocks.dropout import Dropout
 from blocks.embedding import ScaledEmbedding
 
 
@@ -19,7 +20,7 @@ class InputEmbedding(nn.Module):
             raise ValueError(f"dropout ({dropout}) must be in [0, 1)")
         self.token = token
         self.positional = positional
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
         x = self.token(tokens)  # (B, T, d_model)

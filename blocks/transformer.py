@@ -50,10 +50,13 @@ class EncoderDecoder(nn.Module):
         memory_padding_mask: Tensor | None,
         state: DecoderState | None = None,
     ) -> Tensor:
-        """tgt (B, T) -> logits (B, T, V). With `state`, tgt holds only the new tokens."""
+        """tgt (B, T), right-padded -> logits (B, T, V). With `state`, tgt holds only the new tokens."""
         offset = 0 if state is None else state.length
         ctx = LayerContext(
-            self_padding_mask=tgt.eq(self.pad_id),  # (B, T)
+            # The causal mask alone is exact for a right-padded target: position i sees keys <= i,
+            # none of them padding while i is a real token; what padding positions compute is
+            # never read. Without a padding mask SDPA takes its fused causal kernels.
+            self_padding_mask=None,
             memory=memory,
             memory_padding_mask=memory_padding_mask,
             state=state,

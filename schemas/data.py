@@ -21,7 +21,10 @@ class _DataSpec(Spec):
     min_len: PositiveInt = 1
     tokenizer: TokenizerSpec = TokenizerSpec()
     cache_dir: str | None = None  # None: $AIAYN_CACHE or ~/.cache/aiayn
-    num_workers: int = Field(default=0, ge=0)
+    # DataLoader worker processes; auto: 2 when training on a GPU (batches are made while it
+    # computes, in pinned memory), none on a CPU (whose cores the model needs)
+    num_workers: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    pad_to_multiple: PositiveInt = 1  # pad batch widths to a multiple (8 suits tensor cores and compile)
 
 
 class FilesDataSpec(_DataSpec):

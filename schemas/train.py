@@ -64,3 +64,4 @@ class TrainSpec(Spec):
     lr_schedule: NoamSpec = NoamSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     validation: ValidationSpec = ValidationSpec()
+    compile: bool = False  # torch.compile the model's training forward (pays on GPUs, not on CPUs)

@@ -25,29 +25,39 @@ VERBS = {
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}
 
 
-def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `verb`, only that verb's module is imported to add its arguments."""
+def top_parser() -> argparse.ArgumentParser:
+    """`aiayn -h`: the verbs, each with its one-line help."""
     parser = argparse.ArgumentParser(prog="aiayn", description="A config-driven Transformer (Vaswani et al. 2017).")
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-    for name, (module, _, text) in VERBS.items():
-        p = sub.add_parser(name, help=text, description=text)
-        if verb in (None, name):
-            adder = ARGUMENTS.get(name, "add_arguments")
-            if adder:
-                getattr(importlib.import_module(module), adder)(p)
+    for name, (_, _, text) in VERBS.items():
+        sub.add_parser(name, help=text, description=text)
+    return parser
+
+
+def verb_parser(verb: str) -> argparse.ArgumentParser:
+    """The parser of one verb (only its module is imported); its usage names the verb."""
+    module, _, text = VERBS[verb]
+    parser = argparse.ArgumentParser(prog=f"aiayn {verb}", description=text)
+    adder = ARGUMENTS.get(verb, "add_arguments")
+    if adder:
+        getattr(importlib.import_module(module), adder)(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    verb = next((a for a in argv if a in VERBS), None)
-    args = build_parser(verb).parse_args(argv)
-    module, handler, _ = VERBS[args.verb]
+    if not argv or argv[0] not in VERBS:
+        top_parser().parse_args(argv)  # prints the help, or the usage and what is wrong; exits
+        return 2
+    verb = argv[0]
+    # options and KEY=VALUE overrides in any order, as Hydra and LightningCLI take them
+    args = verb_parser(verb).parse_intermixed_args(argv[1:])
+    module, handler, _ = VERBS[verb]
     try:
         return int(getattr(importlib.import_module(module), handler)(args) or 0)
     except UserError as e:
-        print(f"aiayn {args.verb}: error: {e}", file=sys.stderr)
+        print(f"aiayn {verb}: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print(f"aiayn {args.verb}: interrupted", file=sys.stderr)
+        print(f"aiayn {verb}: interrupted", file=sys.stderr)
         return 130

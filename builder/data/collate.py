@@ -20,9 +20,10 @@ class Batch(NamedTuple):
     n_tgt_tokens: int  # non-pad tokens in tgt_out: the number of predictions the loss averages
 
 
-def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None) -> torch.Tensor:
+def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1) -> torch.Tensor:
     extra = (before is not None) + (after is not None)
     width = max((len(r) for r in rows), default=0) + extra
+    width = -(-width // multiple) * multiple  # rounded up
     out = np.full((len(rows), width), pad_id, dtype=np.int64)
     for b, row in enumerate(rows):
         start = 0
@@ -37,16 +38,16 @@ def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: 
 class TranslationCollator:
     """The DataLoader's `collate_fn`: a list of `Example` -> `Batch`. Picklable for workers."""
 
-    def __init__(self, *, pad_id: int, bos_id: int, eos_id: int) -> None:
-        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+    def __init__(self, *, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1) -> None:
+        self.pad_id, self.bos_id, self.eos_id, self.multiple = pad_id, bos_id, eos_id, pad_to_multiple
 
     def __call__(self, examples: Sequence[Example]) -> Batch:
         src = [e.src for e in examples]
         tgt = [e.tgt for e in examples]
         return Batch(
-            src=_pad(src, self.pad_id, before=None, after=None),
-            tgt_in=_pad(tgt, self.pad_id, before=self.bos_id, after=None),
-            tgt_out=_pad(tgt, self.pad_id, before=None, after=self.eos_id),
+            src=_pad(src, self.pad_id, before=None, after=None, multiple=self.multiple),
+            tgt_in=_pad(tgt, self.pad_id, before=self.bos_id, after=None, multiple=self.multiple),
+            tgt_out=_pad(tgt, self.pad_id, before=None, after=self.eos_id, multiple=self.multiple),
             ids=torch.tensor([e.id for e in examples], dtype=torch.long),
             n_src_tokens=sum(len(s) for s in src),
             n_tgt_tokens=sum(len(t) + 1 for t in tgt),

@@ -27,7 +27,7 @@ from builder.data.collate import Batch
 from builder.data.corpus import filter_by_length, read_parallel
 from builder.data.dataset import TranslationDataset
 from builder.data.demo import write_demo
-from builder.data.loaders import collator, eval_loader
+from builder.data.loaders import eval_loader, loader_options
 from builder.data.ragged import RaggedIds
 from builder.data.sampler import TokenBatchSampler
 from builder.data.tokenizer import Tokenizer, train_tokenizer
@@ -69,6 +69,8 @@ class TranslationDataModule(LightningDataModule):
         min_len: int = 1,
         seed: int = 0,
         num_workers: int = 0,
+        pin_memory: bool = False,
+        pad_to_multiple: int = 1,
     ) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
@@ -82,7 +84,8 @@ class TranslationDataModule(LightningDataModule):
         self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
         self.tokenizer_path, self.cache_dir = tokenizer_path, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
-        self.max_len, self.min_len, self.seed, self.num_workers = max_len, min_len, seed, num_workers
+        self.max_len, self.min_len, self.seed = max_len, min_len, seed
+        self.options = loader_options(num_workers, pin_memory, pad_to_multiple)
 
         self.src_tokenizer: Tokenizer | None = None
         self.tgt_tokenizer: Tokenizer | None = None
@@ -198,9 +201,7 @@ class TranslationDataModule(LightningDataModule):
             ds.src_lengths, ds.tgt_lengths + 1, max_tokens=self.max_tokens, shuffle=True,
             seed=self.seed, num_replicas=world, rank=rank,
         )  # fmt: skip
-        self._train_loader = TrainLoader(
-            ds, sampler, collate_fn=collator(), num_workers=self.num_workers, persistent_workers=self.num_workers > 0
-        )
+        self._train_loader = TrainLoader(ds, sampler, **self.options)
         return self._train_loader
 
     def val_dataloader(self) -> DataLoader:
@@ -211,7 +212,7 @@ class TranslationDataModule(LightningDataModule):
 
     def _eval_loader(self, split: str) -> DataLoader:
         world, rank = self._world()
-        return eval_loader(self._dataset(split), self.eval_max_tokens, num_replicas=world, rank=rank, num_workers=self.num_workers)
+        return eval_loader(self._dataset(split), self.eval_max_tokens, num_replicas=world, rank=rank, **self.options)
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Counts the training batches that reach the model: with workers, the sampler itself
@@ -238,7 +239,7 @@ class TrainLoader(DataLoader):
     checkpoint and restores it on resume (before it iterates)."""
 
     def __init__(self, dataset: TranslationDataset, sampler: TokenBatchSampler, **options: Any) -> None:
-        super().__init__(dataset, sampler=sampler, batch_size=None, **options)  # the sampler yields whole batches
+        super().__init__(dataset, sampler=sampler, **options)
         self.batches = sampler
         self._epoch, self._consumed = sampler.epoch, sampler.consumed
 

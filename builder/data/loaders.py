@@ -1,6 +1,8 @@
 """The DataLoaders of evaluation: every pair once, in length order, batched by tokens. The Lightning
 validation loop and `aiayn evaluate` (outside Lightning) read the same batches from here."""
 
+from typing import Any
+
 from torch.utils.data import DataLoader
 
 from builder.data.collate import TranslationCollator
@@ -9,13 +11,22 @@ from builder.data.sampler import TokenBatchSampler
 from builder.data.tokenizer import Tokenizer
 
 
-def collator() -> TranslationCollator:
-    return TranslationCollator(pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)
+def collator(pad_to_multiple: int = 1) -> TranslationCollator:
+    return TranslationCollator(pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id, pad_to_multiple=pad_to_multiple)
 
 
-def eval_loader(
-    dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, num_workers: int = 0
-) -> DataLoader:
+def loader_options(num_workers: int, pin_memory: bool, pad_to_multiple: int = 1) -> dict:
+    """The DataLoader's arguments besides the dataset and the sampler."""
+    return {
+        "batch_size": None,  # the sampler yields whole batches
+        "collate_fn": collator(pad_to_multiple),
+        "num_workers": num_workers,
+        "persistent_workers": num_workers > 0,
+        "pin_memory": pin_memory,
+    }
+
+
+def eval_loader(dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, **options: Any) -> DataLoader:
     """Batches of at most `max_tokens` padded tokens a side, longest pairs together; rank r of
     `num_replicas` gets its own share. `Batch.ids` restores the input order."""
     sampler = TokenBatchSampler(
@@ -26,7 +37,4 @@ def eval_loader(
         num_replicas=num_replicas,
         rank=rank,
     )
-    return DataLoader(
-        dataset, sampler=sampler, batch_size=None, collate_fn=collator(),
-        num_workers=num_workers, persistent_workers=num_workers > 0,
-    )
+    return DataLoader(dataset, sampler=sampler, **(options or loader_options(0, False)))

@@ -39,7 +39,8 @@ def split_texts(spec: ExperimentSpec, split: str) -> tuple[list[str], list[str],
     return sources, refs, f"{src} -> {ref}"
 
 
-def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int):  # -> TranslationDataModule
+def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False):  # -> TranslationDataModule
+    """The experiment's DataModule; `on_gpu`: batches are made by workers into pinned memory."""
     from builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
@@ -54,7 +55,9 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int):  #
         max_len=data.max_len,
         min_len=data.min_len,
         seed=spec.train.seed,
-        num_workers=data.num_workers,
+        num_workers=(2 if on_gpu else 0) if data.num_workers == "auto" else data.num_workers,
+        pin_memory=on_gpu,
+        pad_to_multiple=data.pad_to_multiple,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

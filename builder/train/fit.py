@@ -43,7 +43,8 @@ def fit(
     checkpoint = run.last_checkpoint if resume else None
     created = not run.path.exists()
     os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
-    data = make_datamodule(spec, run.path, max_tokens=batching(spec, trainer.world_size)[0])
+    on_gpu = trainer.strategy.root_device.type == "cuda"
+    data = make_datamodule(spec, run.path, max_tokens=batching(spec, trainer.world_size)[0], on_gpu=on_gpu)
     task = TranslationTask(spec.model_dump(mode="json"))
     if trainer.is_global_zero:
         write_config(spec, run, experiment_path)

@@ -7,7 +7,7 @@ import lightning as L
 import torch
 
 from builder.model.build import PAD_ID, build_model
-from builder.model.loss import label_smoothed_nll
+from builder.model.loss import smoothed_nll_chunked
 from builder.model.size import count_params
 from builder.model.summary import paper_columns
 from builder.train.schedule import noam_lr
@@ -26,8 +26,11 @@ class TranslationTask(L.LightningModule):
         self.save_hyperparameters(logger=False)  # the hparams tab gets Table 3's columns instead
         self.spec = ExperimentSpec.model_validate(experiment)
         self.model = build_model(self.spec.model)
+        self.loss = smoothed_nll_chunked
+        if self.spec.train.compile:
+            self.model.compile(dynamic=True)  # in place: the state_dict keeps its names
         self.tokens_seen = 0  # source + target, this process, this session
-        self._tick: float | None = None
+        self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last logged step
         self._val_sums: list[torch.Tensor] = []
 
     def on_fit_start(self) -> None:
@@ -40,22 +43,25 @@ class TranslationTask(L.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, nll, count = label_smoothed_nll(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
-        n = count.clamp(min=1)
-        tokens = batch.n_src_tokens + batch.n_tgt_tokens  # counted by the collator: no device sync
-        self.tokens_seen += tokens
-        self.log("train/loss", loss / n, prog_bar=True)
-        self.log("train/nll", nll / n)
-        self.log("train/ppl", torch.exp(nll / n))
-        self.log("train/batch_tokens", float(tokens))
-        now = time.perf_counter()
-        if self._tick is not None:
-            self.log("train/tokens_per_s", tokens / max(now - self._tick, 1e-9))
-        self._tick = now
+        loss, nll, _ = self.loss(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
+        n = batch.n_tgt_tokens  # counted by the collator: no device sync
+        self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
+        if self.logging_step():
+            now = time.perf_counter()
+            self.log_dict({"train/loss": loss / n, "train/nll": nll / n, "train/ppl": torch.exp(nll / n)})
+            self.log("train/batch_tokens", float(batch.n_src_tokens + batch.n_tgt_tokens))
+            if self._tick is not None:
+                self.log("train/tokens_per_s", (self.tokens_seen - self._tick[1]) / max(now - self._tick[0], 1e-9))
+            self._tick = (now, self.tokens_seen)
         return loss / n
 
+    def logging_step(self) -> bool:
+        """Whether this optimizer step is logged: every trainer.log_every_n_steps-th. Only then
+        is anything read back from the device."""
+        return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        if (self.global_step + 1) % self.trainer.log_every_n_steps:
+        if not self.logging_step():
             return  # the norm costs a pass over every gradient; only pay for it when logged
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
@@ -64,7 +70,8 @@ class TranslationTask(L.LightningModule):
     def configure_optimizers(self) -> Any:
         adam, schedule = self.spec.train.optimizer, self.spec.train.lr_schedule
         optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay
+            self.model.parameters(), lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay,
+            fused=self.device.type in ("cpu", "cuda"),  # one kernel per step, not one per tensor
         )
         d_model = self.spec.model.d_model
 
@@ -78,7 +85,7 @@ class TranslationTask(L.LightningModule):
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         logits = self.model(batch.src, batch.tgt_in)
-        loss, nll, count = label_smoothed_nll(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
+        loss, nll, count = self.loss(logits, batch.tgt_out, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
         self._val_sums.append(torch.stack([loss.detach(), nll.detach(), count.to(loss.dtype)]))
 
     def on_validation_epoch_end(self) -> None:

@@ -68,8 +68,9 @@ def test_padding_is_masked_everywhere():
     torch.manual_seed(0)
     model = make_model().eval()
     src, tgt = _batch()
-    tgt[1, 2] = PAD  # padding in the middle of a target: later queries must not see it
-    tgt[0, 4:] = PAD
+    src[0, 2] = PAD  # padding in the middle of a source: no query may see it
+    tgt[0, 4:] = PAD  # targets are right-padded (the collator's layout): the causal mask hides it
+    tgt[2, 5:] = PAD
     real = tgt.ne(PAD)
     before = model(src, tgt)
     with torch.no_grad():

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from builder.model.loss import label_smoothed_nll
+from builder.model import loss as loss_module
+from builder.model.loss import label_smoothed_nll, smoothed_nll_chunked
 from builder.train.schedule import noam_lr
 
 
@@ -44,3 +45,46 @@ def test_no_smoothing_is_cross_entropy():
     torch.testing.assert_close(loss, ref)
     torch.testing.assert_close(nll, ref)
     assert count.item() == 8
+
+
+def _reference_and_chunked(logits: torch.Tensor, target: torch.Tensor, eps: float):
+    outputs = []
+    for fn in (label_smoothed_nll, smoothed_nll_chunked):
+        x = logits.detach().clone().requires_grad_(True)
+        loss, nll, count = fn(x, target, eps=eps, pad_id=0)
+        (loss * 0.7 + nll * 0.3).backward()  # both outputs carry gradient
+        outputs.append((loss, nll, count, x.grad))
+    return outputs
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 50])  # one chunk, and chunks of 50 // 37 = 1 row
+def test_chunked_loss_equals_the_reference_with_gradients(monkeypatch, chunk):
+    monkeypatch.setattr(loss_module, "_CHUNK_ELEMENTS", chunk)
+    torch.manual_seed(0)
+    logits, target = torch.randn(3, 5, 37) * 3, torch.randint(1, 37, (3, 5))
+    target[0, 3:] = 0  # padding
+    target[2, 1:] = 0
+    (loss, nll, count, grad), (loss2, nll2, count2, grad2) = _reference_and_chunked(logits, target, eps=0.1)
+    torch.testing.assert_close(loss2, loss)
+    torch.testing.assert_close(nll2, nll)
+    assert count2.item() == count.item() == 9
+    torch.testing.assert_close(grad2, grad)
+    assert torch.all(grad2[target == 0] == 0)  # padding positions get no gradient
+
+
+def test_chunked_loss_is_pytorchs_label_smoothing_over_v_classes():
+    torch.manual_seed(1)
+    V, eps = 11, 0.2
+    logits, target = torch.randn(2, 6, V), torch.randint(1, V, (2, 6))
+    loss, _, _ = smoothed_nll_chunked(logits, target, eps=eps, pad_id=0)
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, V), target.reshape(-1), label_smoothing=eps * V / (V - 1), reduction="sum")
+    torch.testing.assert_close(loss, ref)
+
+
+def test_chunked_loss_of_bf16_logits_is_computed_in_fp32():
+    torch.manual_seed(2)
+    logits, target = (torch.randn(4, 9, 50) * 4).bfloat16(), torch.randint(1, 50, (4, 9))
+    (loss, nll, _, grad), (loss2, nll2, _, grad2) = _reference_and_chunked(logits, target, eps=0.1)
+    assert loss2.dtype == torch.float32 and grad2.dtype == torch.bfloat16
+    torch.testing.assert_close(loss2, loss)  # the same bf16 inputs, both in fp32
+    torch.testing.assert_close(grad2, grad.bfloat16())

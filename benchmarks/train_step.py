@@ -1,0 +1,249 @@
+"""One training step (forward, loss, backward, Adam) of aiayn against torch.nn.Transformer and
+Hugging Face's MarianMTModel at the same sizes, in one process, on the same batches.
+
+    python benchmarks/train_step.py --preset demo|multi30k|base [--device cpu|cuda] [--steps 20]
+    python benchmarks/train_step.py --pipeline --preset multi30k   # `aiayn train` vs its raw step
+
+Every model gets one shared, scaled embedding matrix tied to the output projection, sinusoidal
+positions, post-norm layers with ReLU, dropout 0.1, Adam(0.9, 0.98, 1e-9), and label smoothing
+0.1 over the V-1 other classes (the references use PyTorch's cross_entropy with
+label_smoothing = eps * V / (V - 1), which is the same loss). The batches hold about `tokens`
+source and `tokens` target tokens of random lengths around `length`, padded as the collator pads.
+
+Prints ms per step (median), tokens per second (source + target, padding excluded), TFLOP/s
+(FLOPs of one step counted by torch.utils.flop_counter.FlopCounterMode), MFU against the
+device's dense peak (bf16 on CUDA), peak memory, and every row's speed relative to aiayn eager.
+With --pipeline: `aiayn train` (builder.train.fit, real data, logging and checkpoints on) timed
+by a callback after a warm-up, against the raw step on the same batches.
+"""
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from common import BOS, EOS, PAD, aiayn_model, experiment
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from blocks import SinusoidalPositionalEncoding
+from builder.data.collate import Batch, TranslationCollator
+from builder.data.dataset import Example
+from builder.data.sampler import TokenBatchSampler
+from builder.model.loss import smoothed_nll_chunked
+
+PRESETS = {
+    # d_model, heads, layers, d_ff, vocab; tokens per side per step, mean sentence length
+    "base": dict(d_model=512, heads=8, layers=6, d_ff=2048, vocab=37000, tokens=25000, length=27),
+    "multi30k": dict(d_model=256, heads=8, layers=3, d_ff=1024, vocab=8000, tokens=6000, length=14),
+    "demo": dict(d_model=128, heads=4, layers=2, d_ff=512, vocab=1000, tokens=4000, length=11),
+}
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}  # dense bf16
+EPS = 0.1
+
+
+def batches(preset: dict, n: int, seed: int = 0) -> list[Batch]:
+    """`n` training batches as `aiayn train` makes them: a corpus of random sentences (lengths
+    uniform in [length/2, 3 length/2]) packed by the token-budget sampler (~tokens per side)."""
+    rng = np.random.default_rng(seed)
+    lo, hi, vocab = preset["length"] // 2, 3 * preset["length"] // 2, preset["vocab"]
+    pairs = 40 * preset["tokens"] // preset["length"]
+    src, tgt = rng.integers(lo, hi + 1, pairs), rng.integers(lo, hi + 1, pairs)
+    sampler = TokenBatchSampler(src, tgt + 1, max_tokens=preset["tokens"], seed=seed)
+    collate = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    out = []
+    for ids in list(sampler)[:n]:
+        examples = [Example(i, rng.integers(3, vocab, src[i], dtype=np.int32), rng.integers(3, vocab, tgt[i], dtype=np.int32)) for i in ids]
+        out.append(collate(examples))
+    return out
+
+
+class TorchTransformer(nn.Module):
+    """torch.nn.Transformer with the paper's embeddings: shared, scaled, sinusoids, tied output."""
+
+    def __init__(self, *, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model, padding_idx=PAD)
+        self.positions = SinusoidalPositionalEncoding(d_model=d_model)
+        self.dropout = nn.Dropout(0.1)
+        self.core = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout=0.1, batch_first=True)
+        self.scale = math.sqrt(d_model)
+
+    def inputs(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.embed(tokens) * self.scale + self.positions(tokens.size(1)))
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        causal = torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool, device=tgt.device).triu(1)
+        y = self.core(
+            self.inputs(src), self.inputs(tgt), tgt_mask=causal, tgt_is_causal=True,
+            src_key_padding_mask=src.eq(PAD), tgt_key_padding_mask=tgt.eq(PAD), memory_key_padding_mask=src.eq(PAD),
+        )  # fmt: skip
+        return F.linear(y, self.embed.weight)
+
+
+def marian(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module | None:
+    try:
+        from transformers import MarianConfig, MarianMTModel
+    except ImportError:
+        return None
+    config = MarianConfig(
+        vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
+        activation_function="relu", dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
+        max_position_embeddings=1024, scale_embedding=True, pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS,
+        decoder_start_token_id=BOS, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )  # fmt: skip
+    model = MarianMTModel(config)
+
+    class Wrapped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+            out = self.model(input_ids=src, attention_mask=src.ne(PAD), decoder_input_ids=tgt, decoder_attention_mask=tgt.ne(PAD))
+            return out.logits
+
+    return Wrapped()
+
+
+def torch_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    V = logits.size(-1)
+    return F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=EPS * V / (V - 1), reduction="sum")
+
+
+def aiayn_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return smoothed_nll_chunked(logits, target, eps=EPS, pad_id=PAD)[0]
+
+
+@dataclass
+class Contender:
+    name: str
+    model: nn.Module
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def make_step(c: Contender, device: torch.device, bf16: bool) -> Callable[[Batch], None]:
+    c.model.to(device).train()
+    optimizer = torch.optim.Adam(c.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+
+    def step(batch: Batch) -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = c.model(batch.src, batch.tgt_in)
+            loss = c.loss(logits, batch.tgt_out) / batch.n_tgt_tokens
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def flops_of(c: Contender, batch: Batch, device: torch.device, bf16: bool) -> int:
+    counter = FlopCounterMode(display=False)
+    with counter, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = c.model(batch.src, batch.tgt_in)
+        c.loss(logits, batch.tgt_out).backward()
+    c.model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(step: Callable[[Batch], None], data: list[Batch], device: torch.device, warmup: int, steps: int) -> list[float]:
+    for i in range(warmup):
+        step(data[i % len(data)])
+    times = []
+    for i in range(steps):
+        sync(device)
+        start = time.perf_counter()
+        step(data[i % len(data)])
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def peak_tflops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+
+
+def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
+    sizes = {k: preset[k] for k in ("d_model", "heads", "layers", "d_ff", "vocab")}
+    torch.manual_seed(0)
+    found = [Contender("aiayn eager", aiayn_model(**sizes), aiayn_loss)]
+    if args.compile:
+        compiled = aiayn_model(**sizes)
+        compiled.compile(dynamic=args.dynamic)
+        found.append(Contender("aiayn compiled", compiled, aiayn_loss))
+    found.append(Contender("torch.nn.Transformer", TorchTransformer(**sizes), torch_loss))
+    if not args.no_marian and (hf := marian(**sizes)) is not None:
+        found.append(Contender("transformers Marian", hf, torch_loss))
+    return found
+
+
+def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
+    preset = PRESETS[args.preset]
+    bf16 = device.type == "cuda" and not args.fp32
+    data = [b._replace(src=b.src.to(device), tgt_in=b.tgt_in.to(device), tgt_out=b.tgt_out.to(device)) for b in batches(preset, 8)]
+    tokens = statistics.fmean(b.n_src_tokens + b.n_tgt_tokens for b in data)
+    peak = peak_tflops(device)
+    rows = []
+    for c in contenders(preset, args):
+        step = make_step(c, device, bf16)
+        flops = flops_of(c, data[0], device, bf16)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        ms = 1000 * statistics.median(measure(step, data, device, args.warmup, args.steps))
+        memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+        rows.append((c.name, ms, flops, memory))
+        c.model.cpu()
+        del step
+    print(f"preset {args.preset}: {preset}; {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
+          f"{torch.get_num_threads()} threads), {'bf16 autocast' if bf16 else 'fp32'}, torch {torch.__version__}; "
+          f"{tokens:.0f} tokens per step (src + tgt, no padding); median of {args.steps} steps after {args.warmup}")  # fmt: skip
+    print("| model | ms/step | tokens/s | TFLOP/s | MFU | peak GiB | speed vs aiayn eager |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    base_ms = rows[0][1]
+    for name, ms, flops, memory in rows:
+        tflops = flops / (ms / 1000) / 1e12
+        mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"
+        mem = f"{memory:.1f}" if memory is not None else "-"
+        print(f"| {name} | {ms:.1f} | {tokens / (ms / 1000):,.0f} | {tflops:.3g} | {mfu} | {mem} | {base_ms / ms:.2f}x |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), default="demo")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    p.add_argument("--fp32", action="store_true", help="fp32 on CUDA too (default there: bf16 autocast)")
+    p.add_argument("--compile", action="store_true", help="add aiayn compiled (torch.compile)")
+    p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True")
+    p.add_argument("--no-marian", action="store_true")
+    p.add_argument("--pipeline", action="store_true", help="aiayn train end to end against its raw step")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if args.pipeline:
+        from pipeline import pipeline
+
+        pipeline(args, device)
+    else:
+        raw_steps(args, device)
+
+
+if __name__ == "__main__":
+    main()
