@@ -1,4 +1,4 @@
-"""The base every schema shares: unknown keys are errors, specs are immutable."""
+"""The base every schema shares: unknown keys are errors, specs are immutable, numbers are finite."""
 
 import re
 from typing import Annotated
@@ -13,7 +13,7 @@ DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FieldError(ValueError):

@@ -16,3 +16,4 @@ class DecodeSpec(Spec):
     length_penalty: Literal["gnmt", "fairseq"] = "gnmt"
     max_len_b: int = Field(default=50, ge=0)
     max_tokens: PositiveInt = 4000  # source tokens per decoding batch
+    max_input_len: PositiveInt = 1024  # longer input lines are refused (the output may be max_len_b longer)

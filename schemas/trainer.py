@@ -1,29 +1,29 @@
 """Arguments passed to `lightning.Trainer`, under Lightning's own names."""
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from schemas._base import FieldError, PositiveInt, Spec
 
 Precision = Literal["32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true"]
-DeviceIndex = Annotated[int, Field(ge=0)]
-Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+_MAX_TIME = re.compile(r"^\d{2}:\d{2}:\d{2}:\d{2}$")
 
 
 class TrainerSpec(Spec):
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
-    devices: PositiveInt | Literal["auto"] | Annotated[list[DeviceIndex], Field(min_length=1)] = "auto"
+    devices: int | Literal["auto"] | list[int] = "auto"  # checked in _check_values, with its own message
     strategy: Literal["auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp"] = "auto"
     num_nodes: PositiveInt = 1
     precision: Precision = "32-true"
     max_steps: PositiveInt = 100_000
-    max_time: Annotated[str, Field(pattern=r"^\d{2}:\d{2}:\d{2}:\d{2}$")] | None = None  # DD:HH:MM:SS
+    max_time: str | None = None  # DD:HH:MM:SS
     val_check_interval: PositiveInt | None = 1000  # in optimizer steps
     log_every_n_steps: PositiveInt = 50
     gradient_clip_val: float | None = Field(default=None, gt=0.0)
     num_sanity_val_steps: int = Field(default=0, ge=-1)
-    limit_val_batches: PositiveInt | Fraction | None = None  # batches, or a fraction of them
+    limit_val_batches: int | float | None = None  # batches (>= 1), or a fraction of them (0, 1]
     deterministic: bool = False
     enable_progress_bar: bool = True
 
@@ -38,3 +38,21 @@ class TrainerSpec(Spec):
                 "on how many GPUs ran it; set train.max_tokens_per_batch instead"
             )
         return data
+
+    @model_validator(mode="after")
+    def _check_values(self) -> "TrainerSpec":
+        devices = self.devices
+        if isinstance(devices, int) and devices < 1 or isinstance(devices, list) and (not devices or min(devices) < 0):
+            raise FieldError(
+                "devices",
+                f"{devices!r} names no device; give how many (devices: 2), which ones (devices: [0, 1]) or auto",
+            )
+        if self.max_time is not None and not _MAX_TIME.match(self.max_time):
+            raise FieldError("max_time", f"{self.max_time!r} is not DD:HH:MM:SS; e.g. 00:12:00:00 for 12 hours")
+        limit = self.limit_val_batches
+        if limit is not None and (limit <= 0 or isinstance(limit, float) and limit > 1):
+            raise FieldError(
+                "limit_val_batches",
+                f"{limit!r} is neither a number of batches (an int >= 1) nor a fraction of them (a float in (0, 1])",
+            )
+        return self

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from builder.decode.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint
 from builder.errors import UserError
+from builder.run.atomic import check_writable
+from builder.run.rundir import RunDir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +43,13 @@ def average(args: argparse.Namespace) -> int:
         paths = found[-args.last :]
     if not paths:
         raise UserError("give the checkpoints to average (CKPT...), or --last K RUN_DIR")
+    check_writable(args.output, "--output")
+    if args.output.exists():
+        inputs = [p for p in paths if p.exists() and args.output.samefile(p)]
+        if inputs:
+            raise UserError(f"--output {args.output} is one of the checkpoints to average; write the average to a new file")
+        if args.output.name == "last.ckpt" and RunDir(args.output.parent.parent).has_tokenizer:
+            raise UserError(f"--output {args.output} is the checkpoint its run resumes from; write the average to a new file")
     save_checkpoint(average_checkpoints(paths), args.output)
     print(f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} -> {args.output}")
     for path in paths:

@@ -21,7 +21,7 @@ from builder.data.spec import split_texts
 from builder.decode.checkpoint import load_for_inference
 from builder.decode.metrics import evaluate_texts, tokenized_bleu
 from builder.errors import UserError
-from builder.run.atomic import write_text_atomic
+from builder.run.atomic import check_writable, write_text_atomic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,6 +43,8 @@ def evaluate(args: argparse.Namespace) -> int:
     if (args.src is None) != (args.ref is None):
         given, missing = ("--src", "--ref") if args.src is not None else ("--ref", "--src")
         raise UserError(f"{given} needs {missing}: give both, or neither to evaluate a split of the experiment")
+    if args.hyps is not None:
+        check_writable(args.hyps, "--hyps")
     if args.src is not None:
         sources, refs = read_parallel(args.src, args.ref)
     loaded = load_for_inference(args.checkpoint)

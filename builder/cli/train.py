@@ -22,9 +22,14 @@ def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, 
     """(the run directory, whether to resume it). --run-dir (or the one rank 0 chose) resumes
     when it has a checkpoint; --resume takes the latest run of the experiment that has one."""
     given = RunDir.inherited() or (RunDir(args.run_dir) if args.run_dir else None)
+    if given is not None and given.path.exists() and not given.path.is_dir():
+        raise UserError(f"--run-dir {given.path} is a file; give a run directory (runs/<name>/version_<n>)")
     if given is not None:
         return given, given.has_checkpoint
     parent = Path(args.runs) / spec.name
+    for folder in (Path(args.runs), parent):
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"--runs {args.runs}: {folder} is a file; give a folder for the run directories")
     if not args.resume:
         return RunDir.next_in(parent), False
     latest = RunDir.latest_in(parent)

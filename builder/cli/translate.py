@@ -19,7 +19,7 @@ from builder.data.corpus import read_lines
 from builder.decode.checkpoint import load_for_inference
 from builder.decode.translate import translate_texts
 from builder.errors import UserError
-from builder.run.atomic import write_bytes_atomic
+from builder.run.atomic import check_writable, write_bytes_atomic
 from schemas.decode import DecodeSpec
 from schemas.experiment import ExperimentSpec
 
@@ -30,6 +30,7 @@ DECODE_FLAGS = {
     "length_penalty": "--length-penalty",
     "max_len_b": "--max-len-b",
     "max_tokens": "--max-tokens",
+    "max_input_len": "--max-input-len",
 }
 
 
@@ -50,6 +51,7 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--max-len-b", type=int, help="output length <= input length + this (paper: 50)")
     g.add_argument("--max-tokens", type=int, help="padded source tokens per batch")
+    g.add_argument("--max-input-len", type=int, help="refuse input lines longer than this many tokens (default: 1024)")
     g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
 
 
@@ -86,8 +88,6 @@ def device_of(args: argparse.Namespace) -> torch.device:
 def read_input(path: Path | None) -> list[str]:
     """The lines of `path`, or of stdin, split on "\\n" only (as training read its corpus)."""
     if path is not None and str(path) != "-":
-        if not path.is_file():
-            raise UserError(f"--input {path}: no such file")
         return read_lines(path)
     data = sys.stdin.buffer.read()
     try:
@@ -107,10 +107,14 @@ def progress_bar(lines: Sequence[str], *, enabled: bool) -> tqdm:
 
 
 def translate(args: argparse.Namespace) -> int:
-    lines = read_input(args.input)
+    if args.output is not None:
+        check_writable(args.output, "--output")
+    if args.input is not None and str(args.input) != "-" and not args.input.is_file():
+        raise UserError(f"--input {args.input}: no such file")
     loaded = load_for_inference(args.checkpoint)
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
+    lines = read_input(args.input)  # stdin is read once everything else checked out
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
     with progress_bar(lines, enabled=progress) as bar:
         hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, lines, decode, on_batch=bar.update, what="input")

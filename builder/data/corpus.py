@@ -52,6 +52,9 @@ def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]
         )
     if not src:
         raise UserError(f"parallel corpus is empty: {src_path} and {tgt_path} have no lines")
+    for path, lines in ((src_path, src), (tgt_path, tgt)):
+        if not any(line.strip() for line in lines):
+            raise UserError(f"{path}: all {len(lines)} lines are blank; it holds no sentences")
     return src, tgt
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from builder.data.corpus import read_parallel
 from builder.data.demo import generate_demo
+from builder.errors import UserError
 from schemas.data import DemoDataSpec, FilesDataSpec
 from schemas.experiment import ExperimentSpec
 
@@ -25,6 +26,21 @@ def split_files(data: FilesDataSpec, split: str) -> tuple[Path, Path]:
     """(source file, target file) of a split: `{dir}/{name of the split}.{lang}`."""
     prefix = Path(data.dir) / getattr(data, split)
     return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
+
+
+def check_data_files(spec: ExperimentSpec) -> None:
+    """Every split's two files exist, or a message that says where they were looked for."""
+    data = spec.data
+    if not isinstance(data, FilesDataSpec):
+        return
+    directory = Path(data.dir)
+    how = "set data.dir (or $AIAYN_DATA, which the shipped experiments read) to the folder of the corpus"
+    if not directory.is_dir():
+        what = "is a file, not a folder" if directory.exists() else "does not exist"
+        raise UserError(f"data.dir {directory} {what}; {how}")
+    missing = [p.name for split in SPLITS for p in split_files(data, split) if not p.is_file()]
+    if missing:
+        raise UserError(f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)")
 
 
 def split_texts(spec: ExperimentSpec, split: str) -> tuple[list[str], list[str], str]:

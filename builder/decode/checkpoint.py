@@ -27,7 +27,7 @@ from builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokeniz
 from builder.errors import UserError
 from builder.model.build import build_model
 from builder.run.atomic import atomic_write
-from builder.run.rundir import RunDir, version_dirs
+from builder.run.rundir import RunDir, differences, version_dirs
 from builder.run.validation import format_validation_error
 from schemas.experiment import ExperimentSpec
 
@@ -124,7 +124,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
             )
         run = latest
     if not run.has_checkpoint:
-        if run.version is None and not run.checkpoints.is_dir():
+        if run.version is None and not any(p.exists() for p in (run.checkpoints, run.config, run.status_file)):
             raise UserError(
                 f"{path} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; "
                 "give a run directory (runs/<name>/version_<n>) or a .ckpt file"
@@ -182,12 +182,25 @@ def load_for_inference(arg: str | Path) -> ForInference:
         spec.model.embedding.vocab_size, src_tok, tgt_tok, where=f"{ckpt_path}: ", fix="the tokenizer belongs to another run"
     )
     model = build_model(spec.model)
-    try:
-        model.load_state_dict(model_weights(ckpt), strict=True)
-    except RuntimeError as e:
-        detail = str(e).split("\n\t", 1)[-1].replace("\n\t", "; ")
-        raise UserError(f"{ckpt_path}: the weights do not fit the model its experiment describes: {detail}") from None
+    weights = model_weights(ckpt)
+    mismatch = weights_mismatch(model.state_dict(), weights)
+    if mismatch:
+        raise UserError(f"{ckpt_path}: the weights do not fit the model its experiment describes: {mismatch}")
+    model.load_state_dict(weights, strict=True)
     return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path)
+
+
+def weights_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:
+    """What keeps `given` from loading as `expected`, in one short line ("" when it fits)."""
+
+    def names(keys: list[str]) -> str:
+        return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+    missing = [k for k in expected if k not in given]
+    unexpected = [k for k in given if k not in expected]
+    shapes = [f"{k} {tuple(given[k].shape)} for {tuple(v.shape)}" for k, v in expected.items() if k in given and given[k].shape != v.shape]
+    parts = [f"{what} {names(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected), ("shape", shapes)) if keys]
+    return "; ".join(parts)
 
 
 # ---- averaging (Sec 6.1: the last 5 or 20 checkpoints) -------------------------------------------
@@ -252,31 +265,15 @@ def _check_compatible(
     if extra:
         raise UserError(f"{prefix}: parameter {extra[0]} is in the second but not in the first; average checkpoints of one run")
     model_a, model_b = spec_a.model.model_dump(mode="json"), spec_b.model.model_dump(mode="json")
-    where = _first_difference(model_a, model_b, "model")
-    if where is not None:
-        field, va, vb = where
+    where = differences(model_a, model_b, "model")
+    if where:
+        field, va, vb = where[0]
         raise UserError(f"{prefix}: their models differ at {field} ({va!r} and {vb!r}); average checkpoints of one run")
     if spec_a.name != spec_b.name:
         raise UserError(
             f"{prefix}: they belong to different experiments ({spec_a.name!r} and {spec_b.name!r}); "
             "average checkpoints of one run"
         )
-
-
-def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in list(a) + [k for k in b if k not in a]:
-            found = _first_difference(a.get(k), b.get(k), f"{path}.{k}")
-            if found:
-                return found
-        return None
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            found = _first_difference(x, y, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    return None if a == b else (path, a, b)
 
 
 def save_checkpoint(ckpt: dict[str, Any], path: Path) -> None:

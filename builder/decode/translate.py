@@ -32,13 +32,20 @@ def translate_texts(
 ) -> list[str]:
     """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
     ids = src_tokenizer.encode_batch([line if line.strip() else "" for line in lines])
-    check_lengths(model, [len(x) for x in ids], what)
+    check_lengths(model, [len(x) for x in ids], what, limit=decode.max_input_len)
     out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch)
     return tgt_tokenizer.decode_batch(out)
 
 
-def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str) -> None:
-    """A learned position table has no row past its end: name the first line that is too long."""
+def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None) -> None:
+    """Name the first line longer than `limit` tokens (decode.max_input_len), or than a learned
+    position table has rows."""
+    too_long = next(((i, n) for i, n in enumerate(lengths) if limit is not None and n > limit), None)
+    if too_long is not None:
+        raise UserError(
+            f"{what} line {too_long[0] + 1} has {too_long[1]} tokens, more than decode.max_input_len ({limit}); "
+            "split that line, or raise the limit (--max-input-len)"
+        )
     positions = getattr(model.src_embed.positional, "max_len", None)  # None: sinusoids never end
     if positions is None:
         return

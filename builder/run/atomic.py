@@ -16,6 +16,8 @@ from typing import Any, BinaryIO
 
 import yaml
 
+from builder.errors import UserError
+
 
 @contextmanager
 def atomic_write(path: Path) -> Iterator[BinaryIO]:
@@ -33,6 +35,16 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Refuse, before any work, an output path that names a folder or lies under a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder; give the name of a file to write")
+    blocking = next((p for p in path.parents if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise UserError(f"{what} {path}: {blocking} is a file, so nothing can be written under it")
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -120,7 +120,8 @@ def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (
         problem = getattr(e, "problem", None) or str(e)
         raise UserError(f"{where}: YAML syntax error: {problem}") from None
     except OmegaConfBaseException as e:
-        raise UserError(f"{path}: {first_line(e)}") from None
+        key = getattr(e, "full_key", None)
+        raise UserError(f"{path}: {key + ': ' if key else ''}{first_line(e)}") from None
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text (byte {e.start}): {e.reason}") from None
     if not isinstance(node, DictConfig):
@@ -238,10 +239,23 @@ def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source
                 "model.encoder.layer[0].h=4"
             )
         try:
+            _check_override_shape(config, key, item, source)
             _retype(config, key, item)
             config.merge_with_dotlist([item])
         except (OmegaConfBaseException, yaml.YAMLError) as e:
             raise UserError(f"override {item!r} ({source}): {first_line(e)}") from None
+
+
+def _check_override_shape(config: DictConfig, key: str, item: str, source: str) -> None:
+    """A mapping replaced by a list (or the reverse) from the command line is a mistake."""
+    old = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+    new = OmegaConf.to_container(OmegaConf.from_dotlist([item]))
+    for part in re.findall(r"[^.\[\]]+", key):
+        new = new[part] if isinstance(new, dict) and part in new else new
+    if isinstance(old, DictConfig) and isinstance(new, list):
+        raise UserError(f"override {item!r} ({source}): {key} is a mapping (key: value), not a list; set its keys, e.g. {key}.KEY=VALUE")
+    if isinstance(old, ListConfig) and isinstance(new, dict):
+        raise UserError(f"override {item!r} ({source}): {key} is a list, not a mapping; give a list, e.g. {key}=[...]")
 
 
 def _retype(config: DictConfig, key: str, item: str) -> None:

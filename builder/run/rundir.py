@@ -142,3 +142,12 @@ def diff(parent: Any, child: Any) -> Any:
                 out[key] = diff(parent[key], value)
         return out
     return child
+
+
+def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """(key, old value, new value) of every leaf that differs between two nested configs."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in dict.fromkeys([*old, *new]) for d in differences(old.get(k), new.get(k), f"{path}.{k}")]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new)) for d in differences(a, b, f"{path}[{i}]")]
+    return [] if old == new else [(path, old, new)]

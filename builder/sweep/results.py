@@ -10,8 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from builder.errors import UserError
+from builder.run.validation import format_validation_error
 from builder.sweep.plan import TRIAL_FILE, read_trial_record
+from schemas.results import ResultsSpec
 
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
 COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
@@ -43,16 +47,23 @@ def collect(directory: Path) -> list[dict[str, Any]]:
         record = read_trial_record(run_dir.parent) if (run_dir.parent / TRIAL_FILE).is_file() else None
         if record is not None and record.get("run_dir") != run_dir.name:
             continue
-        try:
-            results = json.loads(path.read_text())
-        except ValueError as e:
-            raise UserError(f"{path}: not valid JSON ({e}); delete it, or re-run that trial") from None
-        missing = [k for k in ("name", "paper", "ppl", "bleu", "params", "steps") if k not in results]
-        if missing:
-            raise UserError(f"{path}: results.json lacks {', '.join(missing)}; was it written by `aiayn train`?")
+        results = read_results(path)
         results["variant"] = record["variant"] if record and "variant" in record else re.sub(r"-seed\d+$", "", results["name"])
         runs.append(results)
     return runs
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """A results.json, checked against ResultsSpec; a file it does not fit is named, with why."""
+    try:
+        data = json.loads(path.read_text())
+        return ResultsSpec.model_validate(data).model_dump(mode="json")
+    except ValueError as e:
+        if isinstance(e, ValidationError):
+            why = "; ".join(format_validation_error(e, root=ResultsSpec))
+        else:
+            why = f"not valid JSON ({e})"
+        raise UserError(f"{path}: not a results.json of `aiayn train`: {why}; delete it, or re-run that run") from None
 
 
 def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:

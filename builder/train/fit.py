@@ -15,13 +15,14 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from builder.data.spec import make_datamodule, split_texts
+from builder.data.spec import check_data_files, make_datamodule, split_texts
 from builder.data.tokenizer import check_vocabulary
 from builder.decode.metrics import evaluate_texts
 from builder.errors import UserError
 from builder.model.summary import identity
 from builder.run.config import load_experiment, parent_of
 from builder.run.rundir import RUN_DIR_ENV, RunDir, diff
+from builder.train.checks import check_memory, check_resumable
 from builder.train.task import TranslationTask
 from builder.train.trainer import batching, build_trainer, step_checkpoint_name
 from schemas.experiment import ExperimentSpec
@@ -39,14 +40,19 @@ def fit(
     that did not finish). Nothing is written before the Trainer's settings check out, and a new
     run directory that fails with a user error before its first checkpoint is removed."""
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
+    check_data_files(spec)
     trainer = build_trainer(spec, run, callbacks=list(callbacks))
+    device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
+    check_memory(spec, device, max_tokens)
+    check_resumable(spec, run, resume=resume)
     checkpoint = run.last_checkpoint if resume else None
     created = not run.path.exists()
     os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
-    on_gpu = trainer.strategy.root_device.type == "cuda"
-    data = make_datamodule(spec, run.path, max_tokens=batching(spec, trainer.world_size)[0], on_gpu=on_gpu)
+    data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda")
     task = TranslationTask(spec.model_dump(mode="json"))
     if trainer.is_global_zero:
+        for stale in run.checkpoints.glob(".*.tmp"):  # what a killed save left half-written
+            stale.unlink()
         write_config(spec, run, experiment_path)
         run.write_status("running", resumed_from=str(checkpoint) if checkpoint else None)
     start = time.perf_counter()
@@ -64,6 +70,11 @@ def fit(
     if not finished(spec, trainer.global_step, interrupted=trainer.interrupted):
         run.write_status("interrupted", step=trainer.global_step)
         return None
+    return _finalise(spec, run, trainer, task, data, wall)
+
+
+def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, wall: float) -> dict[str, Any]:
+    """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     task.model.to(trainer.strategy.root_device)
     sources, refs, _ = split_texts(spec, "valid")
     metrics, _ = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)

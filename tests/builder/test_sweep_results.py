@@ -140,5 +140,7 @@ def test_broken_results_file(tmp_path):
     with pytest.raises(UserError) as info:
         write_results(tmp_path)
     assert str(info.value) == (
-        f"{tmp_path / 'r' / 'version_0' / 'results.json'}: results.json lacks paper, ppl, bleu, params, steps; was it written by `aiayn train`?"
+        f"{tmp_path / 'r' / 'version_0' / 'results.json'}: not a results.json of `aiayn train`: params: required key is "
+        "missing; paper: required key is missing; bleu: required key is missing; ppl: required key is missing; steps: "
+        "required key is missing; delete it, or re-run that run"
     )

@@ -1,0 +1,38 @@
+"""results.json, as `aiayn train` writes it and `aiayn results` reads it (DESIGN.md's keys)."""
+
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
+
+from schemas._base import Spec
+from schemas.experiment import ReportedSpec
+
+Count = Annotated[int, Field(ge=0)]
+
+
+class PaperColumnsSpec(Spec):
+    """Table 3's columns of the run's experiment ("uniform": false where layers differ)."""
+
+    N: Count
+    d_model: Count
+    d_ff: Count | None = None
+    h: Count | None = None
+    d_k: Count | None = None
+    d_v: Count | None = None
+    P_drop: Annotated[float, Field(ge=0.0, lt=1.0)]
+    eps_ls: Annotated[float, Field(ge=0.0, lt=1.0)]
+    positional: str
+    train_steps: Count
+    uniform: bool = True
+
+
+class ResultsSpec(Spec):
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)  # newer keys are read past
+
+    name: str
+    params: Count
+    paper: PaperColumnsSpec
+    reported: ReportedSpec | None = None
+    bleu: Annotated[float, Field(ge=0.0, le=100.0)]
+    ppl: Annotated[float, Field(ge=1.0)]
+    steps: Count

@@ -1,0 +1,261 @@
+"""A corpus of bad inputs, family by family: each is one message, exit code 2, no traceback, and
+a command that fails on an existing run leaves every byte of that run as it was."""
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+from builder.train.checks import machine_memory
+from tests.conftest import EXPERIMENTS
+
+DEMO = str(EXPERIMENTS / "demo.yaml")
+TINY = [
+    "dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1", "dims.vocab_size=300",
+    "data.n_train=400", "data.n_valid=12", "data.n_test=12", "train.tokens_per_step=800",
+    "trainer.enable_progress_bar=false", "trainer.val_check_interval=null", "decode.beam=2", "decode.max_len_b=5",
+    "train.checkpoint.every_n_train_steps=1",
+]  # fmt: skip
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:  # argparse's own usage errors
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """runs/demo/version_0 of a tiny demo trained for 2 steps (a checkpoint at each)."""
+    root = tmp_path_factory.mktemp("bad")
+    code, _, err = cli("train", DEMO, *TINY, "trainer.max_steps=2", f"data.cache_dir={root / 'cache'}", "--runs", root / "runs")
+    assert code == 0, err
+    return root / "runs" / "demo" / "version_0"
+
+
+@pytest.fixture
+def run(trained, tmp_path) -> Path:
+    """A copy of the trained run that a test may break."""
+    copy = tmp_path / "runs" / "demo" / "version_0"
+    shutil.copytree(trained, copy)
+    return copy
+
+
+def fails(expected: str, *argv: str, untouched: Path | None = None) -> None:
+    """`aiayn argv` exits 2 with exactly `expected` on stderr and leaves `untouched` as it was."""
+    before = snapshot(untouched) if untouched else None
+    code, _, err = cli(*argv)
+    assert (code, err) == (2, expected)
+    if untouched:
+        assert snapshot(untouched) == before
+
+
+# ---- the Trainer's settings: refused before anything is written --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.accelerator=gpu", "trainer.accelerator (gpu): this machine has no GPU device; use trainer.accelerator=cpu, or auto to take what is there"),
+        ("trainer.devices=[0,1]", "trainer.devices ([0, 1]): `devices` selected with `CPUAccelerator` should be an int > 0."),
+    ],
+)  # fmt: skip
+def test_a_trainer_this_machine_cannot_run(tmp_path, override, message):
+    fails(f"aiayn train: error: {message}\n", "train", DEMO, *TINY, override, "trainer.accelerator=cpu" if "devices" in override else "trainer.devices=1", "--runs", tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("trainer.accelerator=tpu", "trainer.accelerator: input should be 'auto', 'cpu', 'gpu', 'cuda' or 'mps', got 'tpu'"),
+        ("trainer.devices=0", "trainer.devices: 0 names no device; give how many (devices: 2), which ones (devices: [0, 1]) or auto"),
+        ("trainer.max_time=1h", "trainer.max_time: '1h' is not DD:HH:MM:SS; e.g. 00:12:00:00 for 12 hours"),
+        ("trainer.limit_val_batches=-1", "trainer.limit_val_batches: -1 is neither a number of batches (an int >= 1) nor a fraction of them (a float in (0, 1])"),
+        ("decode.alpha=inf", "decode.alpha: input should be a finite number, got 'inf'"),
+    ],
+)  # fmt: skip
+def test_settings_the_schema_refuses(override, line):
+    fails(f"aiayn validate: error: {DEMO} is not a valid experiment (1 error):\n  {line} (set on the command line: {override})\n", "validate", DEMO, override)
+
+
+# ---- shapes omegaconf cannot merge --------------------------------------------------------------
+
+
+def test_a_list_where_a_mapping_belongs(write):
+    fails(
+        "aiayn validate: error: override 'trainer=[1,2]' (on the command line): trainer is a mapping (key: value), not a list; set its keys, e.g. trainer.KEY=VALUE\n",
+        "validate", DEMO, "trainer=[1,2]",
+    )  # fmt: skip
+    path = write("l.yaml", f"extends: {DEMO}\nname: l\ndims: [512, 8]\n")
+    fails(
+        f"aiayn validate: error: {path}: dims is a list, but the file it extends has a mapping (key: value) there; write dims as a mapping (key: value)\n",
+        "validate", path,
+    )  # fmt: skip
+
+
+# ---- absurd sizes: instant to inspect, refused to train ----------------------------------------
+
+
+def test_absurd_sizes_are_instant_to_show_and_refused_to_train(tmp_path):
+    code, out, _ = cli("show", DEMO, "dims.N=1000000000000000000000000000000", "--json")
+    assert code == 0 and json.loads(out)["params"] > 10**30
+    huge = ["dims.d_ff=2048000000", "trainer.accelerator=cpu"]
+    code, out, _ = cli("show", DEMO, *huge, "--json")
+    need = json.loads(out)["memory_bytes"]["total"]
+    have = machine_memory(__import__("torch").device("cpu"))
+    fails(
+        f"aiayn train: error: the model needs about {need / 2**30:,.1f} GiB to train (fp32 weights, gradients and Adam, "
+        f"and the activations of 4,000 tokens per batch: see `aiayn show`) but this machine has {have / 2**30:,.1f} GiB; "
+        "use smaller dims, or lower train.max_tokens_per_batch\n",
+        "train", DEMO, *huge, "--runs", tmp_path / "runs",
+    )  # fmt: skip
+    assert not (tmp_path / "runs").exists()
+
+
+# ---- paths of the wrong kind --------------------------------------------------------------------
+
+
+def test_paths_of_the_wrong_kind(run, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x\n")
+    how = "set data.dir (or $AIAYN_DATA, which the shipped experiments read) to the folder of the corpus"
+    fails(f"aiayn train: error: data.dir {a_file} is a file, not a folder; {how}\n", "train", DEMO, "data.type=files", f"data.dir={a_file}")
+    fails(f"aiayn train: error: data.dir {tmp_path / 'none'} does not exist; {how}\n", "train", DEMO, "data.type=files", f"data.dir={tmp_path / 'none'}")
+    fails(f"aiayn train: error: --runs {a_file}: {a_file} is a file; give a folder for the run directories\n", "train", DEMO, "--runs", a_file)
+    for verb, flag in (("translate", "--output"), ("evaluate", "--hyps")):
+        fails(f"aiayn {verb}: error: {flag} {tmp_path} is a folder; give the name of a file to write\n", verb, run, flag, tmp_path, untouched=run)
+    fails(f"aiayn average: error: --output {tmp_path} is a folder; give the name of a file to write\n", "average", run / "checkpoints" / "last.ckpt", "-o", tmp_path, untouched=run)
+    fails(f"aiayn average: error: --output {a_file / 'x.ckpt'}: {a_file} is a file, so nothing can be written under it\n", "average", run / "checkpoints" / "last.ckpt", "-o", a_file / "x.ckpt")
+
+
+def test_average_never_overwrites_its_inputs_or_the_resume_point(run):
+    steps = sorted((run / "checkpoints").glob("step*.ckpt"))
+    fails(f"aiayn average: error: --output {steps[0]} is one of the checkpoints to average; write the average to a new file\n",
+          "average", *steps, "-o", steps[0], untouched=run)  # fmt: skip
+    last = run / "checkpoints" / "last.ckpt"
+    fails(f"aiayn average: error: --output {last} is the checkpoint its run resumes from; write the average to a new file\n",
+          "average", *steps, "-o", last, untouched=run)  # fmt: skip
+
+
+# ---- resuming another model, or a damaged checkpoint --------------------------------------------
+
+
+def test_resume_into_another_model_is_refused_and_changes_nothing(run):
+    runs = run.parent.parent
+    message = (
+        f"aiayn train: error: {run} trained another model (model.encoder.layer[1].d_ff: 64 -> 128; "
+        "model.decoder.layer[2].d_ff: 64 -> 128); its checkpoints cannot continue as this one: train a new run "
+        "(without --resume / --run-dir), or drop the changed settings\n"
+    )
+    fails(message, "train", DEMO, *TINY, "dims.d_ff=128", "trainer.max_steps=4", "--runs", runs, "--resume", untouched=run)
+    fails(message, "train", DEMO, *TINY, "dims.d_ff=128", "trainer.max_steps=4", "--run-dir", run, untouched=run)
+
+
+def test_resume_from_a_damaged_checkpoint_is_refused(run):
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])
+    fails(
+        f"aiayn train: error: {last} is not an aiayn checkpoint: torch.load cannot read it; give a .ckpt written by `aiayn train` or `aiayn average`\n",
+        "train", DEMO, *TINY, "trainer.max_steps=4", "--runs", run.parent.parent, "--resume", untouched=run,
+    )  # fmt: skip
+
+
+# ---- failed trains leave nothing to mistake for a run -------------------------------------------
+
+
+def test_a_failed_train_leaves_no_run_and_the_latest_run_is_the_last_with_a_checkpoint(run, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, (en, de) in {"train": ("a b\nc d\n", "x y\n"), "valid": ("a\n", "x\n"), "test": ("a\n", "x\n")}.items():
+        (data / f"{split}.en").write_text(en)
+        (data / f"{split}.de").write_text(de)
+    runs = run.parent.parent
+    code, _, err = cli("train", DEMO, *TINY, "data.type=files", f"data.dir={data}", "--runs", runs)
+    assert code == 2 and "is misaligned" in err
+    assert sorted(p.name for p in run.parent.iterdir()) == ["version_0"]
+    (run.parent / "version_7" / "checkpoints").mkdir(parents=True)  # an empty, newer run
+    code, out, err = cli("evaluate", run.parent, "--json")
+    assert code == 0, err
+    assert json.loads(out)["checkpoint"] == str(run / "checkpoints" / "last.ckpt")
+
+
+# ---- results files ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"ppl": "low"}, "ppl: input should be a valid number, unable to parse string as a number, got 'low'"),
+        ({"paper": None}, "paper: input should be a valid dictionary or instance of PaperColumnsSpec, got None"),
+    ],
+)  # fmt: skip
+def test_results_files_are_checked(run, change, why):
+    path = run / "results.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    fails(f"aiayn results: error: {path}: not a results.json of `aiayn train`: {why}; delete it, or re-run that run\n", "results", run.parent.parent)
+
+
+# ---- decoding limits ----------------------------------------------------------------------------
+
+
+def test_decoding_limits(run, tmp_path):
+    fails("aiayn translate: error: --alpha (inf): input should be a finite number\n", "translate", run, "--alpha", "inf", untouched=run)
+    long = tmp_path / "long.en"
+    long.write_text("one\n" + "seven " * 2000 + "\n")
+    code, _, err = cli("translate", run, "--input", long)
+    assert code == 2 and err.startswith("aiayn translate: error: input line 2 has ")
+    assert err.endswith(" tokens, more than decode.max_input_len (1024); split that line, or raise the limit (--max-input-len)\n")
+
+
+# ---- messages that used to mislead --------------------------------------------------------------
+
+
+def test_messages_name_the_real_cause(run, write, tmp_path):
+    child = write("c.yaml", "extends: demo.yml\nname: c\n")
+    (tmp_path / "demo.yaml").write_text(f"extends: {DEMO}\nname: p\n")
+    fails(f"aiayn validate: error: {child}: extends: {tmp_path / 'demo.yml'} does not exist; did you mean {tmp_path / 'demo.yaml'}?\n", "validate", child)
+    open_brace = write("o.yaml", f"extends: {DEMO}\nname: o\ndescription: '${{dims.d_model'\n")
+    code, _, err = cli("validate", open_brace)
+    assert code == 2 and err.startswith(f"aiayn validate: error: {open_brace}: description: ")
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    for split in ("train", "valid", "test"):
+        (blank / f"{split}.en").write_text("a\n\n")
+        (blank / f"{split}.de").write_text("\n\n")
+    code, _, err = cli("train", DEMO, *TINY, "data.type=files", f"data.dir={blank}", "--runs", tmp_path / "runs")
+    assert (code, err) == (2, f"aiayn train: error: {blank / 'train.de'}: all 2 lines are blank; it holds no sentences\n")
+    (run / "checkpoints" / "last.ckpt").unlink()
+    fails(f"aiayn translate: error: {run} has no checkpoint to load ({run / 'checkpoints' / 'last.ckpt'} does not exist); has it trained yet?\n", "translate", run)
+    code, _, err = cli("translate", run, "--beam")
+    assert code == 2 and err.startswith("usage: aiayn translate ") and err.endswith("aiayn translate: error: argument --beam: expected one argument\n")
+
+
+def test_weights_that_do_not_fit_their_experiment_are_summed_up_in_one_line(run, tmp_path):
+    import torch
+
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    for layer in ckpt["hyper_parameters"]["experiment"]["model"]["encoder"]["layer"]:
+        layer.update({"d_ff": 48} if layer["type"] == "feed_forward" else {})
+    copy = shutil.copytree(run, tmp_path / "run")
+    bad = copy / "checkpoints" / "bad.ckpt"
+    torch.save(ckpt, bad)
+    fails(
+        f"aiayn translate: error: {bad}: the weights do not fit the model its experiment describes: shape "
+        "encoder.layers.0.sublayers.1.sublayer.w_1.weight (64, 32) for (48, 32), "
+        "encoder.layers.0.sublayers.1.sublayer.w_1.bias (64,) for (48,), "
+        "encoder.layers.0.sublayers.1.sublayer.w_2.weight (32, 64) for (32, 48)\n",
+        "translate", bad,
+    )  # fmt: skip
