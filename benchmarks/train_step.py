@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from common import BOS, EOS, PAD, aiayn_model, experiment
+from common import BOS, EOS, PAD, aiayn_model
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
