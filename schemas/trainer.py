@@ -25,7 +25,8 @@ class TrainerSpec(Spec):
     num_sanity_val_steps: int = Field(default=0, ge=-1)
     limit_val_batches: int | float | None = None  # batches (>= 1), or a fraction of them (0, 1]
     deterministic: bool = False
-    enable_progress_bar: bool = True
+    enable_progress_bar: bool = True  # a status line on a terminal, a line per tenth of the run elsewhere
+    enable_model_summary: bool = False  # Lightning's module table; `aiayn show` prints the model's own
 
     @model_validator(mode="before")
     @classmethod

@@ -41,10 +41,15 @@ def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, 
 def train(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
     from builder.train.fit import fit  # Lightning is imported only once the config is valid
+    from builder.train.progress import quiet_lightning
 
     run, resume = choose_run(spec, args)
     start = time.time()
-    results = fit(spec, run, experiment_path=Path(args.experiment), resume=resume)
+    with quiet_lightning():
+        results = fit(spec, run, experiment_path=Path(args.experiment), resume=resume)
     if results is not None:
-        print(f"finished in {time.time() - start:.0f} s: BLEU {results['bleu']:.2f}, PPL {results['ppl']:.2f}; {run.path}")
+        print(
+            f"finished in {time.time() - start:.0f} s: BLEU {results['bleu']:.2f}, PPL {results['ppl']:.2f} "
+            f"on {results['split']} ({results['n_sentences']} sentences); {run.path}"
+        )
     return 0

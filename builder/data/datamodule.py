@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from lightning.pytorch import LightningDataModule
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader
 
 from builder.data.cache import encode_cached
@@ -35,6 +35,8 @@ from builder.errors import UserError
 from builder.run.rundir import RunDir
 
 SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
+
+say = rank_zero_only(print)  # what the user should know about their data, once per job
 
 
 class TranslationDataModule(LightningDataModule):
@@ -118,19 +120,19 @@ class TranslationDataModule(LightningDataModule):
     def _make_tokenizers(self, src_file: Path, tgt_file: Path) -> None:
         if self.tokenizer_path is not None:
             Tokenizer.load(self.tokenizer_path).save(src_file)
-            rank_zero_info(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
+            say(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
             return
         src, tgt = read_parallel(*self.paths["train"])
         size, freq = self.vocab_size_requested, self.min_frequency
         if self.shared_vocab:
             tokenizer = train_tokenizer(src + tgt, size, min_frequency=freq)
             tokenizer.save(src_file)
-            rank_zero_info(f"tokenizer: shared BPE of {tokenizer.vocab_size} (asked {size}) -> {src_file}")
+            say(f"tokenizer: shared BPE of {tokenizer.vocab_size} (asked {size}) -> {src_file}")
             return
         for texts, file in ((src, src_file), (tgt, tgt_file)):
             tokenizer = train_tokenizer(texts, size, min_frequency=freq)
             tokenizer.save(file)
-            rank_zero_info(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
+            say(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
 
     def _encode(self, split: str) -> tuple[RaggedIds, RaggedIds]:
         src_tok, tgt_tok = self.prepare_tokenizers()
@@ -150,7 +152,7 @@ class TranslationDataModule(LightningDataModule):
             return TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0))
         kept, counts = filter_by_length(src, tgt, max_len=self.max_len, min_len=self.min_len)
         self.filter_counts = counts
-        rank_zero_info(
+        say(
             f"train pairs: kept {counts['kept']} of {len(src)}; removed {counts['too_long']} with a side "
             f"longer than max_len={self.max_len} tokens, {counts['too_short']} shorter than min_len={self.min_len}"
         )

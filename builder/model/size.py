@@ -40,8 +40,8 @@ def _on_meta() -> Iterator[None]:
     try:
         with torch.device("meta"):
             yield
-    except (RuntimeError, OverflowError) as e:  # a weight with more elements than int64 holds
-        raise UserError(f"model: the sizes are too large to build any weight of ({e}); use smaller dims") from None
+    except (RuntimeError, OverflowError, TypeError):  # a size beyond int64 (TypeError from torch)
+        raise UserError("model: some weight would have more elements than PyTorch can count (2^63); use smaller dims") from None
 
 
 def _embedding_rows(spec: ModelSpec) -> list[Row]:

@@ -11,6 +11,7 @@ from builder.data.spec import split_texts
 from builder.data.tokenizer import Tokenizer
 from builder.decode.metrics import score
 from builder.decode.translate import evaluating, padded, translate_ids, translate_texts
+from builder.train.board import BLEU, Board, bleu_tag
 
 
 class ValidationTranslations(L.Callback):
@@ -20,6 +21,29 @@ class ValidationTranslations(L.Callback):
     def __init__(self) -> None:
         self.validations = 0
         self.last: dict[str, Any] = {}
+        self.sources: list[str] = []
+        self.refs: list[str] = []
+        self.n_split = 0
+
+    @property
+    def bleu_tag(self) -> str:
+        return bleu_tag(len(self.sources), self.n_split)
+
+    @property
+    def label(self) -> str:
+        """valid, 300 sentences / valid, first 100 of 300 sentences"""
+        n = len(self.sources)
+        return f"valid, {n} sentences" if n >= self.n_split else f"valid, first {n} of {self.n_split} sentences"
+
+    def on_fit_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        sources, refs, _ = split_texts(task.spec, "valid")
+        self.n_split = len(sources)
+        first = task.spec.train.validation.bleu_max_sentences
+        self.sources, self.refs = sources[:first], refs[:first]
+        if isinstance(trainer.logger, Board):
+            trainer.logger.start_session(task.spec, self.n_split)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
@@ -29,20 +53,18 @@ class ValidationTranslations(L.Callback):
         self.validations += 1
         if not settings.bleu:
             return
-        sources, refs, _ = split_texts(spec, "valid")
-        sources, refs = sources[: settings.bleu_max_sentences], refs[: settings.bleu_max_sentences]
+        sources, refs = self.sources, self.refs
         hyps = translate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, spec.decode)
         self.last = score(hyps, refs)
-        task.log("val/bleu", self.last["bleu"], rank_zero_only=True)
-        task.log("val/chrf", self.last["chrf"], rank_zero_only=True)
-        task.log("hp/bleu", self.last["bleu"], rank_zero_only=True)
+        task.log(self.bleu_tag, self.last["bleu"], rank_zero_only=True)
+        task.log("valid/chrF" + self.bleu_tag.removeprefix(BLEU), self.last["chrf"], rank_zero_only=True)
         experiment = getattr(trainer.logger, "experiment", None)
         if experiment is None:
             return
         if settings.num_samples:
             rows = [f"| {s} | {r} | {h} |" for s, r, h in list(zip(sources, refs, hyps))[: settings.num_samples]]
             table = "| source | reference | translation |\n|---|---|---|\n" + "\n".join(rows)
-            experiment.add_text("val/samples", table, trainer.global_step)
+            experiment.add_text("valid/samples", table, trainer.global_step)
         every = settings.attention_maps_every
         if every and (self.validations - 1) % every == 0:
             probe = settings.probe_sentence or sources[0]
@@ -55,7 +77,7 @@ def attention_figures(
 ) -> dict[str, Figure]:
     """One figure per attention sub-layer (a panel per head) for the model's own translation of
     `sentence`, teacher-forced to read out the weights. Tags name the stack, the layer and the
-    kind: attention/decoder.layer0.cross."""
+    kind: valid/attention/decoder.layer0.cross."""
     src_ids = src_tokenizer.encode(sentence)
     [hyp] = translate_ids(model, [src_ids], decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id)
     tgt_in = [tgt_tokenizer.bos_id, *hyp]
@@ -66,7 +88,7 @@ def attention_figures(
     for (stack, i, kind), w in weights.items():
         queries = src_tokens if stack == "encoder" else tgt_tokens
         keys = src_tokens if stack == "encoder" or kind == "cross" else tgt_tokens
-        figures[f"attention/{stack}.layer{i}.{kind}"] = _heads_figure(w[0].float().cpu(), queries, keys)
+        figures[f"valid/attention/{stack}.layer{i}.{kind}"] = _heads_figure(w[0].float().cpu(), queries, keys)
     return figures
 
 

@@ -22,6 +22,7 @@ from builder.errors import UserError
 from builder.model.summary import identity
 from builder.run.config import load_experiment, parent_of
 from builder.run.rundir import RUN_DIR_ENV, RunDir, diff
+from builder.train.board import BLEU, PPL, Board
 from builder.train.checks import check_memory, check_resumable
 from builder.train.task import TranslationTask
 from builder.train.trainer import batching, build_trainer, step_checkpoint_name
@@ -81,8 +82,12 @@ def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: Trans
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=wall, tokens=task.tokens_seen * trainer.world_size)
     run.write_results(results)
     run.write_status("finished", step=trainer.global_step)
-    if trainer.logger is not None:
-        trainer.logger.log_metrics({"hp/bleu": results["bleu"], "hp/ppl": results["ppl"]}, step=trainer.global_step)
+    if isinstance(trainer.logger, Board):
+        final = {BLEU: results["bleu"], PPL: results["ppl"]}
+        if task.validated_at == trainer.global_step:  # that validation logged these already
+            final = {k: v for k, v in final.items() if k not in trainer.logged_metrics}
+        trainer.logger.log_final(final, step=trainer.global_step)
+        trainer.logger.end_session("success")
         trainer.logger.finalize("success")
     return results
 

@@ -8,8 +8,7 @@ import torch
 
 from builder.model.build import PAD_ID, build_model
 from builder.model.loss import smoothed_nll_chunked
-from builder.model.size import count_params
-from builder.model.summary import paper_columns
+from builder.train.board import PPL
 from builder.train.schedule import noam_lr
 from schemas.experiment import ExperimentSpec
 
@@ -32,12 +31,7 @@ class TranslationTask(L.LightningModule):
         self.tokens_seen = 0  # source + target, this process, this session
         self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last logged step
         self._val_sums: list[torch.Tensor] = []
-
-    def on_fit_start(self) -> None:
-        if self.logger is not None:
-            columns = dict(paper_columns(self.spec))
-            columns.update(name=self.spec.name, params=count_params(self.spec.model), seed=self.spec.train.seed)
-            self.logger.log_hyperparams(columns, {"hp/bleu": 0.0, "hp/ppl": 0.0})
+        self.validated_at: int | None = None  # the global step of the last validation
 
     # ---- training --------------------------------------------------------------------------
 
@@ -48,7 +42,7 @@ class TranslationTask(L.LightningModule):
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
         if self.logging_step():
             now = time.perf_counter()
-            self.log_dict({"train/loss": loss / n, "train/nll": nll / n, "train/ppl": torch.exp(nll / n)})
+            self.log_dict({"loss/train": loss / n, "PPL/train": torch.exp(nll / n)})
             self.log("train/batch_tokens", float(batch.n_src_tokens + batch.n_tgt_tokens))
             if self._tick is not None:
                 self.log("train/tokens_per_s", (self.tokens_seen - self._tick[1]) / max(now - self._tick[0], 1e-9))
@@ -65,7 +59,7 @@ class TranslationTask(L.LightningModule):
             return  # the norm costs a pass over every gradient; only pay for it when logged
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
-        self.log("train/lr", optimizer.param_groups[0]["lr"])
+        self.log("lr", optimizer.param_groups[0]["lr"])
 
     def configure_optimizers(self) -> Any:
         adam, schedule = self.spec.train.optimizer, self.spec.train.lr_schedule
@@ -95,9 +89,9 @@ class TranslationTask(L.LightningModule):
         loss, nll, count = sums.reshape(-1, 3).sum(0)
         self._val_sums.clear()
         n = count.clamp(min=1)
-        self.log("val/loss", loss / n, rank_zero_only=True)
-        self.log("val/ppl", torch.exp(nll / n), prog_bar=True, rank_zero_only=True)
-        self.log("hp/ppl", torch.exp(nll / n), rank_zero_only=True)
+        self.log("loss/valid", loss / n, rank_zero_only=True)
+        self.log(PPL, torch.exp(nll / n), rank_zero_only=True)
+        self.validated_at = self.global_step
 
     # ---- exact resume: the RNG streams (dropout) continue where they stopped -----------------
 

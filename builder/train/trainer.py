@@ -15,13 +15,14 @@ import lightning as L
 import torch
 from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator, MPSAccelerator
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from builder.errors import UserError
 from builder.run.atomic import atomic_write
 from builder.run.rundir import RunDir
+from builder.train.board import Board
 from builder.train.callbacks import ValidationTranslations
+from builder.train.progress import ConsoleProgress
 from schemas.experiment import ExperimentSpec
 from schemas.trainer import TrainerSpec
 
@@ -88,7 +89,7 @@ def batching(spec: ExperimentSpec, world_size: int) -> tuple[int, int]:
 def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callback] = ()) -> L.Trainer:
     t, ckpt = spec.trainer, spec.train.checkpoint
     _, accumulate = batching(spec, world_size(spec))
-    logger = TensorBoardLogger(
+    logger = Board(
         save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
     )
     checkpoints = ModelCheckpoint(
@@ -110,7 +111,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         max_epochs=-1,
         check_val_every_n_epoch=None,
         logger=logger,
-        callbacks=[checkpoints, ValidationTranslations(), *callbacks],
+        callbacks=[checkpoints, ValidationTranslations(), *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks],
         plugins=[AtomicCheckpointIO()],
         default_root_dir=str(run.path),
         use_distributed_sampler=False,  # our token-batch sampler splits batches across ranks itself

@@ -123,6 +123,10 @@ def test_absurd_sizes_are_instant_to_show_and_refused_to_train(tmp_path):
         "train", DEMO, *huge, "--runs", tmp_path / "runs",
     )  # fmt: skip
     assert not (tmp_path / "runs").exists()
+    fails(
+        "aiayn validate: error: model: some weight would have more elements than PyTorch can count (2^63); use smaller dims\n",
+        "validate", DEMO, "dims.h=999999999999999999999",
+    )  # fmt: skip
 
 
 # ---- paths of the wrong kind --------------------------------------------------------------------

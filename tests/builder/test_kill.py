@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.conftest import EXPERIMENTS, ROOT
@@ -58,6 +59,7 @@ def resume_and_finish(tmp_path: Path) -> dict:
     return last
 
 
+@pytest.mark.slow
 def test_killed_while_writing_a_checkpoint(tmp_path):
     script = tmp_path / "killed.py"
     script.write_text(KILLED_IN_A_SAVE)
@@ -70,6 +72,7 @@ def test_killed_while_writing_a_checkpoint(tmp_path):
     assert not list((tmp_path / "runs" / "demo" / "version_0" / "checkpoints").glob(".*.tmp"))  # cleaned on resume
 
 
+@pytest.mark.slow
 def test_killed_at_a_random_moment(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "builder.cli", *command(tmp_path)], env=environment(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from builder.cli import main
 from builder.sweep.plan import expand, load_sweep
@@ -37,6 +37,7 @@ def sweep(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow
 def test_demo_sweep_runs_then_skips_and_leaves_hparams_for_tensorboard(tmp_path, monkeypatch):
     # one test, so that `pytest -n 2` does not run the six trials once per worker; on copies of
     # the shipped files, so that an edit of demo.yaml while the test runs changes nothing
@@ -101,16 +102,20 @@ def check_tensorboard_holds_every_trials_hparams_and_final_metrics(sweep_dir):
         start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
         hparams = {k: v.string_value or v.number_value for k, v in start.hparams.items()}
         h = int(name.split("-")[1][1:])
-        assert hparams == {
-            "N": 2, "d_model": 128, "d_ff": 512, "h": h, "d_k": 128 // h, "d_v": 128 // h, "P_drop": pytest.approx(0.1),
-            "eps_ls": pytest.approx(0.1), "positional": "sinusoidal", "train_steps": 4, "name": name,
-            "params": results["params"], "seed": int(name[-1]),
-        }  # fmt: skip
+        columns = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "train_steps", "params", "name", "seed"]
+        values = ["2", "128", "512", str(h), str(128 // h), str(128 // h), pytest.approx(0.1), pytest.approx(0.1),
+                  "sinusoidal", "4", str(results["params"]), name, name[-1]]  # integers as text: TensorBoard shows 512.00
+        names = [f"{i:02d} {column}" for i, column in enumerate(columns)]  # TensorBoard sorts by name: Table 3's order
+        assert hparams == dict(zip(names, values))
         experiment = plugin_data_pb2.HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/experiment"])
-        assert [m.name.tag for m in experiment.experiment.metric_infos] == ["hp/bleu", "hp/ppl"]
-        assert events.Scalars("hp/bleu")[-1].value == pytest.approx(results["bleu"], abs=1e-4)
-        assert events.Scalars("hp/ppl")[-1].value == pytest.approx(results["ppl"], rel=1e-4)
-        assert events.Scalars("hp/ppl")[-1].step == 4
+        assert [(i.name, i.display_name) for i in experiment.experiment.hparam_infos] == list(zip(names, columns))
+        assert [m.name.tag for m in experiment.experiment.metric_infos] == ["PPL/valid", "BLEU/valid"]
+        assert [m.display_name for m in experiment.experiment.metric_infos] == ["PPL (valid, 20 sentences)", "BLEU (valid, 20 sentences)"]
+        assert events.Scalars("BLEU/valid")[-1].value == pytest.approx(results["bleu"], abs=1e-4)
+        assert events.Scalars("PPL/valid")[-1].value == pytest.approx(results["ppl"], rel=1e-4)
+        assert events.Scalars("BLEU/valid")[-1].step == 4
+        end = plugin_data_pb2.HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/session_end_info"])
+        assert end.session_end_info.status == api_pb2.STATUS_SUCCESS
 
 
 def test_submitit_runs_trials_and_a_broken_one_is_reported(tmp_path, write, monkeypatch):

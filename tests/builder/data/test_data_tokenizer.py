@@ -1,8 +1,6 @@
 """builder.data.tokenizer: BPE training, exact round trips, special ids, save/load."""
 
-import os
 import unicodedata
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +13,9 @@ from builder.data.tokenizer import (
 )
 from builder.errors import UserError
 from builder.run.rundir import RunDir
+from tests.conftest import SHARED_DATA
 
-# as experiments/*.yaml find it: $AIAYN_DATA, else ../shared/data beside the repository
-REPO = Path(__file__).resolve().parents[3]
-MULTI30K = Path(os.environ.get("AIAYN_DATA", REPO.parent / "shared" / "data")) / "multi30k"
+MULTI30K = SHARED_DATA / "multi30k"
 
 
 @pytest.fixture(scope="module")

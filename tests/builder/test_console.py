@@ -1,0 +1,45 @@
+"""What `aiayn train` prints: a few plain lines when the output is not a terminal, each
+validation on one line with its numbers, and none of Lightning's banners, tips or warnings."""
+
+import io
+import re
+
+import pytest
+
+from builder.cli import main
+from builder.train.progress import ConsoleProgress, clock
+from tests.builder.test_training import DEMO, tiny
+
+
+def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, "trainer.max_steps=10", "trainer.val_check_interval=5", "trainer.log_every_n_steps=2",
+                "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=5")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # no banner, tip, or deprecation warning
+    lines = out.splitlines()
+    assert lines[0] == "tokenizer: shared BPE of 300 (asked 300) -> runs/demo/version_0/tokenizer.json"
+    assert lines[1].startswith("train pairs: kept 400 of 400;")
+    assert lines[2] == "training demo: 10 steps on cpu"
+    status = r"step (\d+)/10  loss \d+\.\d{3}  lr \d\.\d\de-\d\d(  \d+\.\dk tok/s)?  ETA \d+s"
+    valid = r"step (\d+)/10  valid  loss \d+\.\d{3}  PPL \d+\.\d\d  BLEU \d+\.\d\d \(valid, first 5 of 12 sentences\)  \d+\.\dk tok/s  ETA \d+s"
+    kinds = ["status" if re.fullmatch(status, x) else "valid" if re.fullmatch(valid, x) else x for x in lines[3:-1]]
+    assert kinds == ["status", "status", "valid", "status", "status", "status", "valid"]
+    steps = [int(re.match(r"step (\d+)", x).group(1)) for x in lines[3:-1]]
+    assert steps == [2, 4, 5, 6, 8, 10, 10]
+    assert re.fullmatch(r"finished in \d+ s: BLEU \d+\.\d\d, PPL \d+\.\d\d on valid \(12 sentences\); runs/demo/version_0", lines[-1])
+
+
+def test_on_a_terminal_the_status_line_is_rewritten_in_place():
+    stream = io.StringIO()
+    progress = ConsoleProgress(stream, interactive=True)
+    progress._status("step 1/10")
+    progress._status("step 2/10")
+    progress._line("step 2/10  valid")
+    assert stream.getvalue() == "\rstep 1/10\x1b[K\rstep 2/10\x1b[K\r\x1b[Kstep 2/10  valid\n"
+
+
+@pytest.mark.parametrize("seconds, text", [(0.4, "0s"), (59.6, "1m00s"), (245, "4m05s"), (3725, "1h02m")])
+def test_clock(seconds, text):
+    assert clock(seconds) == text

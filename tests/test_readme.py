@@ -1,0 +1,119 @@
+"""The README, run as written (the slow tier): every command of its ```bash blocks, in order, in
+a fresh folder, then the demo it trained is checked for quality (BLEU >= 90, real German).
+
+Commands that CI runs itself (the install, the test tiers) are checked against `.ci/run`;
+`tensorboard --logdir X` is checked by reading X's events with TensorBoard's reader; blocks that
+start with "# on a GPU" cannot run here, so their experiments and overrides are validated.
+"""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+README = ROOT / "README.md"
+
+
+def readme_commands(text: str) -> list[tuple[str, bool]]:
+    """(command, runs here) for every command of the README's bash blocks, in order; a line
+    ending in a backslash continues on the next; comments are dropped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        here = not block.startswith("# on a GPU")
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" # ")[0].strip() if not line.startswith("#") else ""
+            if line:
+                commands.append((" ".join(line.split()), here))
+    return commands
+
+
+def as_validation(command: str) -> list[str]:
+    """`[srun|torchrun ... -m builder.cli] aiayn train EXP k=v ... [--run-dir D]` -> the
+    `aiayn validate EXP k=v ...` that checks what it would train."""
+    words = shlex.split(command)
+    words = words[words.index("train") + 1 :]
+    kept, skip = [], False
+    for word in words:
+        if skip or word == "--resume":
+            skip = False
+            continue
+        if word in ("--run-dir", "--runs"):
+            skip = True
+            continue
+        kept.append(word)
+    return ["aiayn", "validate", *kept]
+
+
+def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
+    text = README.read_text()
+    commands = readme_commands(text)
+    ci = (ROOT / ".ci" / "run").read_text()
+    for folder in ("experiments", "benchmarks"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    env = {**os.environ, "AIAYN_CACHE": str(tmp_path / "cache"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    outputs = {}
+    for command, here in commands:
+        if not here:
+            check(subprocess.run(as_validation(command), cwd=tmp_path, env=env, capture_output=True, text=True), command)
+            continue
+        if command.startswith("tensorboard --logdir "):
+            runs = {p.parent for p in (tmp_path / command.split()[-1]).rglob("events.out.tfevents*")}
+            assert runs and all("BLEU/valid" in EventAccumulator(str(r)).Reload().Tags()["scalars"] for r in runs), command
+            continue
+        parts = [p.strip() for p in command.split("&&")]
+        for part in [p for p in parts if p.startswith("pip install") or p.startswith("python -m pytest")]:
+            assert part.replace("pip install", "pip install --quiet") in ci or part in ci, f"CI does not run: {part}"
+        rest = " && ".join(p for p in parts if not (p.startswith("pip install") or p.startswith("python -m pytest")))
+        if rest:
+            done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+            outputs[command] = check(done, command)
+    check_console(outputs["pip install torch==2.13.0 && pip install -e \".[test]\" && aiayn train experiments/demo.yaml"], text)
+    check_demo(tmp_path / "runs" / "demo" / "version_0", env)
+
+
+def check(done: subprocess.CompletedProcess, command: str) -> str:
+    assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr, f"{command}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def check_console(out: str, readme: str) -> None:
+    """At most ~15 lines, and the README's sample is the demo's real output, line for line in shape."""
+    lines = out.splitlines()
+    assert len(lines) <= 15, out
+    sample = re.search(r"```text\n(.*?)```", readme, re.S).group(1).splitlines()
+    assert sample[0] in lines, (sample[0], out)
+    shape = lambda line: re.sub(r"\d+(\.\d+)?(e-\d+)?", "#", line)  # noqa: E731
+    assert shape(sample[1]) in {shape(x) for x in lines}, out
+    assert shape(sample[-1]) == shape(lines[-1]), out
+
+
+def check_demo(run: Path, env: dict) -> None:
+    results = json.loads((run / "results.json").read_text())  # the validation split
+    assert results["bleu"] >= 90, results
+    assert results["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+
+    def aiayn(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(["aiayn", *args], input=stdin, env=env, capture_output=True, text=True)
+        return check(done, " ".join(args))
+
+    valid = json.loads(aiayn("evaluate", str(run), "--split", "valid", "--json"))  # one pipeline: results.json's numbers
+    assert (valid["bleu"], valid["ppl"], valid["n_sentences"]) == (results["bleu"], results["ppl"], 300)
+    report = json.loads(aiayn("evaluate", str(run), "--json"))  # the held-out test split
+    assert report["bleu"] >= 90 and report["chrf"] >= 90 and 1.0 < report["ppl"] < 2.0, report
+
+    lines = aiayn("translate", str(run), stdin="she bought three hundred twenty-one books\n\ni know that he sold seven cars\n").splitlines()
+    assert len(lines) == 3 and lines[1] == ""  # input order kept, the empty line stays empty
+    subject, verb, number, noun = lines[0].split()  # 321 is one word: units before tens
+    assert (subject, verb, noun) == ("sie", "kaufte", "Bücher") and number.startswith("dreihundert")
+    assert lines[2].startswith("ich weiß, dass") and lines[2].endswith("verkaufte")  # verb-final clause
