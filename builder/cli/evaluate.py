@@ -6,7 +6,8 @@ without label smoothing; pairs whose source is blank are left out of it (the enc
 nothing to attend to). Without --src/--ref it evaluates a split of the experiment (the test
 split by default): the same numbers results.json holds for the validation split.
 --tok-bleu adds the tokenized, compound-split BLEU that the paper and tensor2tensor reported,
-clearly labelled: it is not comparable to sacreBLEU.
+clearly labelled: it is not comparable to sacreBLEU. --lc-bleu adds the lowercased, Moses-tokenized
+BLEU that the Multi30k literature reports, labelled the same way.
 """
 
 import argparse
@@ -19,7 +20,7 @@ from builder.cli.translate import add_checkpoint_argument, add_decode_arguments,
 from builder.data.corpus import read_parallel
 from builder.data.spec import split_texts
 from builder.decode.checkpoint import load_for_inference
-from builder.decode.metrics import evaluate_texts, tokenized_bleu
+from builder.decode.metrics import evaluate_texts, literature_bleu, tokenized_bleu
 from builder.errors import UserError
 from builder.run.atomic import check_writable, write_text_atomic
 
@@ -34,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--tok-bleu", action="store_true",
         help="also report tokenized BLEU with compound splitting (##AT##-##AT##), as published "
         "numbers were computed; not comparable to sacreBLEU",
+    )
+    p.add_argument(
+        "--lc-bleu", action="store_true",
+        help="also report lowercased BLEU on Moses-tokenized text (sacremoses), as the Multi30k "
+        "literature reports it; not comparable to sacreBLEU",
     )
     p.add_argument("--hyps", type=Path, help="also write the translations to this file")
     add_decode_arguments(p)
@@ -63,6 +69,8 @@ def evaluate(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "data": data, **metrics, "decode": decode.model_dump()}
     if args.tok_bleu:
         result.update(tokenized_bleu(hyps, refs))
+    if args.lc_bleu:
+        result.update(literature_bleu(hyps, refs, loaded.spec.data.tgt_lang))
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 
@@ -82,5 +90,10 @@ def render(r: dict[str, Any]) -> str:
         lines.append(
             f"tok. BLEU   {r['tok_bleu']:6.2f}  tokenized (intl) with compound splitting, as published "
             "numbers; not comparable to sacreBLEU"
+        )
+    if "lc_bleu" in r:
+        lines.append(
+            f"lc. BLEU    {r['lc_bleu']:6.2f}  lowercased, Moses-tokenized, as the Multi30k literature reports; "
+            f"not comparable to sacreBLEU ({r['lc_bleu_signature']})"
         )
     return "\n".join(lines)

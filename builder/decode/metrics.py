@@ -48,6 +48,23 @@ def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
     return {"tok_bleu": round(result.score, 2), "tok_bleu_signature": f"{bleu.get_signature()}|compound-split:##AT##"}
 
 
+def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> dict[str, Any]:
+    """Lowercased BLEU on Moses-tokenized text, as the Multi30k literature reports it (fairseq's
+    BLEU after sacremoses and lowercasing): hypotheses and references are tokenized by
+    sacremoses' MosesTokenizer for `lang` (no escaping), then scored by sacreBLEU with
+    tokenize="none" and lowercase=True. Not comparable to the cased, detokenized sacreBLEU."""
+    from sacremoses import MosesTokenizer
+
+    moses = MosesTokenizer(lang=lang)
+
+    def tokenized(line: str) -> str:
+        return moses.tokenize(line, escape=False, return_str=True)
+
+    bleu = sacrebleu.metrics.BLEU(tokenize="none", lowercase=True)
+    result = bleu.corpus_score([tokenized(h) for h in hyps], [[tokenized(r) for r in refs]])
+    return {"lc_bleu": round(result.score, 2), "lc_bleu_signature": f"{bleu.get_signature()}|pre:sacremoses-{lang}"}
+
+
 def perplexity(model: EncoderDecoder, batches: Iterable[Any]) -> float:
     """exp of the mean per-target-token NLL, no label smoothing, padding excluded."""
     device = next(model.parameters()).device

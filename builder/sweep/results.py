@@ -120,7 +120,7 @@ def _steps(steps: tuple[int, ...]) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    head = ["", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶"]
+    head = ["group", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     previous: object = object()
     for row in rows:

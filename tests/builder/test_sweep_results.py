@@ -57,7 +57,7 @@ def sweep_dir(tmp_path):
 
 
 HEADER = (
-    "|  | variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | steps | runs | PPL | BLEU | params ×10⁶ "
+    "| group | variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | steps | runs | PPL | BLEU | params ×10⁶ "
     "| paper PPL | paper BLEU | paper params ×10⁶ |"
 )
 ROWS = [

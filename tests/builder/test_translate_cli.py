@@ -12,7 +12,7 @@ import torch
 from builder.cli import main
 from builder.data.demo import generate_demo
 from builder.decode.checkpoint import load_for_inference
-from builder.decode.metrics import tokenized_bleu
+from builder.decode.metrics import literature_bleu, tokenized_bleu
 from builder.decode.search import greedy_search
 from builder.decode.translate import padded as source_tensor
 from builder.decode.translate import translate_texts
@@ -203,6 +203,19 @@ def test_tokenized_bleu_splits_compounds():
     ).score
     assert plain == pytest.approx(100.0)
     assert split == pytest.approx(expected, abs=0.005) and expected < 60.0
+
+
+def test_literature_bleu_is_lowercased_bleu_of_moses_tokens():
+    hyp, ref = "Ein Mann, der \"Hallo\" sagt.", "ein mann , der \" hallo \" sagt ."
+    result = literature_bleu([hyp], [ref], "de")
+    assert result == {
+        "lc_bleu": 100.0,  # punctuation split off by Moses and case ignored: the same tokens
+        "lc_bleu_signature": f"nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:{sacrebleu.__version__}|pre:sacremoses-de",
+    }
+    cased = sacrebleu.corpus_bleu([hyp], [[ref]]).score  # the detokenized, cased score differs
+    assert cased < 50.0
+    expected = sacrebleu.corpus_bleu(["ein mann , der sagt ."], [[ref]], tokenize="none").score
+    assert literature_bleu(["Ein Mann, der sagt."], [ref], "de")["lc_bleu"] == pytest.approx(expected, abs=0.005)
 
 
 def test_a_line_too_long_for_learned_positions_is_named(tmp_path, stdin, capsys):
