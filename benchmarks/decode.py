@@ -29,8 +29,12 @@ from torch import nn
 from builder.decode.search import beam_search
 
 
-def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module:
-    from transformers import MarianConfig, MarianMTModel
+def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module | None:
+    try:
+        from transformers import MarianConfig, MarianMTModel
+    except ImportError:
+        print("transformers is not installed (pip install -e '.[bench]'): MarianMTModel left out")
+        return None
 
     config = MarianConfig(
         vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
@@ -99,8 +103,8 @@ def main() -> None:
         return go
 
     decoders = {"aiayn beam_search, KV cache": run_ours(True), "aiayn beam_search, no cache": run_ours(False)}
-    if not args.skip_hf:
-        hf = hf_model(**sizes)
+    hf = None if args.skip_hf else hf_model(**sizes)
+    if hf is not None:
         mask = torch.ones_like(src)
 
         def run_hf() -> torch.Tensor:
