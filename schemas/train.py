@@ -65,3 +65,16 @@ class TrainSpec(Spec):
     checkpoint: CheckpointSpec = CheckpointSpec()
     validation: ValidationSpec = ValidationSpec()
     compile: bool = False  # torch.compile the model's training forward (pays on GPUs, not on CPUs)
+    # Sec. 6.1: evaluate (results.json) the mean of the last K checkpoints, kept as checkpoints/averaged.ckpt
+    average_last: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _average_what_is_kept(self) -> "TrainSpec":
+        k, kept = self.average_last, self.checkpoint.keep_last
+        if k is not None and k > kept + 1:  # + last.ckpt, when the final step has no step checkpoint
+            raise FieldError(
+                "average_last",
+                f"averages the last {k} checkpoints but train.checkpoint.keep_last keeps {kept}; "
+                f"set train.checkpoint.keep_last to at least {k}",
+            )
+        return self

@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from builder.data.spec import check_data_files, make_datamodule, split_texts
 from builder.data.tokenizer import check_vocabulary
+from builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint
 from builder.decode.metrics import evaluate_texts
 from builder.errors import UserError
 from builder.model.summary import identity
@@ -76,10 +77,13 @@ def fit(
 
 def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, wall: float) -> dict[str, Any]:
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
+    averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
     task.model.to(trainer.strategy.root_device)
     sources, refs, _ = split_texts(spec, "valid")
     metrics, _ = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=wall, tokens=task.tokens_seen * trainer.world_size)
+    if averaged is not None:
+        results["averaged_checkpoints"] = averaged
     run.write_results(results)
     run.write_status("finished", step=trainer.global_step)
     if isinstance(trainer.logger, Board):
@@ -90,6 +94,20 @@ def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: Trans
         trainer.logger.end_session("success")
         trainer.logger.finalize("success")
     return results
+
+
+def average_final(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask) -> list[str]:
+    """Sec. 6.1: the final weights become the mean of the last train.average_last checkpoints
+    (the newest step checkpoints, and last.ckpt when the final step has none), kept as
+    checkpoints/averaged.ckpt. Returns the names of the checkpoints averaged."""
+    paths = run.step_checkpoints()
+    if run.last_checkpoint.exists() and (not paths or paths[-1].name != step_checkpoint_name(trainer.global_step)):
+        paths.append(run.last_checkpoint)
+    paths = paths[-spec.train.average_last :]
+    averaged = average_checkpoints(paths)
+    save_checkpoint(averaged, run.averaged_checkpoint)
+    task.model.load_state_dict(model_weights(averaged))
+    return [path.name for path in paths]
 
 
 def finished(spec: ExperimentSpec, steps: int, *, interrupted: bool) -> bool:

@@ -134,3 +134,31 @@ def test_ddp_two_cpu_processes(tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs" / "demo").iterdir()) == ["version_0"]
     assert (run_dir / "results.json").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert not (tmp_path / "lightning_logs").exists()
+
+
+def test_average_last_evaluates_and_keeps_the_mean_of_the_last_checkpoints(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, "trainer.max_steps=12", "trainer.val_check_interval=null",
+                "train.checkpoint.every_n_train_steps=4", "train.average_last=2")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    run = tmp_path / "runs" / "demo" / "version_0"
+    results = json.loads((run / "results.json").read_text())
+    assert results["averaged_checkpoints"] == ["step00000008.ckpt", "step00000012.ckpt"]
+    a, b = (checkpoint_params(run / "checkpoints" / name) for name in results["averaged_checkpoints"])
+    averaged = checkpoint_params(run / "checkpoints" / "averaged.ckpt")
+    assert averaged.keys() == a.keys()
+    for k in a:
+        torch.testing.assert_close(averaged[k], (a[k] + b[k]) / 2)
+    capsys.readouterr()
+    assert main(["evaluate", str(run / "checkpoints" / "averaged.ckpt"), "--split", "valid", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["bleu"], report["ppl"]) == (results["bleu"], results["ppl"])  # results.json is the average's
+
+
+def test_average_last_needs_the_checkpoints_kept(capsys):
+    assert main(["validate", DEMO, "train.average_last=5"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn validate: error: {DEMO} is not a valid experiment (1 error):\n"
+        "  train.average_last: averages the last 5 checkpoints but train.checkpoint.keep_last keeps 3; "
+        "set train.checkpoint.keep_last to at least 5 (set on the command line: train.average_last=5)\n"
+    )
