@@ -74,12 +74,25 @@ class VariantSpec(Spec):
 
 class LocalLauncherSpec(Spec):
     """Trials as subprocesses of `aiayn sweep`, `parallel` at a time. gpus_per_trial k: each trial
-    gets its own k GPUs (CUDA_VISIBLE_DEVICES) and trainer.devices=k; 0: CPU only; None: the
-    experiment's trainer settings, unchanged."""
+    gets k GPUs (CUDA_VISIBLE_DEVICES) and trainer.devices=k, shared with at most trials_per_gpu - 1
+    other trials; 0: CPU only; None: the experiment's trainer settings, unchanged."""
 
     type: Literal["local"] = "local"
     parallel: PositiveInt = 1
     gpus_per_trial: int | None = Field(default=None, ge=0)
+    # small trials (a Multi30k model uses ~1% of an H100) share a GPU: each slot of
+    # gpus_per_trial GPUs takes up to this many trials at once
+    trials_per_gpu: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _packing_needs_gpus(self) -> "LocalLauncherSpec":
+        if self.trials_per_gpu > 1 and not self.gpus_per_trial:
+            raise FieldError(
+                "trials_per_gpu",
+                f"packs trials onto GPUs, but gpus_per_trial is {self.gpus_per_trial}; "
+                "set gpus_per_trial to 1 (or more), or parallel for CPU trials",
+            )
+        return self
 
 
 class SlurmLauncherSpec(Spec):

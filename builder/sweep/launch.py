@@ -117,14 +117,15 @@ def check(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> None:
 
 
 def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done, *, gpus: Sequence[str] | None = None) -> None:
-    """`launcher.parallel` jobs at a time; with gpus_per_trial k, each job holds k GPUs of its
-    own (a slot of the pool) while it runs."""
+    """`launcher.parallel` jobs at a time; with gpus_per_trial k, each job holds k GPUs (a slot of
+    the pool, shared by at most launcher.trials_per_gpu jobs) while it runs."""
     k = launcher.gpus_per_trial
     slots: queue.Queue[tuple[str, ...]] = queue.Queue()
     workers = launcher.parallel
     if k:
         for slot in gpu_slots(k, visible_gpus() if gpus is None else gpus):
-            slots.put(slot)
+            for _ in range(launcher.trials_per_gpu):  # a slot taken by up to trials_per_gpu trials
+                slots.put(slot)
         workers = min(workers, slots.qsize())
 
     # as torchrun does: trials running at once share the cores instead of oversubscribing them

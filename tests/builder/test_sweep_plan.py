@@ -259,6 +259,36 @@ def test_gpu_slots_are_never_shared(tmp_path):
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:]))
 
 
+def test_trials_per_gpu_packs_small_trials_onto_each_gpu(tmp_path):
+    # each waits until all four have started: only a pool that runs them at once succeeds
+    code = (
+        "import os, pathlib, sys, time; d = pathlib.Path(sys.argv[1]); (d / sys.argv[2]).touch()\n"
+        "end = time.time() + 60\n"
+        "while len(list(d.glob('t*'))) < 4 and time.time() < end: time.sleep(0.05)\n"
+        "print(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+        "sys.exit(0 if len(list(d.glob('t*'))) == 4 else 1)"
+    )
+    (tmp_path / "flags").mkdir()
+    jobs = [Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path)) for i in range(4)]
+    done = []
+    launcher = LocalLauncherSpec(parallel=8, gpus_per_trial=1, trials_per_gpu=2)
+    launch_local(jobs, launcher, lambda job, outcome: done.append(outcome.returncode), gpus=["0", "1"])
+    assert done == [0, 0, 0, 0]
+    seen = sorted((tmp_path / job.name / "stdout.log").read_text().strip() for job in jobs)
+    assert seen == ["0", "0", "1", "1"]  # two trials per GPU, never three
+
+
+def test_trials_per_gpu_needs_gpus(write, capsys):
+    path = write("s.yaml", f"name: s\nbase: {EXPERIMENTS / 'demo.yaml'}\nvariants: [{{name: a}}]\n"
+                 "launcher: {type: local, gpus_per_trial: 0, trials_per_gpu: 4}\n")  # fmt: skip
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: {path} is not a valid sweep (1 error):\n"
+        "  launcher.trials_per_gpu: packs trials onto GPUs, but gpus_per_trial is 0; "
+        "set gpus_per_trial to 1 (or more), or parallel for CPU trials\n"
+    )
+
+
 def test_cpu_trials_see_no_gpu_share_the_cores_and_run_in_parallel(tmp_path, monkeypatch):
     # each waits until both have started: only trials that run at once both succeed
     code = (
