@@ -346,7 +346,7 @@ def test_multi30k_sweep_has_the_same_rows():
     trials = expand(sweep, path)
     assert len(trials) == 19 and trials[0].experiment == path.parent / "base.yaml"
     assert all(t.spec.data.dir.endswith("multi30k") for t in trials)
-    assert sweep.launcher == LocalLauncherSpec(parallel=8, gpus_per_trial=1)
+    assert sweep.launcher == LocalLauncherSpec(parallel=8, gpus_per_trial=1, trials_per_gpu=4)
 
 
 def test_demo_sweep_is_three_head_counts_at_constant_compute():
