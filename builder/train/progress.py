@@ -28,7 +28,7 @@ class ConsoleProgress(ProgressBar):
         self.stream = stream or sys.stdout
         self.interactive = self.stream.isatty() if interactive is None else interactive
         self._enabled = True
-        self._start: tuple[float, int, int] | None = None  # (time, global step, tokens) at train start
+        self._start: tuple[float, int] | None = None  # (time, global step) at train start
         self._last_draw = 0.0
         self._open_line = False  # a status line is on screen, not yet ended by a newline
         self._printed_step = -1
@@ -46,7 +46,7 @@ class ConsoleProgress(ProgressBar):
     # ---- hooks -----------------------------------------------------------------------------
 
     def on_train_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
-        self._start = (time.perf_counter(), trainer.global_step, task.tokens_seen)
+        self._start = (time.perf_counter(), trainer.global_step)
         if self._enabled:
             resumed = f", resuming at step {trainer.global_step}" if trainer.global_step else ""
             self._line(f"training {task.spec.name}: {trainer.max_steps} steps on {trainer.strategy.root_device.type}{resumed}")
@@ -91,7 +91,7 @@ class ConsoleProgress(ProgressBar):
         return "  ".join(parts + self._pace(trainer, task))
 
     def _pace(self, trainer: L.Trainer, task: L.LightningModule) -> list[str]:
-        t0, step0, tokens0 = self._start
+        t0, step0 = self._start
         elapsed, done = time.perf_counter() - t0, trainer.global_step - step0
         if done <= 0 or elapsed <= 0:
             return []
