@@ -36,3 +36,4 @@ class ResultsSpec(Spec):
     bleu: Annotated[float, Field(ge=0.0, le=100.0)]
     ppl: Annotated[float, Field(ge=1.0)]
     steps: Count
+    seed: int | None = None  # train.seed; trials of two variants are paired by it

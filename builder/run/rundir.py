@@ -7,6 +7,7 @@ its file names and of how they are written (atomically, see atomic.py).
     checkpoints/         last.ckpt and step<N>.ckpt (the last K kept); averaged.ckpt
     data/                the demo corpus, when the experiment trains on it
     status.json          running, interrupted, failed or finished
+    translations/        valid.hyp and valid.ref: what results.json's BLEU scored, line by line
     results.json         only once training finished
     events.out.tfevents.*   TensorBoard
 """
@@ -53,6 +54,7 @@ class RunDir:
     last_checkpoint = _Within("checkpoints", "last.ckpt")
     averaged_checkpoint = _Within("checkpoints", "averaged.ckpt")
     data = _Within("data")
+    translations = _Within("translations")
     status_file = _Within("status.json")
     results_file = _Within("results.json")
 
@@ -118,9 +120,31 @@ class RunDir:
     def results(self) -> dict[str, Any] | None:
         return _read_json(self.results_file)
 
+    def write_translations(self, split: str, hyps: list[str], refs: list[str]) -> None:
+        """translations/{split}.hyp and .ref, one sentence a line (for `sacrebleu` and the
+        paired bootstrap of `aiayn results`)."""
+        for suffix, lines in (("hyp", hyps), ("ref", refs)):
+            write_text_atomic(self.translations / f"{split}.{suffix}", "".join(_one_line(s) + "\n" for s in lines))
+
+    def translations_of(self, split: str) -> tuple[list[str], list[str]] | None:
+        """(hypotheses, references) saved by write_translations, or None."""
+        try:
+            hyps, refs = (_lines((self.translations / f"{split}.{suffix}").read_text("utf-8")) for suffix in ("hyp", "ref"))
+        except (OSError, UnicodeDecodeError):
+            return None
+        return (hyps, refs) if len(hyps) == len(refs) else None
+
     def write_config(self, resolved: dict[str, Any], diff: dict[str, Any], header: str) -> None:
         write_text_atomic(self.config, dump_yaml(resolved))
         write_text_atomic(self.config_diff, f"# {header}\n" + dump_yaml(diff))
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def _lines(text: str) -> list[str]:
+    return text.split("\n")[:-1] if text else []
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -15,13 +15,14 @@ from pydantic import ValidationError
 from builder.errors import UserError
 from builder.run.validation import format_validation_error
 from builder.sweep.plan import TRIAL_FILE, read_trial_record
+from builder.sweep.significance import LEVEL, SAMPLES, Difference, compare_to_base
 from schemas.results import ResultsSpec
 
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
 COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", "steps",
-    "ppl", "ppl_std", "bleu", "bleu_std", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
 
@@ -36,6 +37,7 @@ class Row:
     bleu: tuple[float, ...]
     params: int
     reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none)
+    runs: tuple[tuple[int | None, Path], ...] = ()  # (seed, run directory) of each trial
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -49,6 +51,7 @@ def collect(directory: Path) -> list[dict[str, Any]]:
             continue
         results = read_results(path)
         results["variant"] = record["variant"] if record and "variant" in record else re.sub(r"-seed\d+$", "", results["name"])
+        results["run_dir"] = run_dir
         runs.append(results)
     return runs
 
@@ -88,6 +91,7 @@ def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:
                 bleu=tuple(r["bleu"] for r in group),
                 params=first["params"],
                 reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
+                runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),
             )
         )
     rank = {v: i for i, v in enumerate(order)}
@@ -119,8 +123,19 @@ def _steps(steps: tuple[int, ...]) -> str:
     return str(steps[0]) if len(set(steps)) == 1 else f"{min(steps)}-{max(steps)}"
 
 
-def markdown(rows: list[Row]) -> str:
-    head = ["group", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶"]
+def _delta(difference: Difference | None) -> str:
+    if difference is None:
+        return ""
+    d = difference
+    return f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + (" *" if d.significant else "")
+
+
+def markdown(rows: list[Row], differences: dict[str, Difference] | None = None) -> str:
+    """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, * where
+    significant) and a line under the table that says how it was computed."""
+    differences = differences or {}
+    head = ["group", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
+    head += ["paper PPL", "paper BLEU", "paper params ×10⁶"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     previous: object = object()
     for row in rows:
@@ -135,20 +150,31 @@ def markdown(rows: list[Row]) -> str:
             str(len(row.trials)),
             _cell(row.ppl),
             _cell(row.bleu),
+            _delta(differences.get(row.variant)),
             f"{row.params / 1e6:.2f}",
             *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if differences:
+        lines += ["", _DELTA_NOTE.format(samples=SAMPLES, level=LEVEL)]
     return "\n".join(lines) + "\n"
 
 
-def write_csv(rows: list[Row], path: Path) -> None:
+_DELTA_NOTE = (
+    "ΔBLEU: the variant's BLEU minus the base's on the same validation sentences (paired by seed, mean over seeds), "
+    "with the 95% interval of a paired bootstrap ({samples} resamples, sacreBLEU's test); "
+    "* significant: p < {level} and the interval excludes 0."
+)
+
+
+def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | None = None) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for row in rows:
             ppl, ppl_std = mean_std(row.ppl)
             bleu, bleu_std = mean_std(row.bleu)
+            d = (differences or {}).get(row.variant)
             writer.writerow(
                 {
                     "group": row.group or "",
@@ -161,11 +187,26 @@ def write_csv(rows: list[Row], path: Path) -> None:
                     "ppl_std": "" if ppl_std is None else ppl_std,
                     "bleu": bleu,
                     "bleu_std": "" if bleu_std is None else bleu_std,
+                    **_delta_fields(d),
                     "params": row.params,
                     **{f"paper_{k}": _number(row.reported[k], "g") for k in ("ppl", "bleu", "params_m")},
                     "trials": " ".join(row.trials),
                 }
             )
+
+
+def _delta_fields(d: Difference | None) -> dict[str, Any]:
+    if d is None:
+        return {"delta_bleu": "", "delta_low": "", "delta_high": "", "p_value": ""}
+    return {"delta_bleu": round(d.delta, 4), "delta_low": round(d.low, 4), "delta_high": round(d.high, 4), "p_value": round(d.p, 4)}
+
+
+def base_differences(rows: list[Row]) -> dict[str, Difference]:
+    """ΔBLEU of every row to the base row (the first of group "base"), where both saved translations."""
+    base = next((row for row in rows if row.group == "base"), None)
+    if base is None:
+        return {}
+    return compare_to_base({row.variant: list(row.runs) for row in rows}, base.variant)
 
 
 def sweep_order(directory: Path) -> list[str]:
@@ -188,9 +229,10 @@ def write_results(directory: Path) -> str:
             "only when its training finished: train or sweep first, or resume unfinished runs"
         )
     rows = table(runs, sweep_order(directory))
-    text = markdown(rows)
+    differences = base_differences(rows)
+    text = markdown(rows, differences)
     (directory / "results.md").write_text(text)
-    write_csv(rows, directory / "results.csv")
+    write_csv(rows, directory / "results.csv", differences)
     from builder.sweep.plot import plot  # matplotlib is imported only here
 
     plot(rows, directory / "results.png")

@@ -80,8 +80,9 @@ def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: Trans
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
     task.model.to(trainer.strategy.root_device)
     sources, refs, _ = split_texts(spec, "valid")
-    metrics, _ = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)
+    metrics, hyps = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=wall, tokens=task.tokens_seen * trainer.world_size)
+    run.write_translations("valid", hyps, refs)
     if averaged is not None:
         results["averaged_checkpoints"] = averaged
     run.write_results(results)
@@ -121,6 +122,7 @@ def results_record(
     """results.json: who the run is, its final scores on the validation split, and its cost."""
     return {
         **identity(spec),
+        "seed": spec.train.seed,
         "split": "valid",
         "n_sentences": metrics["n_sentences"],
         "bleu": metrics["bleu"],

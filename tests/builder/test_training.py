@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from builder.cli import main
 from builder.run.config import load_experiment
+from builder.run.rundir import RunDir
 from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
@@ -72,6 +74,10 @@ def check_results_equal_evaluate_on_the_validation_split(run: Path, results: dic
     assert report["n_sentences"] == results["n_sentences"] == 12
     assert (report["bleu"], report["chrf"], report["ppl"]) == (results["bleu"], results["chrf"], results["ppl"])
     assert report["signature"] == results["sacrebleu_signature"]
+    # what it scored is saved, line by line, for `aiayn results`' paired bootstrap
+    hyps, refs = RunDir(run).translations_of("valid")
+    assert len(hyps) == len(refs) == 12 and results["seed"] == load_experiment(run / "config.yaml").train.seed
+    assert round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2) == results["bleu"]
 
 
 def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):

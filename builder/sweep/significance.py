@@ -1,0 +1,103 @@
+"""Is a variant's BLEU different from the base's? Paired bootstrap resampling (Koehn 2004) on the
+translations both runs saved of the same sentences, done as sacreBLEU's
+`PairedTest(test_type="bs")` does it: 1000 resamples drawn with numpy's default_rng(12345), BLEU
+recomputed from per-sentence statistics, and the p-value of the absolute difference (MultEval's
+form). sacreBLEU reports a system's interval; the table needs the interval of the difference,
+read from the same resamples (the 2.5th and 97.5th percentiles, sacreBLEU's 1/40 rule).
+
+With several seeds, trials are paired by seed and each resample's difference is the mean over the
+pairs (the same sentences drawn for every pair), so the difference is the mean of the per-seed
+differences, as the table's mean BLEU is the mean of the per-seed BLEUs.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sacrebleu.metrics import BLEU
+
+from builder.run.rundir import RunDir
+
+SAMPLES = 1000
+SEED = 12345  # sacreBLEU's default for its paired tests (SACREBLEU_SEED)
+LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class Difference:
+    """BLEU(variant) - BLEU(base) with its 95% bootstrap interval and p-value."""
+
+    delta: float
+    low: float
+    high: float
+    p: float
+    pairs: int  # trials paired by seed
+
+    @property
+    def significant(self) -> bool:
+        """p < 0.05 and an interval without 0. The interval guards sacreBLEU's p-value, which is
+        1/1001 for two identical outputs (no resample beats a zero difference)."""
+        return self.p < LEVEL and not self.low <= 0.0 <= self.high
+
+
+def sentence_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
+    """(n, 2 + 2 * 4): sys_len, ref_len, matching n-grams and hypothesis n-grams per sentence,
+    as sacreBLEU's default BLEU (13a) counts them; their column sums give the corpus BLEU."""
+    bleu = BLEU()
+    rows = []
+    for hyp, ref in zip(hyps, refs, strict=True):
+        s = bleu.corpus_score([hyp], [[ref]])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return np.array(rows, dtype=np.float32)  # float32 as sacreBLEU's test sums them
+
+
+def corpus_bleu(stats: np.ndarray) -> float:
+    """BLEU from summed statistics (a row of `sentence_stats(...).sum(0)`), smoothed as BLEU()."""
+    order = BLEU().max_ngram_order
+    sys_len, ref_len, correct, total = stats[0], stats[1], stats[2 : 2 + order], stats[2 + order :]
+    return BLEU.compute_bleu(
+        [int(c) for c in correct], [int(t) for t in total], int(sys_len), int(ref_len), smooth_method="exp"
+    ).score
+
+
+def paired_bootstrap(pairs: Sequence[tuple[np.ndarray, np.ndarray]], samples: int = SAMPLES, seed: int = SEED) -> Difference:
+    """`pairs`: (base stats, variant stats) per seed, all over the same sentences."""
+    n = len(pairs[0][0])
+    if any(len(base) != n or len(variant) != n for base, variant in pairs):
+        raise ValueError("paired bootstrap: every run must have translated the same sentences")
+    idx = np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)
+    observed = float(np.mean([corpus_bleu(v.sum(0)) - corpus_bleu(b.sum(0)) for b, v in pairs]))
+    resampled = np.mean([_resampled(v, idx) - _resampled(b, idx) for b, v in pairs], axis=0)  # (samples,)
+    ordered = np.sort(resampled)
+    low, high = ordered[samples // 40], ordered[samples - samples // 40 - 1]
+    spread = np.abs(resampled)
+    p = (int(np.sum(spread - spread.mean() > abs(observed))) + 1) / (samples + 1)
+    return Difference(delta=observed, low=float(low), high=float(high), p=p, pairs=len(pairs))
+
+
+def _resampled(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    return np.array([corpus_bleu(s.sum(0)) for s in stats[idx]])
+
+
+def compare_to_base(trials: dict[str, list[tuple[int | None, Path]]], base: str) -> dict[str, Difference]:
+    """Each variant's Difference to `base`. `trials`: variant -> (seed, run directory) of its
+    finished runs. A variant is left out when no seed of it has a run of the base, or when a run
+    saved no translations (older runs) or translated other sentences than its base."""
+    stats: dict[Path, tuple[list[str], np.ndarray] | None] = {}
+
+    def of(run_dir: Path) -> tuple[list[str], np.ndarray] | None:
+        if run_dir not in stats:
+            saved = RunDir(run_dir).translations_of("valid")
+            stats[run_dir] = None if saved is None else (saved[1], sentence_stats(*saved))
+        return stats[run_dir]
+
+    base_by_seed = dict(reversed(trials.get(base, [])))  # the first run of a seed wins
+    out = {}
+    for variant, runs in trials.items():
+        if variant == base:
+            continue
+        paired = [(of(base_by_seed[seed]), of(run_dir)) for seed, run_dir in dict(reversed(runs)).items() if seed in base_by_seed]
+        if paired and all(b is not None and v is not None and b[0] == v[0] for b, v in paired):
+            out[variant] = paired_bootstrap([(b[1], v[1]) for b, v in paired])
+    return out

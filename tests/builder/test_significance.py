@@ -1,0 +1,125 @@
+"""The paired bootstrap of `aiayn results`: sacreBLEU's own test and statistics, the difference's
+interval, seeds paired, and the column it fills. Translations are corrupted references."""
+
+import csv
+import re
+
+import pytest
+import sacrebleu
+from sacrebleu.significance import PairedTest
+
+from builder.data.demo import generate_demo
+from builder.run.rundir import RunDir
+from builder.sweep.results import write_results
+from builder.sweep.significance import Difference, compare_to_base, corpus_bleu, paired_bootstrap, sentence_stats
+from tests.builder.test_sweep_results import put
+
+REFS = list(generate_demo(10, 200, 5, seed=0)["valid"][1])
+
+
+def corrupt(every: int, offset: int = 0) -> list[str]:
+    """The references with every `every`-th word dropped."""
+    return [" ".join(w for j, w in enumerate(ref.split()) if (i + j + offset) % every) for i, ref in enumerate(REFS)]
+
+
+def slightly_off() -> list[str]:
+    """corrupt(4) with its first 4 sentences corrupted more or less."""
+    return [corrupt(3)[i] if i % 2 else corrupt(5)[i] for i in range(4)] + corrupt(4)[4:]
+
+
+def bleu(hyps: list[str]) -> float:
+    return sacrebleu.corpus_bleu(hyps, [REFS]).score
+
+
+def sacrebleu_p(base: list[str], system: list[str]) -> float:
+    test = PairedTest(
+        [("base", base), ("system", system)], {"BLEU": sacrebleu.metrics.BLEU()}, [REFS], test_type="bs", n_samples=1000
+    )
+    return test()[1]["BLEU"][1].p_value
+
+
+def test_sentence_statistics_sum_to_sacrebleus_corpus_bleu():
+    hyps = corrupt(4)
+    assert corpus_bleu(sentence_stats(hyps, REFS).sum(0)) == pytest.approx(bleu(hyps), abs=1e-9)
+
+
+@pytest.mark.parametrize("system", [corrupt(4, offset=1), slightly_off()], ids=["clear", "slight"])
+def test_one_seed_is_sacrebleus_paired_bootstrap(system):
+    base = corrupt(4)
+    d = paired_bootstrap([(sentence_stats(base, REFS), sentence_stats(system, REFS))])
+    assert d.delta == pytest.approx(bleu(system) - bleu(base), abs=1e-9)
+    assert d.p == sacrebleu_p(base, system) and d.pairs == 1
+    assert d.low <= d.delta <= d.high
+
+
+def test_a_slight_difference_is_not_significant_and_a_clear_one_is():
+    base = sentence_stats(corpus := corrupt(4), REFS)
+    slight = paired_bootstrap([(base, sentence_stats(slightly_off(), REFS))])
+    clear = paired_bootstrap([(base, sentence_stats(corrupt(2), REFS))])
+    assert slight.p > 0.05 and slight.low < 0 < slight.high and not slight.significant
+    assert clear.p < 0.01 and clear.high < 0 and clear.significant
+    same = paired_bootstrap([(base, sentence_stats(corpus, REFS))])
+    assert (same.delta, same.low, same.high) == (0.0, 0.0, 0.0) and not same.significant  # sacreBLEU's p is 1/1001 here
+
+
+def test_seeds_are_paired_and_the_difference_is_their_mean(tmp_path):
+    outputs = {
+        ("base", 1): corrupt(4),
+        ("base", 2): corrupt(5),
+        ("v", 1): corrupt(3),
+        ("v", 2): corrupt(4, offset=2),
+        ("v", 3): corrupt(2),
+    }
+    trials: dict[str, list] = {}
+    for (variant, seed), hyps in outputs.items():
+        RunDir(run := tmp_path / f"{variant}-{seed}").write_translations("valid", hyps, REFS)
+        trials.setdefault(variant, []).append((seed, run))
+    d = compare_to_base(trials, "base")["v"]  # seed 3 has no base run: left out
+    expected = ((bleu(outputs["v", 1]) - bleu(outputs["base", 1])) + (bleu(outputs["v", 2]) - bleu(outputs["base", 2]))) / 2
+    assert d.pairs == 2 and d.delta == pytest.approx(expected, abs=1e-9) and d.low <= d.delta <= d.high
+
+
+def test_runs_without_comparable_translations_get_no_difference(tmp_path):
+    RunDir(tmp_path / "base").write_translations("valid", corrupt(4), REFS)
+    RunDir(tmp_path / "other-refs").write_translations("valid", corrupt(4), corrupt(9))
+    RunDir(tmp_path / "other-seed").write_translations("valid", corrupt(4), REFS)
+    (tmp_path / "older").mkdir()  # a run from before translations were saved
+    trials = {
+        "base": [(1, tmp_path / "base")],
+        "a": [(1, tmp_path / "other-refs")],
+        "b": [(2, tmp_path / "other-seed")],
+        "c": [(1, tmp_path / "older")],
+    }
+    assert compare_to_base(trials, "base") == {}
+
+
+def test_translations_round_trip_line_by_line(tmp_path):
+    run = RunDir(tmp_path)
+    run.write_translations("valid", ["a b", "", "c\nd", "e\r"], ["x", "y", "z", "w"])
+    assert run.translations_of("valid") == (["a b", "", "c d", "e "], ["x", "y", "z", "w"])
+    assert run.translations_of("test") is None
+
+
+def test_results_table_shows_the_difference_to_base(tmp_path):
+    root = tmp_path / "sweep"
+    for trial, group, hyps in (
+        ("base-seed1", "base", corrupt(4)),
+        ("worse-seed1", "A", corrupt(2)),
+        ("close-seed1", "A", slightly_off()),
+    ):
+        put(root, trial, trial, ppl=5.0, bleu=round(bleu(hyps), 2), group=group, variant=trial.removesuffix("-seed1"))
+        RunDir(root / trial / "version_0").write_translations("valid", hyps, REFS)
+    text = write_results(root)
+    cells = {line.split(" | ")[1]: line.split(" | ")[15] for line in text.splitlines()[2:5]}
+    assert cells["base"] == ""
+    assert re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] \*", cells["worse"])
+    assert cells["close"] == "+0.67 [-0.08, +1.89]"  # p = 0.118
+    assert text.splitlines()[-1] == (
+        "ΔBLEU: the variant's BLEU minus the base's on the same validation sentences (paired by seed, mean over seeds), "
+        "with the 95% interval of a paired bootstrap (1000 resamples, sacreBLEU's test); * significant: p < 0.05 and the interval excludes 0."
+    )
+    with open(root / "results.csv", newline="") as f:
+        rows = {r["variant"]: r for r in csv.DictReader(f)}
+    worse = Difference(*(float(rows["worse"][k]) for k in ("delta_bleu", "delta_low", "delta_high", "p_value")), pairs=1)
+    assert worse.delta == pytest.approx(bleu(corrupt(2)) - bleu(corrupt(4)), abs=1e-4) and worse.p < 0.05
+    assert rows["base"]["delta_bleu"] == rows["base"]["p_value"] == ""
