@@ -22,7 +22,7 @@ GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of th
 COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", "steps",
-    "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
 
@@ -135,7 +135,8 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None) 
     significant) and a line under the table that says how it was computed."""
     differences = differences or {}
     head = ["group", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
-    head += ["paper PPL", "paper BLEU", "paper params ×10⁶"]
+    head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper"]
+    agreement = directions(rows, differences)
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     previous: object = object()
     for row in rows:
@@ -153,10 +154,13 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None) 
             _delta(differences.get(row.variant)),
             f"{row.params / 1e6:.2f}",
             *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
+            agreement.get(row.variant, ""),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if differences:
         lines += ["", _DELTA_NOTE.format(samples=SAMPLES, level=LEVEL)]
+    if agreement:
+        lines += ["", _tally(list(agreement.values()))]
     return "\n".join(lines) + "\n"
 
 
@@ -168,6 +172,7 @@ _DELTA_NOTE = (
 
 
 def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | None = None) -> None:
+    agreement = directions(rows, differences or {})
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
@@ -175,6 +180,7 @@ def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | 
             ppl, ppl_std = mean_std(row.ppl)
             bleu, bleu_std = mean_std(row.bleu)
             d = (differences or {}).get(row.variant)
+            verdict = agreement.get(row.variant, "")
             writer.writerow(
                 {
                     "group": row.group or "",
@@ -188,11 +194,42 @@ def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | 
                     "bleu": bleu,
                     "bleu_std": "" if bleu_std is None else bleu_std,
                     **_delta_fields(d),
+                    "vs_paper": verdict,
                     "params": row.params,
                     **{f"paper_{k}": _number(row.reported[k], "g") for k in ("ppl", "bleu", "params_m")},
                     "trials": " ".join(row.trials),
                 }
             )
+
+
+def directions(rows: list[Row], differences: dict[str, Difference]) -> dict[str, str]:
+    """Per row with a ΔBLEU and the paper's BLEU (its own and its base's): whether our change
+    goes the paper's way: "agrees", "disagrees", "n.s." (ours not significant), or
+    "paper: no change" (Table 3 prints the base's BLEU)."""
+    base = next((row for row in rows if row.group == "base"), None)
+    if base is None or base.reported["bleu"] is None:
+        return {}
+    out = {}
+    for row in rows:
+        d = differences.get(row.variant)
+        if d is None or row.reported["bleu"] is None:
+            continue
+        paper = row.reported["bleu"] - base.reported["bleu"]
+        if abs(paper) < 0.05:  # Table 3 prints one decimal
+            out[row.variant] = "paper: no change"
+        elif not d.significant:
+            out[row.variant] = "n.s."
+        else:
+            out[row.variant] = "agrees" if (d.delta > 0) == (paper > 0) else "disagrees"
+    return out
+
+
+def _tally(verdicts: list[str]) -> str:
+    significant = [v for v in verdicts if v in ("agrees", "disagrees")]
+    return (
+        f"vs paper: our ΔBLEU goes the paper's way on {significant.count('agrees')} of the {len(significant)} rows where it is "
+        f"significant; {verdicts.count('n.s.')} not significant, {verdicts.count('paper: no change')} the paper's BLEU unchanged."
+    )
 
 
 def _delta_fields(d: Difference | None) -> dict[str, Any]:

@@ -100,26 +100,40 @@ def test_translations_round_trip_line_by_line(tmp_path):
     assert run.translations_of("test") is None
 
 
-def test_results_table_shows_the_difference_to_base(tmp_path):
+def test_results_table_shows_the_difference_to_base_and_the_papers_direction(tmp_path):
     root = tmp_path / "sweep"
-    for trial, group, hyps in (
-        ("base-seed1", "base", corrupt(4)),
-        ("worse-seed1", "A", corrupt(2)),
-        ("close-seed1", "A", slightly_off()),
-    ):
-        put(root, trial, trial, ppl=5.0, bleu=round(bleu(hyps), 2), group=group, variant=trial.removesuffix("-seed1"))
-        RunDir(root / trial / "version_0").write_translations("valid", hyps, REFS)
-    text = write_results(root)
-    cells = {line.split(" | ")[1]: line.split(" | ")[15] for line in text.splitlines()[2:5]}
-    assert cells["base"] == ""
-    assert re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] \*", cells["worse"])
-    assert cells["close"] == "+0.67 [-0.08, +1.89]"  # p = 0.118
-    assert text.splitlines()[-1] == (
-        "ΔBLEU: the variant's BLEU minus the base's on the same validation sentences (paired by seed, mean over seeds), "
-        "with the 95% interval of a paired bootstrap (1000 resamples, sacreBLEU's test); * significant: p < 0.05 and the interval excludes 0."
+    trials = (  # (name, group, translations, the paper's BLEU)
+        ("base", "base", corrupt(4), 25.8),
+        ("worse", "A", corrupt(2), 24.9),  # lower in the paper too
+        ("better", "A", corrupt(5), 24.9),  # lower in the paper
+        ("close", "B", slightly_off(), 25.5),
+        ("flat", "C", corrupt(3), 25.8),
     )
+    for name, group, hyps, paper in trials:
+        trial = f"{name}-seed1"
+        put(root, trial, trial, ppl=5.0, bleu=round(bleu(hyps), 2), group=group, variant=name, reported={"bleu": paper})
+        RunDir(root / trial / "version_0").write_translations("valid", hyps, REFS)
+    lines = write_results(root).splitlines()
+    cells = {line.split(" | ")[1]: (line.split(" | ")[15], line.split(" | ")[-1].removesuffix(" |")) for line in lines[2:7]}
+    assert cells["base"] == ("", "")
+    assert re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] \*", cells["worse"][0]) and cells["worse"][1] == "agrees"
+    assert re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] \*", cells["better"][0]) and cells["better"][1] == "disagrees"
+    assert cells["close"] == ("+0.67 [-0.08, +1.89]", "n.s.")  # p = 0.118
+    assert cells["flat"][1] == "paper: no change"
+    assert lines[-3:] == [
+        "ΔBLEU: the variant's BLEU minus the base's on the same validation sentences (paired by seed, mean over seeds), "
+        "with the 95% interval of a paired bootstrap (1000 resamples, sacreBLEU's test); * significant: p < 0.05 and the interval excludes 0.",
+        "",
+        "vs paper: our ΔBLEU goes the paper's way on 1 of the 2 rows where it is significant; 1 not significant, 1 the paper's BLEU unchanged.",
+    ]
     with open(root / "results.csv", newline="") as f:
         rows = {r["variant"]: r for r in csv.DictReader(f)}
     worse = Difference(*(float(rows["worse"][k]) for k in ("delta_bleu", "delta_low", "delta_high", "p_value")), pairs=1)
     assert worse.delta == pytest.approx(bleu(corrupt(2)) - bleu(corrupt(4)), abs=1e-4) and worse.p < 0.05
-    assert rows["base"]["delta_bleu"] == rows["base"]["p_value"] == ""
+    assert rows["base"]["delta_bleu"] == rows["base"]["p_value"] == rows["base"]["vs_paper"] == ""
+    assert [rows[v]["vs_paper"] for v in ("worse", "better", "close", "flat")] == [
+        "agrees",
+        "disagrees",
+        "n.s.",
+        "paper: no change",
+    ]

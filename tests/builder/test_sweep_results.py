@@ -58,22 +58,22 @@ def sweep_dir(tmp_path):
 
 HEADER = (
     "| group | variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | steps | runs | PPL | BLEU | ΔBLEU [95% CI] | params ×10⁶ "
-    "| paper PPL | paper BLEU | paper params ×10⁶ |"
+    "| paper PPL | paper BLEU | paper params ×10⁶ | vs paper |"
 )
 ROWS = [
-    "| base | base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 2 | 5.00 ± 0.14 | 25.80 ± 0.42 |  | 63.08 | 4.92 | 25.8 | 65 |",
-    "| (A) | table3-a-h4 | 6 | 512 | 2048 | 4 | 128 | 128 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.00 | 25.60 |  | 63.08 | 5.00 | 25.5 |  |",
-    "|  | table3-a-h1 | 6 | 512 | 2048 | 1 | 512 | 512 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.30 | 24.80 |  | 63.08 | 5.29 | 24.9 |  |",
-    "| (C) | table3-c-n2 | 2 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 6.10 | 23.50 |  | 33.66 | 6.11 | 23.7 | 36 |",
-    "| (E) | table3-e-learned | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | learned | 100000 | 1 | 4.95 | 25.75 |  | 63.61 | 4.92 | 25.7 |  |",
-    "|  | mine | 6 | 512 | 2048 | 8 | 64 | 64 | 0.0 | 0.1 | sinusoidal | 300-310 | 2 | 7.50 ± 0.35 | 20.50 ± 0.71 |  | 1.05 |  |  |  |",
-    "| big | big | 6 | 1024 | 4096 | 16 | 64 | 64 | 0.3 | 0.1 | sinusoidal | 300000 | 1 | 4.33 | 26.40 |  | 214.25 | 4.33 | 26.4 | 213 |",
+    "| base | base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 2 | 5.00 ± 0.14 | 25.80 ± 0.42 |  | 63.08 | 4.92 | 25.8 | 65 |  |",
+    "| (A) | table3-a-h4 | 6 | 512 | 2048 | 4 | 128 | 128 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.00 | 25.60 |  | 63.08 | 5.00 | 25.5 |  |  |",
+    "|  | table3-a-h1 | 6 | 512 | 2048 | 1 | 512 | 512 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.30 | 24.80 |  | 63.08 | 5.29 | 24.9 |  |  |",
+    "| (C) | table3-c-n2 | 2 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 6.10 | 23.50 |  | 33.66 | 6.11 | 23.7 | 36 |  |",
+    "| (E) | table3-e-learned | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | learned | 100000 | 1 | 4.95 | 25.75 |  | 63.61 | 4.92 | 25.7 |  |  |",
+    "|  | mine | 6 | 512 | 2048 | 8 | 64 | 64 | 0.0 | 0.1 | sinusoidal | 300-310 | 2 | 7.50 ± 0.35 | 20.50 ± 0.71 |  | 1.05 |  |  |  |  |",
+    "| big | big | 6 | 1024 | 4096 | 16 | 64 | 64 | 0.3 | 0.1 | sinusoidal | 300000 | 1 | 4.33 | 26.40 |  | 214.25 | 4.33 | 26.4 | 213 |  |",
 ]
 
 
 def test_markdown_rows(sweep_dir):
     text = write_results(sweep_dir)
-    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 20) + "|", *ROWS]
+    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 21) + "|", *ROWS]
     assert (sweep_dir / "results.md").read_text() == text
 
 
@@ -83,7 +83,7 @@ def test_csv(sweep_dir):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == CSV_FIELDS == [
         "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
-        "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+        "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
     ]  # fmt: skip
     assert [r["variant"] for r in rows] == ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "table3-e-learned", "mine", "big"]
     base = rows[0]
