@@ -62,18 +62,21 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def run_nodes(tmp_path: Path, out: Path, args: list[str], *, timeout: float = 240) -> list[tuple[int, str]]:
-    """Start both nodes' torchrun; (exit code, output) of each once both ended (or were stopped)."""
+    """Start both nodes' torchrun; (exit code, output) of each once both ended, or were stopped
+    at the timeout (a negative code)."""
     port, env = free_port(), {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     procs, deadline = [], time.monotonic() + timeout
     try:
         for node in (0, 1):
             rendezvous = ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node),
                           "--master-addr", "127.0.0.1", "--master-port", str(port)]  # fmt: skip
-            log = (tmp_path / f"node{node}.log").open("w")
             command = [sys.executable, "-m", "torch.distributed.run", *rendezvous, "-m", "tests.builder.node_probe", str(out)]
-            procs.append(subprocess.Popen([*command, "train", DEMO, *args], cwd=tmp_path, env=env, stdout=log, stderr=log))
+            with (tmp_path / f"node{node}.log").open("w") as log:
+                procs.append(subprocess.Popen([*command, "train", DEMO, *args], cwd=tmp_path, env=env, stdout=log, stderr=log))
         for proc in procs:
             proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        pass  # stopped below; the caller sees the codes and the logs
     finally:
         for proc in procs:
             stop(proc)
