@@ -47,9 +47,11 @@ def launched_apart(spec: ExperimentSpec) -> str | None:
     number a new version_<n> on its own; they must be given one."""
     if spec.trainer.num_nodes > 1:
         return f"trainer.num_nodes={spec.trainer.num_nodes}"
-    for variable in ("WORLD_SIZE", "SLURM_NTASKS"):  # set by torchrun, by srun
+    # Lightning's own launcher sets WORLD_SIZE too, in the process that goes on: only torchrun's counts
+    launchers = {"WORLD_SIZE": "TORCHELASTIC_RUN_ID", "SLURM_NTASKS": "SLURM_JOB_ID"}
+    for variable, launcher in launchers.items():
         value = os.environ.get(variable, "")
-        if value.isdigit() and int(value) > 1:
+        if launcher in os.environ and value.isdigit() and int(value) > 1:
             return f"{variable}={value}"
     return None
 

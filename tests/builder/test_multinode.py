@@ -118,7 +118,11 @@ def test_processes_started_apart_need_one_run_directory(tmp_path, monkeypatch, c
         f"own new run directory; give them all the same one with --run-dir {Path('runs') / 'demo' / 'version_0'} "
         "(or --resume to continue the latest run)\n"
     )
-    monkeypatch.setenv("WORLD_SIZE", "4")  # torchrun's, on a single node
+    monkeypatch.setenv("WORLD_SIZE", "4")  # as Lightning's own launcher leaves it in rank 0: no matter
+    assert main(["train", DEMO, *tiny(tmp_path), "trainer.max_steps=1", "--runs", str(tmp_path / "one")]) == 0
+    assert sorted(p.name for p in (tmp_path / "one" / "demo").iterdir()) == ["version_0"]
+    capsys.readouterr()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun's 4 processes, on a single node
     assert main(["train", DEMO, *tiny(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("aiayn train: error: WORLD_SIZE=4: the processes of this job start apart")
     assert not (tmp_path / "runs").exists()
