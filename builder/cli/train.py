@@ -1,6 +1,7 @@
 """aiayn train EXP.yaml [k=v ...] [--resume]: train, write the run directory, then results.json."""
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -31,11 +32,37 @@ def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, 
         if folder.exists() and not folder.is_dir():
             raise UserError(f"--runs {args.runs}: {folder} is a file; give a folder for the run directories")
     if not args.resume:
-        return RunDir.next_in(parent), False
+        run = RunDir.next_in(parent)
+        _refuse_separate_choices(spec, run)
+        return run, False
     latest = RunDir.latest_in(parent)
     if latest is None:
         raise UserError(f"--resume: no run of {spec.name!r} under {parent} has a checkpoint; train it first, without --resume")
     return latest, True
+
+
+def launched_apart(spec: ExperimentSpec) -> str | None:
+    """Why this job's processes are started apart (other nodes; torchrun's or srun's other
+    processes), or None. Such processes cannot be handed rank 0's run directory, so each would
+    number a new version_<n> on its own; they must be given one."""
+    if spec.trainer.num_nodes > 1:
+        return f"trainer.num_nodes={spec.trainer.num_nodes}"
+    # Lightning's own launcher sets WORLD_SIZE too, in the process that goes on: only torchrun's counts
+    launchers = {"WORLD_SIZE": "TORCHELASTIC_RUN_ID", "SLURM_NTASKS": "SLURM_JOB_ID"}
+    for variable, launcher in launchers.items():
+        value = os.environ.get(variable, "")
+        if launcher in os.environ and value.isdigit() and int(value) > 1:
+            return f"{variable}={value}"
+    return None
+
+
+def _refuse_separate_choices(spec: ExperimentSpec, run: RunDir) -> None:
+    reason = launched_apart(spec)
+    if reason is not None:
+        raise UserError(
+            f"{reason}: the processes of this job start apart and would each number their own new run "
+            f"directory; give them all the same one with --run-dir {run.path} (or --resume to continue the latest run)"
+        )
 
 
 def train(args: argparse.Namespace) -> int:

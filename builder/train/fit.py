@@ -65,7 +65,9 @@ def fit(
         )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start
-        if not run.step_checkpoints() or run.step_checkpoints()[-1].name != step_checkpoint_name(trainer.global_step):
+        saved = run.step_checkpoints()
+        unsaved = not saved or saved[-1].name != step_checkpoint_name(trainer.global_step)
+        if trainer.strategy.broadcast(unsaved):  # rank 0's files decide: every rank must join the save
             trainer.save_checkpoint(run.last_checkpoint)  # the final weights, whatever the save interval
     if not trainer.is_global_zero:
         return None

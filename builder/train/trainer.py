@@ -62,6 +62,32 @@ def accelerator(trainer: TrainerSpec) -> type[Accelerator]:
     return cls
 
 
+def check_strategy(trainer: TrainerSpec) -> None:
+    """Lightning (2.6) refuses FSDP on anything but CUDA with a traceback; say it as the experiment's keys."""
+    cls = accelerator(trainer)
+    if trainer.strategy == "fsdp" and cls is not CUDAAccelerator:
+        here = next(name for name, c in _ACCELERATORS.items() if c is cls)
+        raise UserError(
+            f"trainer.strategy (fsdp): Lightning runs FSDP on CUDA GPUs only, and trainer.accelerator "
+            f"({trainer.accelerator}) is {here} here; use trainer.strategy=ddp to train on several {here} processes"
+        )
+
+
+def check_launch(trainer: L.Trainer) -> None:
+    """A job started by torchrun or SLURM must have the shape that trainer.devices and
+    trainer.num_nodes say; Lightning checks it only once training starts, with a traceback."""
+    environment = getattr(trainer.strategy, "cluster_environment", None)
+    if environment is None:
+        return
+    try:
+        environment.validate_settings(num_devices=len(trainer.device_ids), num_nodes=trainer.num_nodes)
+    except ValueError as e:
+        raise UserError(
+            f"trainer.devices x trainer.num_nodes do not match the job's launcher: {e} "
+            "Set trainer.devices to the processes per node and trainer.num_nodes to the nodes it starts"
+        ) from None
+
+
 def devices_per_node(trainer: TrainerSpec) -> int:
     cls = accelerator(trainer)
     if trainer.devices == "auto":
@@ -88,6 +114,7 @@ def batching(spec: ExperimentSpec, world_size: int) -> tuple[int, int]:
 
 def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callback] = ()) -> L.Trainer:
     t, ckpt = spec.trainer, spec.train.checkpoint
+    check_strategy(t)
     _, accumulate = batching(spec, world_size(spec))
     logger = Board(
         save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
@@ -103,7 +130,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         every_n_train_steps=ckpt.every_n_train_steps,
         train_time_interval=timedelta(minutes=ckpt.minutes) if ckpt.minutes else None,
     )
-    return L.Trainer(
+    trainer = L.Trainer(
         **t.model_dump(exclude={"val_check_interval"}),  # Lightning's own arguments, by their names
         # Lightning counts val_check_interval in batches; the experiment counts optimizer steps
         val_check_interval=t.val_check_interval * accumulate if t.val_check_interval else None,
@@ -116,3 +143,5 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         default_root_dir=str(run.path),
         use_distributed_sampler=False,  # our token-batch sampler splits batches across ranks itself
     )
+    check_launch(trainer)
+    return trainer
