@@ -13,12 +13,13 @@ from pathlib import Path
 
 from builder.decode.checkpoint import load_for_inference
 from builder.errors import UserError
+from builder.export.limits import check_ctranslate2, check_marian
 from builder.export.output import check_output, staged_folder
 
-# --to name -> (module, the package it needs, what to call it in messages)
+# --to name -> (module, the package it needs, what to call it in messages, its limits)
 TARGETS = {
-    "ctranslate2": ("builder.export.to_ctranslate2", "ctranslate2", "CTranslate2"),
-    "huggingface": ("builder.export.to_marian", "transformers", "Hugging Face transformers"),
+    "ctranslate2": ("builder.export.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
+    "huggingface": ("builder.export.to_marian", "transformers", "Hugging Face transformers", check_marian),
 }
 
 
@@ -26,7 +27,7 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     """Export the model of a run directory or .ckpt to `out`; returns `out`."""
     if target not in TARGETS:
         raise UserError(f"--to {target!r}: export to one of {', '.join(TARGETS)}")
-    module_name, package, name = TARGETS[target]
+    module_name, package, name, check = TARGETS[target]
     if quantization is not None and target != "ctranslate2":
         raise UserError(f"--quantization applies to --to ctranslate2 only; {name} gets the checkpoint's float32 weights")
     out = Path(out)
@@ -36,9 +37,9 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
             f"--to {target} needs the {package} package, which is not installed: "
             f'pip install -e ".[export]" (or pip install {package})'
         )
-    module = importlib.import_module(module_name)
     loaded = load_for_inference(checkpoint)
-    module.check(loaded.spec.model)
+    check(loaded.spec.model)
+    module = importlib.import_module(module_name)
     # sinusoid tables cover the longest input aiayn translates plus the output it may add to it
     rows = loaded.spec.decode.max_input_len + loaded.spec.decode.max_len_b
     options = {"quantization": quantization} if target == "ctranslate2" else {}

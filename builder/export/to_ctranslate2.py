@@ -20,42 +20,18 @@ from ctranslate2.specs import common_spec, transformer_spec
 from builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
 from builder.decode.checkpoint import ForInference
 from builder.errors import UserError
+from builder.export.limits import stack_spec_heads
 from builder.export.weights import (
     Attention,
     FeedForward,
     Linear,
     Norm,
     Stack,
-    check_uniform,
-    stack_spec_heads,
     transformer_weights,
 )
 from schemas.model import ModelSpec
 
-TARGET = "CTranslate2"
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU, "silu": common_spec.Activation.SWISH}
-
-
-def check(spec: ModelSpec) -> None:
-    """Refuse, naming the field, what a TransformerSpec cannot hold."""
-    check_uniform(spec, TARGET)
-    for side in ("encoder", "decoder"):
-        stack = getattr(spec, side)
-        if stack.add_norm.placement == "post" and stack.has_final_norm:
-            raise UserError(
-                f"cannot export to {TARGET}: {side}.final_norm adds a LayerNorm after a post-norm stack, which "
-                f"{TARGET} has only for pre-norm (add_norm.placement: pre)"
-            )
-    placements = {spec.encoder.add_norm.placement, spec.decoder.add_norm.placement}
-    if len(placements) > 1:
-        raise UserError(
-            f"cannot export to {TARGET}: the encoder and decoder differ in add_norm.placement; {TARGET} has one for both"
-        )
-    if spec.encoder.add_norm.eps != spec.decoder.add_norm.eps:
-        raise UserError(
-            f"cannot export to {TARGET}: encoder.add_norm.eps ({spec.encoder.add_norm.eps}) != decoder.add_norm.eps "
-            f"({spec.decoder.add_norm.eps}); {TARGET} has one layer_norm_epsilon"
-        )
 
 
 class AiaynConverter(Converter):

@@ -20,7 +20,7 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrain
 
 from builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from builder.decode.checkpoint import ForInference
-from builder.errors import UserError
+from builder.export.limits import stack_spec_heads
 from builder.export.weights import (
     Attention,
     FeedForward,
@@ -28,43 +28,11 @@ from builder.export.weights import (
     Linear,
     Norm,
     TransformerWeights,
-    check_uniform,
     interleaved_to_concatenated,
     permuted,
-    stack_spec_heads,
     transformer_weights,
 )
 from schemas.model import ModelSpec
-from schemas.positional import LearnedSpec
-
-TARGET = "Hugging Face Marian"
-
-
-def check(spec: ModelSpec) -> None:
-    """Refuse, naming the field, what a MarianConfig cannot hold."""
-    check_uniform(spec, TARGET)
-    if isinstance(spec.positional, LearnedSpec):
-        raise UserError(
-            f"cannot export to {TARGET}: positional.type: learned; Marian's positions are fixed sinusoids, "
-            "so train with positional.type: sinusoidal"
-        )
-    if not spec.embedding.shared_vocab:
-        raise UserError(
-            f"cannot export to {TARGET}: embedding.shared_vocab: false; the exported tokenizer is one "
-            "PreTrainedTokenizerFast, so train with a shared vocabulary (or export --to ctranslate2)"
-        )
-    for side in ("encoder", "decoder"):
-        stack = getattr(spec, side)
-        if stack.add_norm.placement == "pre":
-            raise UserError(f"cannot export to {TARGET}: {side}.add_norm.placement: pre; Marian is post-norm only")
-        if stack.has_final_norm:
-            raise UserError(f"cannot export to {TARGET}: {side}.final_norm: true; Marian has no final LayerNorm")
-        h, d_k = stack_spec_heads(stack)
-        if h * d_k != spec.d_model:
-            raise UserError(
-                f"cannot export to {TARGET}: {side} attention has d_k ({d_k}) != d_model / h ({spec.d_model} / {h}); "
-                "Marian's heads split d_model (export --to ctranslate2 takes any d_k)"
-            )
 
 
 def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:

@@ -3,7 +3,7 @@
 Exporters never walk our modules themselves: `transformer_weights` reads each stack into
 per-layer attention, feed-forward and LayerNorm tensors (Q, K and V split out of our fused
 projections, head-major as `MultiHeadAttention` lays them out), so a change of our blocks touches
-one file. `check_uniform` refuses, with the YAML path, what a repeated-layer runtime cannot hold.
+one file.
 """
 
 from __future__ import annotations
@@ -21,17 +21,6 @@ from blocks import (
     PositionwiseFeedForward,
     SinusoidalPositionalEncoding,
 )
-from builder.errors import UserError
-from schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from schemas.feed_forward import FeedForwardSpec
-from schemas.model import ModelSpec
-from schemas.stacks import StackSpec
-
-# the one layer layout each stack may have: the paper's (Figure 1)
-LAYOUTS = {
-    "encoder": (SelfAttentionSpec, FeedForwardSpec),
-    "decoder": (CausalSelfAttentionSpec, CrossAttentionSpec, FeedForwardSpec),
-}
 
 
 @dataclass(frozen=True)
@@ -82,41 +71,6 @@ class TransformerWeights:
     encoder: Stack
     decoder: Stack
     output: Linear  # the pre-softmax projection (V, d_model)
-
-
-def check_uniform(spec: ModelSpec, target: str) -> None:
-    """Every layer of a stack alike, in the paper's layout, one head shape per stack; else a
-    UserError naming the YAML field that `target` cannot express."""
-    for side in ("encoder", "decoder"):
-        stack: StackSpec = getattr(spec, side)
-        differing = sorted(i for i, layer in stack.overrides.items() if layer != stack.layer)
-        if differing:
-            raise UserError(
-                f"cannot export to {target}: {side}.overrides makes a heterogeneous stack (layers {differing} differ "
-                f"from {side}.layer), and {target} repeats one layer; export a model whose layers are all alike"
-            )
-        kinds = tuple(type(s) for s in stack.layer)
-        if kinds != LAYOUTS[side]:
-            names = ", ".join(s.type for s in stack.layer)
-            wanted = ", ".join(k.model_fields["type"].default for k in LAYOUTS[side])
-            raise UserError(f"cannot export to {target}: {side}.layer is [{names}]; {target} has only [{wanted}]")
-        heads = {(s.h, s.d_k, s.d_v) for s in stack.layer if not isinstance(s, FeedForwardSpec)}
-        if len(heads) > 1:
-            raise UserError(
-                f"cannot export to {target}: the attention sub-layers of {side}.layer differ in (h, d_k, d_v) "
-                f"{sorted(heads)}; {target} has one head shape per stack"
-            )
-        ((h, d_k, d_v),) = heads
-        if d_k != d_v:
-            raise UserError(
-                f"cannot export to {target}: {side} attention has d_k ({d_k}) != d_v ({d_v}); {target} has one head size"
-            )
-
-
-def stack_spec_heads(stack: StackSpec) -> tuple[int, int]:
-    """(h, d_k) of a stack that passed `check_uniform`."""
-    first = stack.layer[0]
-    return first.h, first.d_k  # type: ignore[union-attr]
 
 
 def transformer_weights(model: EncoderDecoder, position_rows: int) -> TransformerWeights:
