@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 from builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from builder.decode.checkpoint import ForInference
@@ -71,6 +72,7 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     hf = MarianMTModel(marian_config(spec, position_rows)).eval()
     fill(hf, weights, output_bias=spec.embedding.output_bias)
     hf.generation_config = generation_config(loaded, position_rows)
+    hf_logging.disable_progress_bar()  # the CLI prints one line per export
     hf.save_pretrained(folder)
     hf_tokenizer(loaded.src_tokenizer, position_rows).save_pretrained(folder)
 
