@@ -1,32 +1,45 @@
-"""Beam-search decoding speed on CPU: our cached search, our no-cache reference, and Hugging Face.
+"""Beam-search decoding speed on CPU: our cached search, our no-cache reference, Hugging Face and CTranslate2.
 
     python benchmarks/decode.py [--d-model 512 --heads 8 --layers 6 --d-ff 2048 --vocab 8000]
                                 [--sentences 8 --src-len 20 --out-len 50 --beam 4 --repeats 3]
 
-Three decoders, one model size, randomly initialised (nothing is downloaded):
+Five decoders, one model size, randomly initialised (nothing is downloaded):
   (a) builder.decode.search.beam_search with the KV cache (DecoderState),
   (b) the same search with use_cache=False (the whole prefix rerun at every step),
   (c) transformers' MarianMTModel.generate(num_beams=beam) with a MarianConfig of identical
-      d_model / heads / layers / d_ff / vocabulary (post-norm, ReLU, sinusoids, shared embeddings).
-Every hypothesis is forced to exactly --out-len tokens so that all three do the same work: EOS is
-made unreachable (our logits get EOS = -inf through a hook on the output projection; HF gets
-min_new_tokens = max_new_tokens, which masks EOS the same way), and the length limit ends the
-search (ours: src_len + max_len_b = out_len). Needs `pip install -e .[bench]` for (c).
+      d_model / heads / layers / d_ff / vocabulary (post-norm, ReLU, sinusoids, shared embeddings),
+  (d) CTranslate2's Translator.translate_batch(beam_size=beam) on model (a) exported by
+      `aiayn export --to ctranslate2` (float32), and (e) the same exported with --quantization int8.
+Every hypothesis is forced to exactly --out-len tokens so that all do the same work: EOS is made
+unreachable (our logits get EOS = -inf through a hook on the output projection; HF gets
+min_new_tokens = max_new_tokens and CTranslate2 min_decoding_length = max_decoding_length, which
+mask EOS the same way), and the length limit ends the search (ours: src_len + max_len_b = out_len).
+Needs `pip install -e .[bench]` for (c) and `pip install -e .[export]` for (d) and (e).
 
 Prints a table of wall and CPU seconds (medians of --repeats interleaved runs after a warm-up), and
 the ratios of CPU time, which a busy machine disturbs less than wall time (use --threads 1 there).
 """
 
 import argparse
+import importlib.util
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
-from common import BOS, EOS, PAD, aiayn_model
+from common import BOS, EOS, PAD, experiment
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models
 from torch import nn
 
+from blocks import EncoderDecoder
+from builder.data.tokenizer import SPECIALS
+from builder.decode.checkpoint import save_checkpoint
 from builder.decode.search import beam_search
+from builder.export import export
+from builder.model.build import build_model
 
 
 def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module | None:
@@ -46,6 +59,30 @@ def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) ->
         forced_eos_token_id=None, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
     )
     return MarianMTModel(config).eval()
+
+
+def ct2_translators(ours: EncoderDecoder, spec_json: dict, threads: int) -> dict[str, object]:
+    """{row name: ctranslate2.Translator} of `ours` exported as float32 and int8, through a slim
+    checkpoint and `aiayn export` (the word-level tokenizer names the token ids t4, t5, ...); a
+    Translator holds its model in memory, so the files go once it is loaded."""
+    if importlib.util.find_spec("ctranslate2") is None:
+        print("ctranslate2 is not installed (pip install -e '.[export]'): CTranslate2 left out")
+        return {}
+    import ctranslate2
+
+    V = ours.generator.vocab_size
+    vocab = {**{t: i for i, t in enumerate(SPECIALS)}, **{f"t{i}": i for i in range(len(SPECIALS), V)}}
+    tokenizer = HFTokenizer(models.WordLevel(vocab, unk_token=SPECIALS[3]))
+    state = {f"model.{k}": v for k, v in ours.state_dict().items()}
+    ckpt = {"state_dict": state, "hyper_parameters": {"experiment": spec_json},
+            "aiayn": {"format": 1, "tokenizers": {"tokenizer.json": tokenizer.to_str()}}}  # fmt: skip
+    translators = {}
+    with tempfile.TemporaryDirectory(prefix="aiayn-decode-bench-") as work:
+        save_checkpoint(ckpt, Path(work) / "model.ckpt")
+        for name, quantization in (("CTranslate2 Translator (float32)", None), ("CTranslate2 Translator (int8)", "int8")):
+            out = export(Path(work) / "model.ckpt", "ctranslate2", Path(work) / str(quantization), quantization=quantization)
+            translators[name] = ctranslate2.Translator(str(out), device="cpu", inter_threads=1, intra_threads=threads)
+    return translators
 
 
 def timed(decoders: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float]]:
@@ -85,7 +122,9 @@ def main() -> None:
     torch.manual_seed(0)
     sizes = dict(d_model=args.d_model, heads=args.heads, layers=args.layers, d_ff=args.d_ff, vocab=args.vocab)
     src = torch.randint(3, args.vocab, (args.sentences, args.src_len))
-    ours = aiayn_model(**sizes).eval()
+    spec = experiment(**sizes)
+    ours = build_model(spec.model).eval()
+    translators = ct2_translators(ours, spec.model_dump(mode="json"), args.threads)
 
     def no_eos(module: nn.Module, inputs: tuple, logits: torch.Tensor) -> torch.Tensor:
         logits[..., EOS] = -float("inf")
@@ -120,6 +159,17 @@ def main() -> None:
         n_ours = sum(p.numel() for p in ours.parameters())
         n_hf = sum(p.numel() for p in hf.parameters())
         print(f"parameters: aiayn {n_ours:,}, transformers {n_hf:,} (its sinusoid tables are parameters)")
+    source_tokens = [[f"t{int(i)}" for i in row] for row in src]
+    for name, translator in translators.items():
+
+        def run_ct2(translator=translator) -> list:
+            out = translator.translate_batch(
+                source_tokens, beam_size=args.beam, max_decoding_length=args.out_len, min_decoding_length=args.out_len
+            )
+            assert all(len(r.hypotheses[0]) == args.out_len for r in out), [len(r.hypotheses[0]) for r in out]
+            return out
+
+        decoders[name] = run_ct2
     results = timed(decoders, args.repeats)
 
     print(

@@ -1,6 +1,6 @@
 """The one-way imports of DESIGN.md, read from the source (imports inside functions too):
 schemas import no torch; blocks import no schemas, builder or pydantic; builder's subsystems
-import one way (run <- model, data <- decode <- train <- sweep <- cli), and nothing imports cli."""
+import one way (run <- model, data <- decode <- train <- sweep <- cli; decode <- export <- cli), and nothing imports cli."""
 
 import ast
 from pathlib import Path
@@ -19,6 +19,7 @@ ALLOWED = {
     "builder.data": {"schemas", "builder.errors", "builder.run", "builder.data"},
     "builder.decode": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode"},
     "builder.train": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.train"},
+    "builder.export": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.export"},
     "builder.sweep": {"schemas", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.sweep"},
     "builder.cli": set(),  # anything: checked below only for what it is
 }

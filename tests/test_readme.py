@@ -77,7 +77,7 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
         if rest:
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)
-    check_console(outputs["pip install torch==2.13.0 && pip install -e \".[test]\" && aiayn train experiments/demo.yaml"], text)
+    check_console(outputs["pip install torch==2.13.0 && pip install -e \".[test,export]\" && aiayn train experiments/demo.yaml"], text)
     check_demo(tmp_path / "runs" / "demo" / "version_0", env)
 
 

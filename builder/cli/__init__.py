@@ -20,6 +20,7 @@ VERBS = {
     "translate": ("builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
     "evaluate": ("builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("builder.cli.average", "average", "average the parameters of checkpoints"),
+    "export": ("builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}

@@ -1,0 +1,48 @@
+"""Deploy a trained model outside aiayn: CTranslate2 (fast CPU/GPU inference, int8) or Hugging
+Face `transformers` (a MarianMTModel that `from_pretrained` loads and `generate` runs).
+
+Both exporters are optional extras (`pip install -e ".[export]"`); each target's package is
+imported only when that target is asked for. An export reads the checkpoint with aiayn's own
+loader, refuses what the target cannot express (a message naming the YAML field), and writes
+OUT whole or not at all (see output.py).
+"""
+
+import importlib
+import importlib.util
+from pathlib import Path
+
+from builder.decode.checkpoint import load_for_inference
+from builder.errors import UserError
+from builder.export.limits import check_ctranslate2, check_marian
+from builder.export.output import check_output, staged_folder
+
+# --to name -> (module, the package it needs, what to call it in messages, its limits)
+TARGETS = {
+    "ctranslate2": ("builder.export.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
+    "huggingface": ("builder.export.to_marian", "transformers", "Hugging Face transformers", check_marian),
+}
+
+
+def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False) -> Path:
+    """Export the model of a run directory or .ckpt to `out`; returns `out`."""
+    if target not in TARGETS:
+        raise UserError(f"--to {target!r}: export to one of {', '.join(TARGETS)}")
+    module_name, package, name, check = TARGETS[target]
+    if quantization is not None and target != "ctranslate2":
+        raise UserError(f"--quantization applies to --to ctranslate2 only; {name} gets the checkpoint's float32 weights")
+    out = Path(out)
+    check_output(out, force=force)
+    if importlib.util.find_spec(package) is None:
+        raise UserError(
+            f"--to {target} needs the {package} package, which is not installed: "
+            f'pip install -e ".[export]" (or pip install {package})'
+        )
+    loaded = load_for_inference(checkpoint)
+    check(loaded.spec.model)
+    module = importlib.import_module(module_name)
+    # sinusoid tables cover the longest input aiayn translates plus the output it may add to it
+    rows = loaded.spec.decode.max_input_len + loaded.spec.decode.max_len_b
+    options = {"quantization": quantization} if target == "ctranslate2" else {}
+    with staged_folder(out, force=force) as folder:
+        module.write(loaded, folder, position_rows=rows, **options)
+    return out

@@ -1,0 +1,149 @@
+"""aiayn -> CTranslate2, through its Python converter API (a `Converter` whose `_load` returns a
+filled `TransformerSpec`), as its own fairseq and OpenNMT-py converters do.
+
+What maps: post-norm (`pre_norm=False`) or pre-norm with or without a final LayerNorm; ReLU, GELU
+(erf) and SiLU; d_k = d_v != d_model / h through `head_dim`; biases or none; shared, tied or
+separate embeddings (separate vocabularies too); embeddings scaled by sqrt(d_model) or not. Positions
+are given as the model's own table (`position_encodings.encodings`): interleaved or concatenated
+sinusoids (`position_rows` rows; CTranslate2's built-in sinusoids use tensor2tensor's frequencies,
+not the paper's) or the learned table. The source gets no BOS/EOS and the decoder starts from <s>,
+as aiayn frames them. This module is imported only when `ctranslate2` is installed.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from ctranslate2.converters.converter import Converter
+from ctranslate2.specs import common_spec, transformer_spec
+
+from builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
+from builder.decode.checkpoint import ForInference
+from builder.errors import UserError
+from builder.export.limits import stack_spec_heads
+from builder.export.weights import (
+    Attention,
+    FeedForward,
+    Linear,
+    Norm,
+    Stack,
+    transformer_weights,
+)
+from schemas.model import ModelSpec
+
+ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU, "silu": common_spec.Activation.SWISH}
+
+
+class AiaynConverter(Converter):
+    """CTranslate2's converter for a model loaded by `load_for_inference`."""
+
+    def __init__(self, loaded: ForInference, position_rows: int) -> None:
+        self._loaded, self._rows = loaded, position_rows
+
+    def _load(self) -> transformer_spec.TransformerSpec:
+        spec, model = self._loaded.spec.model, self._loaded.model
+        weights = transformer_weights(model, self._rows)
+        ct2 = transformer_spec.TransformerSpec(_encoder_spec(spec, weights.encoder), _decoder_spec(spec, weights.decoder))
+        _linear(ct2.decoder.projection, weights.output)
+        ct2.config.layer_norm_epsilon = spec.encoder.add_norm.eps
+        ct2.config.decoder_start_token = BOS  # aiayn's decoder starts from <s>; the source has no specials
+        ct2.config.bos_token, ct2.config.eos_token, ct2.config.unk_token = BOS, EOS, UNK
+        ct2.config.add_source_bos, ct2.config.add_source_eos = False, False
+        ct2.register_source_vocabulary(vocabulary(self._loaded.src_tokenizer, spec.embedding.vocab_size))
+        ct2.register_target_vocabulary(vocabulary(self._loaded.tgt_tokenizer, spec.embedding.vocab_size))
+        return ct2
+
+
+def write(loaded: ForInference, folder: Path, *, position_rows: int, quantization: str | None) -> None:
+    """The CTranslate2 model (model.bin, config.json, vocabularies) in `folder` (which it replaces), and
+    aiayn's tokenizer file(s) beside it."""
+    try:
+        AiaynConverter(loaded, position_rows).convert(str(folder), quantization=quantization, force=True)
+    except ValueError as e:  # the spec's own validation, or a quantization it does not take
+        raise UserError(f"CTranslate2 refused the converted model: {e}") from None
+    if loaded.src_tokenizer is loaded.tgt_tokenizer:
+        loaded.src_tokenizer.save(folder / "tokenizer.json")
+    else:
+        loaded.src_tokenizer.save(folder / "tokenizer.src.json")
+        loaded.tgt_tokenizer.save(folder / "tokenizer.tgt.json")
+
+
+def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:
+    """The tokens in id order, padded with never-seen placeholders up to the embedding's `size` rows
+    (so the softmax is over the same rows as aiayn's)."""
+    by_id = {i: token for token, i in tokenizer.hf.get_vocab(with_added_tokens=True).items()}
+    tokens = [by_id[i] for i in range(len(by_id))]
+    return tokens + [f"<aiayn-unused-{i}>" for i in range(len(tokens), size)]
+
+
+def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerEncoderSpec:
+    h, d_k = stack_spec_heads(spec.encoder)
+    enc = transformer_spec.TransformerEncoderSpec(
+        spec.encoder.num_layers, h, pre_norm=spec.encoder.add_norm.placement == "pre",
+        no_final_norm=stack.final_norm is None, activation=ACTIVATIONS[spec.encoder.layer[1].activation],
+        head_dim=None if h * d_k == spec.d_model else d_k,
+    )  # fmt: skip
+    _inputs(enc, spec, stack, enc.embeddings[0])
+    for layer_spec, layer in zip(enc.layer, stack.layers):
+        _attention(layer_spec.self_attention, layer.self_attention, fused="qkv")
+        _ffn(layer_spec.ffn, layer.ffn)
+    return enc
+
+
+def _decoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerDecoderSpec:
+    h, d_k = stack_spec_heads(spec.decoder)
+    dec = transformer_spec.TransformerDecoderSpec(
+        spec.decoder.num_layers, h, pre_norm=spec.decoder.add_norm.placement == "pre",
+        no_final_norm=stack.final_norm is None, activation=ACTIVATIONS[spec.decoder.layer[2].activation],
+        head_dim=None if h * d_k == spec.d_model else d_k,
+    )  # fmt: skip
+    _inputs(dec, spec, stack, dec.embeddings)
+    for layer_spec, layer in zip(dec.layer, stack.layers):
+        _attention(layer_spec.self_attention, layer.self_attention, fused="qkv")
+        _attention(layer_spec.attention, layer.cross_attention, fused="kv")
+        _ffn(layer_spec.ffn, layer.ffn)
+    return dec
+
+
+def _inputs(side, spec: ModelSpec, stack: Stack, embeddings: common_spec.EmbeddingsSpec) -> None:
+    embeddings.weight = _np(stack.embedding)
+    side.scale_embeddings = spec.embedding.scale
+    side.position_encodings.encodings = _np(stack.positions)
+    if stack.final_norm is not None:
+        _norm(side.layer_norm, stack.final_norm)
+
+
+def _attention(spec, attention: Attention, *, fused: str) -> None:
+    """Self-attention: linear[0] is [Q; K; V]; cross-attention: linear[0] is Q, linear[1] [K; V]."""
+    if fused == "qkv":
+        _linear(spec.linear[0], _cat(attention.q, attention.k, attention.v))
+    else:
+        _linear(spec.linear[0], attention.q)
+        _linear(spec.linear[1], _cat(attention.k, attention.v))
+    _linear(spec.linear[-1], attention.o)
+    _norm(spec.layer_norm, attention.norm)
+
+
+def _ffn(spec, ffn: FeedForward) -> None:
+    _linear(spec.linear_0, ffn.w_1)
+    _linear(spec.linear_1, ffn.w_2)
+    _norm(spec.layer_norm, ffn.norm)
+
+
+def _cat(*parts: Linear) -> Linear:
+    bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
+    return Linear(torch.cat([p.weight for p in parts]), bias)
+
+
+def _linear(spec: common_spec.LinearSpec, lin: Linear) -> None:
+    spec.weight = _np(lin.weight)
+    if lin.bias is not None:
+        spec.bias = _np(lin.bias)
+
+
+def _norm(spec: common_spec.LayerNormSpec, norm: Norm) -> None:
+    spec.gamma, spec.beta = _np(norm.gamma), _np(norm.beta)
+
+
+def _np(x: torch.Tensor) -> np.ndarray:
+    return np.ascontiguousarray(x.numpy())

@@ -1,0 +1,133 @@
+"""aiayn -> Hugging Face `transformers`: a MarianMTModel, its config, generation config and tokenizer.
+
+Marian is the paper's post-norm Transformer with sinusoids of the paper's frequencies in the
+concatenated layout (sines, then cosines), which it recomputes on load. An interleaved model is
+exported exactly by permuting the d_model axis of the whole residual stream (weights.permuted):
+the sinusoid table then becomes Marian's. What Marian cannot hold is refused, naming the field:
+pre-norm, a final LayerNorm, learned positions, d_k or d_v other than d_model / h, separate
+vocabularies (one tokenizer file). Attention and FFN without biases get zero biases (exact).
+
+Marian's LayerNorm epsilon is fixed at 1e-5 (aiayn's default is 1e-6), so logits agree closely,
+not bit for bit. The tokenizer is a PreTrainedTokenizerFast over aiayn's own tokenizer.json:
+MarianTokenizer needs SentencePiece models, which a `tokenizers` BPE cannot be turned into.
+This module is imported only when `transformers` is installed.
+"""
+
+from pathlib import Path
+
+import torch
+from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
+
+from builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from builder.decode.checkpoint import ForInference
+from builder.export.limits import stack_spec_heads
+from builder.export.weights import (
+    Attention,
+    FeedForward,
+    Layer,
+    Linear,
+    Norm,
+    TransformerWeights,
+    interleaved_to_concatenated,
+    permuted,
+    transformer_weights,
+)
+from schemas.model import ModelSpec
+
+
+def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
+    """The MarianConfig of `spec`; `position_rows` bounds input and output positions."""
+    enc, dec = spec.encoder, spec.decoder
+    return MarianConfig(
+        vocab_size=spec.embedding.vocab_size, decoder_vocab_size=spec.embedding.vocab_size, d_model=spec.d_model,
+        encoder_layers=enc.num_layers, decoder_layers=dec.num_layers,
+        encoder_attention_heads=stack_spec_heads(enc)[0], decoder_attention_heads=stack_spec_heads(dec)[0],
+        encoder_ffn_dim=enc.layer[1].d_ff, decoder_ffn_dim=dec.layer[2].d_ff,
+        activation_function=enc.layer[1].activation, max_position_embeddings=position_rows,
+        scale_embedding=spec.embedding.scale, dropout=enc.add_norm.dropout,
+        attention_dropout=enc.layer[0].attn_dropout, activation_dropout=enc.layer[1].activation_dropout,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=spec.embedding.share == "all", tie_word_embeddings=spec.embedding.share != "none",
+    )  # fmt: skip
+
+
+def generation_config(loaded: ForInference, position_rows: int) -> GenerationConfig:
+    """aiayn's decode settings as far as `generate` has them: beam, alpha as |Y|^alpha (HF's only
+    form; aiayn's default is GNMT's), stop at `beam` finished hypotheses, <pad> never generated."""
+    decode = loaded.spec.decode
+    return GenerationConfig(
+        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, pad_token_id=0, forced_eos_token_id=None,
+        num_beams=decode.beam, length_penalty=decode.alpha, early_stopping=True, suppress_tokens=[0],
+        max_length=position_rows,
+    )  # fmt: skip
+
+
+def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
+    """config.json, model.safetensors, generation_config.json and the tokenizer files in `folder`."""
+    spec = loaded.spec.model
+    weights = transformer_weights(loaded.model, position_rows)
+    if spec.positional.layout == "interleaved":  # type: ignore[union-attr]
+        weights = permuted(weights, interleaved_to_concatenated(spec.d_model))
+    hf = MarianMTModel(marian_config(spec, position_rows)).eval()
+    fill(hf, weights, output_bias=spec.embedding.output_bias)
+    hf.generation_config = generation_config(loaded, position_rows)
+    hf_logging.disable_progress_bar()  # the CLI prints one line per export
+    hf.save_pretrained(folder)
+    hf_tokenizer(loaded.src_tokenizer, position_rows).save_pretrained(folder)
+
+
+def hf_tokenizer(tokenizer: Tokenizer, max_length: int) -> PreTrainedTokenizerFast:
+    """aiayn's tokenizer as transformers sees it: no specials added to the source (aiayn adds none)."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer.hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
+        clean_up_tokenization_spaces=False, model_max_length=max_length,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def fill(hf: MarianMTModel, weights: TransformerWeights, *, output_bias: bool) -> None:
+    """Copy `weights` into a MarianMTModel built from `marian_config` (tied tables are one tensor)."""
+    model = hf.model
+    model.encoder.embed_tokens.weight.copy_(weights.encoder.embedding)
+    model.decoder.embed_tokens.weight.copy_(weights.decoder.embedding)
+    hf.lm_head.weight.copy_(weights.output.weight)
+    if output_bias:
+        hf.final_logits_bias.copy_(weights.output.bias[None])
+    for ours, theirs in zip(weights.encoder.layers, model.encoder.layers):
+        _layer(ours, theirs, encoder=True)
+    for ours, theirs in zip(weights.decoder.layers, model.decoder.layers):
+        _layer(ours, theirs, encoder=False)
+    for side, stack in (("encoder", weights.encoder), ("decoder", weights.decoder)):
+        table = getattr(model, side).embed_positions.weight
+        if not torch.allclose(table, stack.positions, atol=1e-6, rtol=0):
+            raise AssertionError(f"the {side}'s sinusoids differ from Marian's after the permutation")  # our bug, not the user's
+
+
+def _layer(ours: Layer, theirs, *, encoder: bool) -> None:
+    _attention(ours.self_attention, theirs.self_attn, theirs.self_attn_layer_norm)
+    if not encoder:
+        _attention(ours.cross_attention, theirs.encoder_attn, theirs.encoder_attn_layer_norm)
+    _ffn(ours.ffn, theirs)
+
+
+def _attention(ours: Attention, theirs, norm) -> None:
+    for lin, proj in ((ours.q, theirs.q_proj), (ours.k, theirs.k_proj), (ours.v, theirs.v_proj), (ours.o, theirs.out_proj)):
+        _linear(lin, proj)
+    _norm(ours.norm, norm)
+
+
+def _ffn(ours: FeedForward, theirs) -> None:
+    _linear(ours.w_1, theirs.fc1)
+    _linear(ours.w_2, theirs.fc2)
+    _norm(ours.norm, theirs.final_layer_norm)
+
+
+def _linear(ours: Linear, theirs: torch.nn.Linear) -> None:
+    theirs.weight.copy_(ours.weight)
+    theirs.bias.copy_(ours.bias if ours.bias is not None else torch.zeros_like(theirs.bias))
+
+
+def _norm(ours: Norm, theirs: torch.nn.LayerNorm) -> None:
+    theirs.weight.copy_(ours.gamma)
+    theirs.bias.copy_(ours.beta)

@@ -1,0 +1,177 @@
+"""aiayn's EncoderDecoder read into the plain tensors every exporter needs (target-neutral).
+
+Exporters never walk our modules themselves: `transformer_weights` reads each stack into
+per-layer attention, feed-forward and LayerNorm tensors (Q, K and V split out of our fused
+projections, head-major as `MultiHeadAttention` lays them out), so a change of our blocks touches
+one file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor, nn
+
+from blocks import (
+    AddNorm,
+    EncoderDecoder,
+    LearnedPositionalEmbedding,
+    MultiHeadAttention,
+    PositionwiseFeedForward,
+    SinusoidalPositionalEncoding,
+)
+
+
+@dataclass(frozen=True)
+class Linear:
+    weight: Tensor  # (out, in), as nn.Linear
+    bias: Tensor | None
+
+
+@dataclass(frozen=True)
+class Norm:
+    gamma: Tensor
+    beta: Tensor
+
+
+@dataclass(frozen=True)
+class Attention:
+    q: Linear
+    k: Linear
+    v: Linear
+    o: Linear
+    norm: Norm
+
+
+@dataclass(frozen=True)
+class FeedForward:
+    w_1: Linear
+    w_2: Linear
+    norm: Norm
+
+
+@dataclass(frozen=True)
+class Layer:
+    self_attention: Attention
+    cross_attention: Attention | None  # decoder layers only
+    ffn: FeedForward
+
+
+@dataclass(frozen=True)
+class Stack:
+    embedding: Tensor  # (V, d_model), unscaled
+    positions: Tensor  # (rows, d_model), added after scaling
+    layers: list[Layer]
+    final_norm: Norm | None
+
+
+@dataclass(frozen=True)
+class TransformerWeights:
+    encoder: Stack
+    decoder: Stack
+    output: Linear  # the pre-softmax projection (V, d_model)
+
+
+def transformer_weights(model: EncoderDecoder, position_rows: int) -> TransformerWeights:
+    """The model's tensors (float32, detached, CPU); sinusoid tables get `position_rows` rows."""
+    return TransformerWeights(
+        encoder=_stack(model.src_embed, model.encoder, position_rows),
+        decoder=_stack(model.tgt_embed, model.decoder, position_rows),
+        output=Linear(_t(model.generator.weight), _maybe(model.generator.bias)),
+    )
+
+
+def position_table(positional: nn.Module, rows: int) -> Tensor:
+    """(rows, d_model) for a sinusoid (its own layout), the learned table as it is."""
+    if isinstance(positional, LearnedPositionalEmbedding):
+        return _t(positional.table.weight)
+    if isinstance(positional, SinusoidalPositionalEncoding):
+        return _t(positional(rows, 0))
+    raise TypeError(f"no position table for {type(positional).__name__}")
+
+
+def permuted(weights: TransformerWeights, perm: Tensor) -> TransformerWeights:
+    """The same function with the d_model axis of the residual stream permuted by `perm`:
+    h' = h[..., perm]. Exact: LayerNorm is permutation-equivariant, and every matrix that reads
+    the stream has its columns, every one that writes it its rows (and bias), permuted alike."""
+
+    def reads(lin: Linear) -> Linear:
+        return Linear(lin.weight[:, perm], lin.bias)
+
+    def writes(lin: Linear) -> Linear:
+        return Linear(lin.weight[perm], None if lin.bias is None else lin.bias[perm])
+
+    def norm(n: Norm | None) -> Norm | None:
+        return None if n is None else Norm(n.gamma[perm], n.beta[perm])
+
+    def attention(a: Attention | None) -> Attention | None:
+        if a is None:
+            return None
+        return Attention(q=reads(a.q), k=reads(a.k), v=reads(a.v), o=writes(a.o), norm=norm(a.norm))
+
+    def layer(lay: Layer) -> Layer:
+        ffn = FeedForward(w_1=reads(lay.ffn.w_1), w_2=writes(lay.ffn.w_2), norm=norm(lay.ffn.norm))
+        return Layer(attention(lay.self_attention), attention(lay.cross_attention), ffn)
+
+    def stack(s: Stack) -> Stack:
+        return replace(s, embedding=s.embedding[:, perm], positions=s.positions[:, perm],
+                       layers=[layer(x) for x in s.layers], final_norm=norm(s.final_norm))  # fmt: skip
+
+    return TransformerWeights(stack(weights.encoder), stack(weights.decoder), reads(weights.output))
+
+
+def interleaved_to_concatenated(d_model: int) -> Tensor:
+    """perm with PE_interleaved[:, perm] == PE_concatenated: the sines (even columns), then the
+    cosines (odd columns), frequency by frequency."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def _stack(embed: nn.Module, stack: nn.Module, position_rows: int) -> Stack:
+    layers = []
+    for layer in stack.layers:
+        subs: list[AddNorm] = list(layer.sublayers)
+        attentions = [_attention(s) for s in subs if isinstance(s.sublayer, MultiHeadAttention)]
+        ffn = next(s for s in subs if isinstance(s.sublayer, PositionwiseFeedForward))
+        layers.append(Layer(attentions[0], attentions[1] if len(attentions) > 1 else None, _ffn(ffn)))
+    final = None if stack.final_norm is None else _norm(stack.final_norm)
+    positions = position_table(embed.positional, position_rows)
+    return Stack(embedding=_t(embed.token.table.weight), positions=positions, layers=layers, final_norm=final)
+
+
+def _attention(sub: AddNorm) -> Attention:
+    mha: MultiHeadAttention = sub.sublayer
+    hk, hv = mha.h * mha.d_k, mha.h * mha.d_v
+    if mha.kind == "cross":
+        q = _linear(mha.w_q)
+        k, v = _split(mha.w_kv, [hk, hv])
+    else:
+        q, k, v = _split(mha.w_qkv, [hk, hk, hv])
+    return Attention(q=q, k=k, v=v, o=_linear(mha.w_o), norm=_norm(sub.norm))
+
+
+def _ffn(sub: AddNorm) -> FeedForward:
+    ffn: PositionwiseFeedForward = sub.sublayer
+    return FeedForward(w_1=_linear(ffn.w_1), w_2=_linear(ffn.w_2), norm=_norm(sub.norm))
+
+
+def _split(lin: nn.Linear, sizes: list[int]) -> list[Linear]:
+    weights = _t(lin.weight).split(sizes, dim=0)
+    biases = _t(lin.bias).split(sizes, dim=0) if lin.bias is not None else [None] * len(sizes)
+    return [Linear(w, b) for w, b in zip(weights, biases)]
+
+
+def _linear(lin: nn.Linear) -> Linear:
+    return Linear(_t(lin.weight), _maybe(lin.bias))
+
+
+def _norm(ln: nn.LayerNorm) -> Norm:
+    return Norm(_t(ln.weight), _t(ln.bias))
+
+
+def _t(x: Tensor) -> Tensor:
+    return x.detach().to("cpu", torch.float32).contiguous()
+
+
+def _maybe(x: Tensor | None) -> Tensor | None:
+    return None if x is None else _t(x)

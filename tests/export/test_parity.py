@@ -1,0 +1,120 @@
+"""An exported model computes what aiayn computes: CTranslate2's token log-probabilities and
+transformers' logits against aiayn's, and greedy and beam outputs token for token, on models whose
+every parameter is random (so no weight can be mis-mapped unnoticed), in the paper's setting and in
+the options each target takes (pre-norm, GELU, concatenated or learned positions, d_k != d_model/h,
+no biases, an output bias, untied tables)."""
+
+import pytest
+import torch
+
+from builder.data.demo import generate_demo
+from builder.decode.checkpoint import load_for_inference
+from builder.decode.translate import padded
+from builder.export import export
+from tests.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
+
+PRE_NORM = ("model.encoder.add_norm.placement=pre", "model.decoder.add_norm.placement=pre")
+GELU = ("model.encoder.layer.1.activation=gelu", "model.decoder.layer.2.activation=gelu")
+NO_BIAS = (
+    "model.encoder.layer.0.bias=false", "model.encoder.layer.1.bias=false", "model.decoder.layer.0.bias=false",
+    "model.decoder.layer.1.bias=false", "model.decoder.layer.2.bias=false",
+)  # fmt: skip
+CT2_CASES = {  # name: (overrides, positional section or None)
+    "paper": ((), None),
+    "pre-norm, gelu, concatenated, 4 heads of 8 in d_model 16, no biases, untied with an output bias": (
+        (
+            *PRE_NORM,
+            *GELU,
+            *NO_BIAS,
+            "model.positional.layout=concatenated",
+            "dims.h=4",
+            "model.embedding.share=none",
+            "model.embedding.output_bias=true",
+        ),
+        None,
+    ),  # fmt: skip
+    "learned positions, pre-norm encoder without final norm, post-norm decoder, unscaled embeddings": (
+        ("model.encoder.add_norm.placement=pre", "model.encoder.final_norm=false", "model.embedding.scale=false"),
+        LEARNED,
+    ),
+}
+MARIAN_CASES = {
+    "paper (interleaved sinusoids, permuted)": (),
+    "concatenated, gelu, no biases, target tables tied with an output bias": (
+        *GELU,
+        *NO_BIAS,
+        "model.positional.layout=concatenated",
+        "model.embedding.share=target_output",
+        "model.embedding.output_bias=true",
+    ),  # fmt: skip
+}
+MAX_LEN_B = 5
+
+
+def sources(loaded, n: int = 12) -> list[list[int]]:
+    """Demo sentences cut to 4..15 tokens: a random model writes to the length limit, so short
+    inputs keep the searches short."""
+    ids = loaded.src_tokenizer.encode_batch(generate_demo(n, 1, 1, 99)["train"][0])
+    return [x[: 4 + i] for i, x in enumerate(ids)]
+
+
+def references(loaded, n: int = 4) -> list[list[int]]:
+    return loaded.tgt_tokenizer.encode_batch(generate_demo(n, 1, 1, 99)["train"][1])
+
+
+def aiayn_log_probs(loaded, src: list[int], tgt: list[int]) -> torch.Tensor:
+    """log P(y_t | y_<t, x) of each token of tgt + </s>."""
+    with torch.no_grad():
+        logits = loaded.model(padded([src], 0), padded([[1, *tgt]], 0))[0]  # (T, V)
+    return logits.log_softmax(-1).gather(1, torch.tensor([*tgt, 2])[:, None])[:, 0]
+
+
+@pytest.mark.parametrize(("overrides", "positional"), CT2_CASES.values(), ids=CT2_CASES.keys())
+def test_ctranslate2_scores_and_outputs_are_aiayns(tmp_path, overrides, positional):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    run = scrambled_run(tmp_path / "runs", *overrides, positional=positional)
+    export(run, "ctranslate2", tmp_path / "ct2")
+    loaded = load_for_inference(run)
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
+    tok = loaded.src_tokenizer
+    as_tokens = lambda ids: [tok.hf.id_to_token(i) for i in ids]  # noqa: E731
+    for src, tgt in zip(sources(loaded), references(loaded)):
+        [scored] = translator.score_batch([as_tokens(src)], [as_tokens(tgt)])
+        torch.testing.assert_close(torch.tensor(scored.log_probs), aiayn_log_probs(loaded, src, tgt), atol=2e-4, rtol=1e-4)
+    ids = sources(loaded)
+    for beam in (1, 4):
+        ours = aiayn_outputs(loaded, ids, beam=beam, alpha=1.0, max_len_b=MAX_LEN_B)
+        assert ct2_outputs(translator, tok, ids, beam=beam, alpha=1.0, max_len_b=MAX_LEN_B) == ours, f"beam {beam}"
+
+
+@pytest.mark.parametrize("overrides", MARIAN_CASES.values(), ids=MARIAN_CASES.keys())
+def test_marian_logits_and_outputs_are_aiayns(tmp_path, overrides):
+    transformers = pytest.importorskip("transformers")
+    run = scrambled_run(tmp_path / "runs", *overrides)
+    export(run, "huggingface", tmp_path / "hf")
+    loaded = load_for_inference(run)
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    x = padded(sources(loaded, 4), 0)
+    y = padded([[1, *t] for t in references(loaded)], 0)
+    with torch.no_grad():
+        ours = loaded.model(x, y)
+        theirs = hf(input_ids=x, attention_mask=x.ne(0), decoder_input_ids=y).logits
+    real = y.ne(0)
+    # Marian's LayerNorm eps is 1e-5, aiayn's 1e-6: close, not bit for bit
+    torch.testing.assert_close(theirs[real], ours[real], atol=2e-3, rtol=1e-4)
+    ids = sources(loaded)
+    for beam in (1, 4):
+        ours = aiayn_outputs(loaded, ids, beam=beam, alpha=0.6, max_len_b=MAX_LEN_B)
+        assert hf_outputs(hf, ids, beam=beam, alpha=0.6, max_len_b=MAX_LEN_B) == ours, f"beam {beam}"
+
+
+def test_marian_tokenizer_is_aiayns(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    run = scrambled_run(tmp_path / "runs")
+    export(run, "huggingface", tmp_path / "hf")
+    loaded = load_for_inference(run)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    en, de = generate_demo(6, 1, 1, 5)["train"]
+    assert [hf_tok(s)["input_ids"] for s in en] == loaded.src_tokenizer.encode_batch(en)  # no specials on the source
+    ids = loaded.tgt_tokenizer.encode_batch(de)
+    assert [hf_tok.decode([1, *t, 2, 0], skip_special_tokens=True) for t in ids] == loaded.tgt_tokenizer.decode_batch(ids)
