@@ -31,6 +31,9 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     if quantization is not None and target != "ctranslate2":
         raise UserError(f"--quantization applies to --to ctranslate2 only; {name} gets the checkpoint's float32 weights")
     out = Path(out)
+    source = Path(checkpoint).resolve()
+    if source == out.resolve() or out.resolve() in source.parents:
+        raise UserError(f"{out} holds {checkpoint}, the model being exported; export into another folder")
     check_output(out, force=force)
     if importlib.util.find_spec(package) is None:
         raise UserError(

@@ -147,3 +147,12 @@ def test_out_that_is_a_file_is_refused(run, tmp_path, capsys):
     (tmp_path / "out").write_text("x")
     assert main(["export", str(run), "--to", "ctranslate2", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == f"aiayn export: error: {tmp_path / 'out'} is a file; give a folder to export into\n"
+
+
+@pytest.mark.parametrize("where", ["run", "parent"])
+def test_out_never_replaces_what_is_exported(run, where, capsys):
+    out = run if where == "run" else run.parent
+    before = sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*"))
+    assert main(["export", str(run), "--to", "ctranslate2", str(out), "--force"]) == 2
+    assert capsys.readouterr().err == f"aiayn export: error: {out} holds {run}, the model being exported; export into another folder\n"
+    assert sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*")) == before
