@@ -12,7 +12,7 @@ from torch import nn
 from builder.data import datamodule as datamodule_module
 from builder.data.corpus import read_lines
 from builder.data.datamodule import TranslationDataModule
-from builder.data.tokenizer import Tokenizer
+from builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
 from builder.errors import UserError
 
 DEMO = (400, 50, 40)
@@ -96,6 +96,16 @@ def test_files_with_separate_vocabularies(dm, tmp_path):
     assert len(files.datasets["valid"]) == 50  # evaluation splits are never filtered
     with pytest.raises(UserError, match="no test split was given"):
         files.test_dataloader()
+
+
+def test_tokenizer_trains_on_a_sample_only_of_a_larger_split(dm, tmp_path):
+    data = tmp_path / "run" / "data"
+    src, tgt = read_lines(data / "train.en"), read_lines(data / "train.de")
+    for sample, trained_on in ((400, src + tgt), (None, src + tgt), (100, sum(training_sample(src, tgt, 100), []))):
+        other = make(tmp_path / f"run-{sample}", train_sample_pairs=sample)
+        tokenizer, _ = other.prepare_tokenizers()
+        assert tokenizer == train_tokenizer(trained_on, 300)
+        assert (tokenizer == dm.src_tokenizer) == (sample != 100)  # 400 pairs: every one, as before
 
 
 def test_copies_a_given_tokenizer(dm, tmp_path):

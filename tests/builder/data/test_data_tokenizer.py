@@ -10,6 +10,7 @@ from builder.data.tokenizer import (
     Tokenizer,
     load_run_tokenizers,
     train_tokenizer,
+    training_sample,
 )
 from builder.errors import UserError
 from builder.run.rundir import RunDir
@@ -122,6 +123,18 @@ def test_no_text():
     with pytest.raises(UserError) as e:
         train_tokenizer(iter([]), 100)
     assert str(e.value) == "cannot train a tokenizer on no text: the training corpus is empty"
+
+
+def test_training_sample_only_above_the_limit():
+    src, tgt = [f"s{i}" for i in range(10)], [f"t{i}" for i in range(10)]
+    assert training_sample(src, tgt, None) == (src, tgt)
+    assert training_sample(src, tgt, 10) == (src, tgt)
+    # a fixed seed, in file order, the two sides of each pair together
+    assert training_sample(src, tgt, 4) == (["s2", "s4", "s5", "s7"], ["t2", "t4", "t5", "t7"])
+    assert training_sample(src, tgt, 9) == training_sample(src, tgt, 9)
+    with pytest.raises(UserError) as e:
+        training_sample(src, tgt, 0)
+    assert str(e.value) == "tokenizer train_sample_pairs must be at least 1 or null, got 0"
 
 
 def test_run_directory_layout(demo_tokenizer, tmp_path):
