@@ -31,6 +31,23 @@ def test_byte_order_mark_is_not_text(tmp_path):
     assert read_lines(write(tmp_path / "x.en", "\ufeffhello\n".encode())) == ["hello"]
 
 
+@pytest.mark.parametrize("block_bytes", [1, 2, 3, 5, 8, 1 << 24])
+@pytest.mark.parametrize("text", ["\ufeffeins\r\nzwei Wörter\n\n„drei“ – 😀\nvier", "a\n\n", "\n", "x", ""])
+def test_read_in_blocks_as_whole(tmp_path, block_bytes, text):
+    """Any block size reads what splitting the whole text would."""
+    path = write(tmp_path / "x.de", text.encode())
+    lines = text.removeprefix("\ufeff").split("\n")
+    expected = [line.removesuffix("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
+    assert read_lines(path, block_bytes=block_bytes) == expected
+
+
+@pytest.mark.parametrize("block_bytes", [1, 4, 1 << 24])
+def test_invalid_utf8_line_counts_across_blocks(tmp_path, block_bytes):
+    path = write(tmp_path / "a.de", "ä\nöö\n\nü".encode() + b"\xe9\n")
+    with pytest.raises(UserError, match=r"a\.de, line 4: invalid UTF-8 \(byte 0xe9\)"):
+        read_lines(path, block_bytes=block_bytes)
+
+
 def test_missing_file(tmp_path):
     src = write(tmp_path / "a.en", b"x\n")
     missing = tmp_path / "nope.de"
