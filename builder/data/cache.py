@@ -17,12 +17,12 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from builder.data.corpus import file_not_found, read_parallel
+from builder.data.corpus import check_not_blank, count_parallel, file_not_found, line_blocks
 from builder.data.ragged import RaggedIds
 from builder.data.tokenizer import Tokenizer
 from builder.errors import UserError
@@ -56,25 +56,45 @@ def cache_key(src_path: Path, tgt_path: Path, src_tokenizer: Tokenizer, tgt_toke
 
 
 def encode_lines(tokenizer: Tokenizer, lines: Sequence[str], *, chunk_lines: int = CHUNK_LINES) -> RaggedIds:
-    """The ids of every line, encoded a chunk at a time: the Rust encoder returns an Encoding
-    object per line (tokens, offsets, masks: ~100 bytes a token), which must never exist for the
-    whole of a WMT-sized corpus at once, nor must its ids as Python lists (~36 bytes an id)."""
+    """The ids of every line (see encode_blocks)."""
+    return encode_blocks(tokenizer, [lines], chunk_lines=chunk_lines)
+
+
+def encode_blocks(tokenizer: Tokenizer, blocks: Iterable[Sequence[str]], *, chunk_lines: int = CHUNK_LINES) -> RaggedIds:
+    """The ids of every line of consecutive blocks of lines, encoded a chunk at a time: the Rust
+    encoder returns an Encoding object per line (tokens, offsets, masks: ~100 bytes a token),
+    which must never exist for the whole of a WMT-sized corpus at once, nor must its ids as
+    Python lists (~36 bytes an id)."""
     lengths, flats = [], []
-    for start in range(0, len(lines), chunk_lines):
-        ids = tokenizer.encode_batch(lines[start : start + chunk_lines])
-        lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
-        flats.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths[-1].sum())))
+    for block in blocks:
+        for start in range(0, len(block), chunk_lines):
+            ids = tokenizer.encode_batch(block[start : start + chunk_lines])
+            lengths.append(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
+            flats.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths[-1].sum())))
     return RaggedIds.from_chunks(flats, lengths)
 
 
 def encode_corpus(
     src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_path: Path, tgt_path: Path
 ) -> tuple[RaggedIds, RaggedIds]:
-    """Reads and tokenizes a parallel corpus, without any cache."""
-    src, tgt = read_parallel(src_path, tgt_path)
-    src_ids = encode_lines(src_tokenizer, src)
-    del src  # as Python strings a side's text takes ~1.5x its file size: free it before the other
-    return src_ids, encode_lines(tgt_tokenizer, tgt)
+    """Reads and tokenizes a parallel corpus, without any cache, a block of lines at a time (the
+    whole text of WMT's 4.5M pairs would take ~4 GB as Python strings)."""
+    n = count_parallel(src_path, tgt_path)  # a misaligned corpus fails before minutes of encoding
+    return _encode_file(src_tokenizer, src_path, n), _encode_file(tgt_tokenizer, tgt_path, n)
+
+
+def _encode_file(tokenizer: Tokenizer, path: Path, n: int) -> RaggedIds:
+    has_text = False
+
+    def blocks() -> Iterator[list[str]]:
+        nonlocal has_text
+        for block in line_blocks(path):
+            has_text = has_text or any(line.strip() for line in block)
+            yield block
+
+    ids = encode_blocks(tokenizer, blocks())
+    check_not_blank(path, has_text, n)
+    return ids
 
 
 def _load(folder: Path) -> tuple[RaggedIds, RaggedIds] | None:

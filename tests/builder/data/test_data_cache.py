@@ -5,7 +5,8 @@ import pickle
 import numpy as np
 import pytest
 
-from builder.data.cache import encode_cached, encode_lines
+from builder.data.cache import encode_blocks, encode_cached, encode_lines
+from builder.data.corpus import line_blocks
 from builder.data.demo import generate_demo
 from builder.data.ragged import RaggedIds
 from builder.data.tokenizer import Tokenizer, train_tokenizer
@@ -136,7 +137,7 @@ def test_mapped_ids_pickle_as_file_names(tmp_path):
     assert [a.tolist() for a in copy] == [list(range(40_000)), list(range(40_000, 100_000))]
 
 
-def test_encoded_in_chunks_like_all_at_once(tokenizer):
+def test_encoded_in_chunks_like_all_at_once(tokenizer, tmp_path):
     lines = generate_demo(1000, 1, 1, seed=5)["train"][1] + ["", "Bücher"]
     whole = encode_lines(tokenizer, lines)
     for chunk_lines in (1, 7, 1000, 5000):
@@ -145,6 +146,26 @@ def test_encoded_in_chunks_like_all_at_once(tokenizer):
         np.testing.assert_array_equal(chunked.offsets, whole.offsets)
     assert whole.tolists() == [tokenizer.encode(s) for s in lines]
     assert encode_lines(tokenizer, []).tolists() == []
+    path = tmp_path / "x.de"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    streamed = encode_blocks(tokenizer, line_blocks(path, block_bytes=100), chunk_lines=7)  # blocks of ~3 lines
+    np.testing.assert_array_equal(streamed.flat, whole.flat)
+    np.testing.assert_array_equal(streamed.offsets, whole.offsets)
+
+
+def test_misaligned_or_blank_corpus(tokenizer, tmp_path, monkeypatch):
+    calls = count_encodes(monkeypatch)
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("one\ntwo\n", encoding="utf-8")
+    tgt.write_text("eins\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        encode_cached(tokenizer, src, tgt, tmp_path / "cache")
+    assert str(e.value).startswith("parallel corpus is misaligned: ") and calls == []  # before any encoding
+    tgt.write_text(" \n\t\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        encode_cached(tokenizer, src, tgt, tmp_path / "cache")
+    assert str(e.value) == f"{tgt}: all 2 lines are blank; it holds no sentences"
+    assert not (tmp_path / "cache").exists()
 
 
 def test_no_cache_dir(tokenizer, corpus, monkeypatch):

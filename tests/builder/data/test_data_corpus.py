@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builder.data.corpus import filter_by_length, read_lines, read_parallel
+from builder.data.corpus import count_lines, count_parallel, filter_by_length, line_blocks, read_lines, read_parallel
 from builder.data.ragged import RaggedIds
 from builder.errors import UserError
 
@@ -39,6 +39,8 @@ def test_read_in_blocks_as_whole(tmp_path, block_bytes, text):
     lines = text.removeprefix("\ufeff").split("\n")
     expected = [line.removesuffix("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
     assert read_lines(path, block_bytes=block_bytes) == expected
+    assert [line for block in line_blocks(path, block_bytes=block_bytes) for line in block] == expected
+    assert count_lines(path) == len(expected)
 
 
 @pytest.mark.parametrize("block_bytes", [1, 4, 1 << 24])
@@ -56,11 +58,12 @@ def test_missing_file(tmp_path):
     assert str(e.value) == f"corpus file not found: {missing}; check the data path"
 
 
-def test_different_line_counts(tmp_path):
+@pytest.mark.parametrize("read", [read_parallel, count_parallel])
+def test_different_line_counts(tmp_path, read):
     src = write(tmp_path / "a.en", b"1\n2\n3\n")
     tgt = write(tmp_path / "a.de", b"1\n2\n")
     with pytest.raises(UserError) as e:
-        read_parallel(src, tgt)
+        read(src, tgt)
     assert str(e.value) == (
         f"parallel corpus is misaligned: {src} has 3 lines but {tgt} has 2; "
         "line N of one file must translate line N of the other"
@@ -84,11 +87,12 @@ def test_invalid_utf8_on_first_line(tmp_path):
         read_lines(path)
 
 
-def test_empty_corpus(tmp_path):
+@pytest.mark.parametrize("read", [read_parallel, count_parallel])
+def test_empty_corpus(tmp_path, read):
     src = write(tmp_path / "a.en", b"")
     tgt = write(tmp_path / "a.de", b"")
     with pytest.raises(UserError) as e:
-        read_parallel(src, tgt)
+        read(src, tgt)
     assert str(e.value) == f"parallel corpus is empty: {src} and {tgt} have no lines"
 
 
