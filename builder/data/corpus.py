@@ -84,6 +84,21 @@ def _strip(lines: list[str], *, first: bool) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+def sampled_lines(path: Path, n: int, keep: np.ndarray | None = None, *, block_bytes: int = BLOCK_BYTES) -> Iterator[str]:
+    """The lines of `path` (`n` of them) whose numbers are in `keep` (sorted; None: every line),
+    streamed a block at a time; at the end, the error of a file whose lines are all blank."""
+    start, has_text = 0, False
+    for block in line_blocks(path, block_bytes=block_bytes):
+        has_text = has_text or any(line.strip() for line in block)
+        if keep is None:
+            yield from block
+        else:
+            lo, hi = keep.searchsorted([start, start + len(block)])
+            yield from (block[i - start] for i in keep[lo:hi].tolist())
+        start += len(block)
+    check_not_blank(path, has_text, n)
+
+
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
     """Line N of `src_path` and line N of `tgt_path` are a translation pair."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)

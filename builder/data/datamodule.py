@@ -14,6 +14,7 @@ Resuming mid-epoch: the training DataLoader is stateful (`state_dict` / `load_st
 Lightning stores its position in every checkpoint and restores it before iterating again.
 """
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from builder.data.cache import encode_cached
 from builder.data.collate import Batch
-from builder.data.corpus import filter_by_length, read_parallel
+from builder.data.corpus import count_parallel, filter_by_length, sampled_lines
 from builder.data.dataset import TranslationDataset
 from builder.data.demo import write_demo
 from builder.data.loaders import eval_loader, loader_options
@@ -125,18 +126,20 @@ class TranslationDataModule(LightningDataModule):
             Tokenizer.load(self.tokenizer_path).save(src_file)
             say(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
             return
-        src, tgt = read_parallel(*self.paths["train"])
-        if self.train_sample_pairs is not None and len(src) > self.train_sample_pairs:
-            say(f"tokenizer: training on {self.train_sample_pairs} random pairs of the {len(src)} (data.tokenizer.train_sample_pairs)")
-        src, tgt = training_sample(src, tgt, self.train_sample_pairs)
+        src_path, tgt_path = self.paths["train"]
+        n = count_parallel(src_path, tgt_path)
+        keep = training_sample(n, self.train_sample_pairs)
+        if keep is not None:
+            say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
         size, freq = self.vocab_size_requested, self.min_frequency
-        if self.shared_vocab:
-            tokenizer = train_tokenizer(src + tgt, size, min_frequency=freq)
+        if self.shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
+            texts = itertools.chain(sampled_lines(src_path, n, keep), sampled_lines(tgt_path, n, keep))
+            tokenizer = train_tokenizer(texts, size, min_frequency=freq)
             tokenizer.save(src_file)
             say(f"tokenizer: shared BPE of {tokenizer.vocab_size} (asked {size}) -> {src_file}")
             return
-        for texts, file in ((src, src_file), (tgt, tgt_file)):
-            tokenizer = train_tokenizer(texts, size, min_frequency=freq)
+        for path, file in ((src_path, src_file), (tgt_path, tgt_file)):
+            tokenizer = train_tokenizer(sampled_lines(path, n, keep), size, min_frequency=freq)
             tokenizer.save(file)
             say(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
 

@@ -133,16 +133,15 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
 SAMPLE_SEED = 0  # fixed, not the run's seed: runs with other seeds get the same tokenizer and share the token cache
 
 
-def training_sample(src: list[str], tgt: list[str], max_pairs: int | None) -> tuple[list[str], list[str]]:
-    """The pairs a tokenizer is trained on: all, or `max_pairs` of them drawn at random (in file
-    order) when there are more. BPE merges of a 37k vocabulary settle on a few million sentences:
-    WMT14's 4.5M pairs whole take minutes and gigabytes more for the same vocabulary."""
+def training_sample(n_pairs: int, max_pairs: int | None) -> np.ndarray | None:
+    """The line numbers (sorted) of the pairs a tokenizer is trained on, None for all: `max_pairs`
+    of the `n_pairs` drawn at random when there are more. BPE merges of a 37k vocabulary settle on
+    a million sentences: WMT14's 4.5M pairs whole take minutes more for the same vocabulary."""
     if max_pairs is not None and max_pairs < 1:
         raise UserError(f"tokenizer train_sample_pairs must be at least 1 or null, got {max_pairs}")
-    if max_pairs is None or len(src) <= max_pairs:
-        return src, tgt
-    keep = np.sort(np.random.default_rng(SAMPLE_SEED).choice(len(src), size=max_pairs, replace=False)).tolist()
-    return [src[i] for i in keep], [tgt[i] for i in keep]
+    if max_pairs is None or n_pairs <= max_pairs:
+        return None
+    return np.sort(np.random.default_rng(SAMPLE_SEED).choice(n_pairs, size=max_pairs, replace=False))
 
 
 def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: str, fix: str) -> None:

@@ -5,7 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builder.data.corpus import count_lines, count_parallel, filter_by_length, line_blocks, read_lines, read_parallel
+from builder.data.corpus import (
+    count_lines,
+    count_parallel,
+    filter_by_length,
+    line_blocks,
+    read_lines,
+    read_parallel,
+    sampled_lines,
+)
 from builder.data.ragged import RaggedIds
 from builder.errors import UserError
 
@@ -48,6 +56,20 @@ def test_invalid_utf8_line_counts_across_blocks(tmp_path, block_bytes):
     path = write(tmp_path / "a.de", "ä\nöö\n\nü".encode() + b"\xe9\n")
     with pytest.raises(UserError, match=r"a\.de, line 4: invalid UTF-8 \(byte 0xe9\)"):
         read_lines(path, block_bytes=block_bytes)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 6, 1 << 24])
+def test_sampled_lines(tmp_path, block_bytes):
+    path = write(tmp_path / "x.en", "".join(f"line {i}\n" for i in range(20)).encode())
+    assert list(sampled_lines(path, 20, block_bytes=block_bytes)) == [f"line {i}" for i in range(20)]
+    keep = np.array([0, 3, 4, 11, 19])
+    assert list(sampled_lines(path, 20, keep, block_bytes=block_bytes)) == ["line 0", "line 3", "line 4", "line 11", "line 19"]
+    blank = write(tmp_path / "b.en", b"  \n\n\t\n")
+    lines = sampled_lines(blank, 3, np.array([1]), block_bytes=block_bytes)
+    assert next(lines) == ""
+    with pytest.raises(UserError) as e:  # once the whole file has been read
+        next(lines)
+    assert str(e.value) == f"{blank}: all 3 lines are blank; it holds no sentences"
 
 
 def test_missing_file(tmp_path):
