@@ -17,8 +17,9 @@ from RUSAGE_CHILDREN):
     100 batches   the first 100 training batches through the DataLoader and the collator
 
 CPU seconds (user + system, all threads) beside the wall time tell how much a loaded machine
-slowed a stage down. And the targets of issue 12: preparation (tokenizer + encode) <= 20 min and <= 8 GB, and the
-first training batch of a cached corpus <= 30 s after the process starts (imports included).
+slowed a stage down. Then the targets of issue 12: preparation (tokenizer + encode) <= 20 min
+and <= 8 GB, and the first training batch of a cached corpus <= 30 s after its process starts
+(imports included).
 """
 
 import argparse

@@ -135,8 +135,8 @@ SAMPLE_SEED = 0  # fixed, not the run's seed: runs with other seeds get the same
 
 def training_sample(n_pairs: int, max_pairs: int | None) -> np.ndarray | None:
     """The line numbers (sorted) of the pairs a tokenizer is trained on, None for all: `max_pairs`
-    of the `n_pairs` drawn at random when there are more. BPE merges of a 37k vocabulary settle on
-    a million sentences: WMT14's 4.5M pairs whole take minutes more for the same vocabulary."""
+    of the `n_pairs` drawn at random when there are more, as SentencePiece's input_sentence_size
+    does: the training time and memory then stop growing with the corpus (WMT14: 4.5M pairs)."""
     if max_pairs is not None and max_pairs < 1:
         raise UserError(f"tokenizer train_sample_pairs must be at least 1 or null, got {max_pairs}")
     if max_pairs is None or n_pairs <= max_pairs:
