@@ -97,7 +97,7 @@ def _encode_file(tokenizer: Tokenizer, path: Path, n: int) -> RaggedIds:
     return ids
 
 
-def _load(folder: Path) -> tuple[RaggedIds, RaggedIds] | None:
+def _load(folder: Path, *, warn: bool = True) -> tuple[RaggedIds, RaggedIds] | None:
     """The cached ids, memory-mapped (see RaggedIds.open), or None to encode again."""
     if not folder.is_dir():
         return None
@@ -108,7 +108,8 @@ def _load(folder: Path) -> tuple[RaggedIds, RaggedIds] | None:
             raise ValueError(f"{len(src)} sources but {len(tgt)} targets")
         return src, tgt
     except Exception as exc:  # a file missing or truncated, written by another version...: rebuild it
-        log.warning("ignoring unreadable cache %s (%s); encoding again", folder, exc)
+        if warn:
+            log.warning("ignoring unreadable cache %s (%s); encoding again", folder, exc)
         return None
 
 
@@ -124,13 +125,16 @@ def _store(folder: Path, src: RaggedIds, tgt: RaggedIds) -> None:
                 f.flush()
                 os.fsync(f.fileno())
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; the cache is shared like any folder
-        if folder.exists():  # unreadable (_load said so): move it away first, a rename cannot replace a full folder
-            os.replace(folder, tmp.with_name(tmp.name + ".old"))
+        if folder.exists():
+            if _load(folder, warn=False) is not None:  # a concurrent writer got there first, with the same ids
+                shutil.rmtree(tmp)
+                return
+            os.replace(folder, tmp.with_name(tmp.name + ".old"))  # unreadable; a rename cannot replace a full folder
             shutil.rmtree(tmp.with_name(tmp.name + ".old"), ignore_errors=True)
         os.replace(tmp, folder)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-        if _load(folder) is None:  # not a concurrent writer that got there first with the same ids
+        if _load(folder, warn=False) is None:  # not a concurrent writer that got there first with the same ids
             raise
 
 

@@ -5,7 +5,7 @@ import pickle
 import numpy as np
 import pytest
 
-from builder.data.cache import encode_blocks, encode_cached, encode_lines
+from builder.data.cache import _store, encode_blocks, encode_cached, encode_lines
 from builder.data.corpus import line_blocks
 from builder.data.demo import generate_demo
 from builder.data.ragged import RaggedIds
@@ -186,3 +186,14 @@ def test_unwritable_cache_dir(tokenizer, corpus, tmp_path):
     blocker.write_text("")
     with pytest.raises(UserError, match=r"cannot write the token cache .*file/train-[0-9a-f]{32} \(File exists\); point the cache directory at a writable place$"):
         encode_cached(tokenizer, *corpus, blocker)
+
+
+def test_a_concurrent_writer_that_finished_first_is_kept(tmp_path):
+    """Two sweep trials encode the same corpus at once: the second keeps the first's entry (the
+    same ids), so a process already reading it never sees the folder vanish."""
+    first = RaggedIds.from_lists([[5, 6], [7]])
+    _store(tmp_path / "train-key", first, first)
+    inode = (tmp_path / "train-key" / "src_flat.npy").stat().st_ino
+    _store(tmp_path / "train-key", first, first)
+    assert (tmp_path / "train-key" / "src_flat.npy").stat().st_ino == inode
+    assert [p.name for p in tmp_path.iterdir()] == ["train-key"]  # no temporary folder left
