@@ -19,7 +19,9 @@ DataLoader worker's from RUSAGE_CHILDREN):
 CPU seconds (user + system, all threads) beside the wall time tell how much a loaded machine
 slowed a stage down. Then the targets of issue 12: preparation (tokenizer + encode) <= 20 min
 and <= 8 GB, and the first training batch of a cached corpus <= 30 s after its process starts
-(imports included).
+(imports included). The resident memory of the last stages includes the pages of the memory-
+mapped token cache that batches touched (file-backed: shared by every process that maps the
+cache, and dropped by the kernel before anything else); the last column is the private part.
 """
 
 import argparse
@@ -47,12 +49,14 @@ def peak_rss_reset() -> None:
         pass  # then VmHWM is the process's peak so far
 
 
+def status_gb(field: str) -> float:
+    status = Path("/proc/self/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith(f"{field}:")) * 1024 / GB
+
+
 def peak_rss() -> float:
     """GB: this process's resident high-water mark, plus the largest finished child's (workers)."""
-    status = Path("/proc/self/status").read_text()
-    hwm_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
-    children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (hwm_kb + children_kb) * 1024 / GB
+    return status_gb("VmHWM") + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / GB
 
 
 # ---- the synthetic corpus ----------------------------------------------------------------------
@@ -113,7 +117,7 @@ def timed(results: dict, name: str, fn):
     peak_rss_reset()
     start, cpu = time.perf_counter(), cpu_seconds()
     out = fn()
-    results[name] = {"s": time.perf_counter() - start, "cpu": cpu_seconds() - cpu, "gb": peak_rss()}
+    results[name] = {"s": time.perf_counter() - start, "cpu": cpu_seconds() - cpu, "gb": peak_rss(), "anon": status_gb("RssAnon")}
     return out
 
 
@@ -188,10 +192,10 @@ def main() -> None:
 def report(results: dict, info: dict, args: argparse.Namespace) -> None:
     print(f"vocabulary {info.get('vocab', 'reused')}; kept {info['kept']:,} training pairs, {info['src_tokens']:,} source / "
           f"{info['tgt_tokens']:,} target tokens; {info['batches']:,} batches of <= {info['max_tokens']:,} tokens; workers {args.workers}")  # fmt: skip
-    print("| stage | wall s | CPU s | peak RSS GB |")
-    print("|---|---:|---:|---:|")
+    print("| stage | wall s | CPU s | peak RSS GB | private (anonymous) RSS at the end GB |")
+    print("|---|---:|---:|---:|---:|")
     for name, r in results.items():
-        print(f"| {name} | {r['s']:.1f} | {r['cpu']:.1f} | {r['gb']:.2f} |")
+        print(f"| {name} | {r['s']:.1f} | {r['cpu']:.1f} | {r['gb']:.2f} | {r['anon']:.2f} |")
     if "encode" in results:
         prep_s = results["tokenizer"]["s"] + results["encode"]["s"]
         prep_gb = max(results["tokenizer"]["gb"], results["encode"]["gb"])
