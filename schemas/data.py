@@ -12,6 +12,9 @@ class TokenizerSpec(Spec):
 
     type: Literal["bpe"] = "bpe"
     min_frequency: PositiveInt = 2
+    # a larger training split trains the BPE on this many of its pairs, drawn at random with a
+    # fixed seed (SentencePiece's input_sentence_size); null: every pair, however many
+    train_sample_pairs: PositiveInt | None = 1_000_000
 
 
 class _DataSpec(Spec):

@@ -1,9 +1,10 @@
 """The data pipeline: plain Python over paths and ints (the config is wired in builder/datasets.py).
 
-    corpus.py      read_parallel, filter_by_length       line-aligned UTF-8 files, user errors
+    corpus.py      read_parallel, line_blocks,           line-aligned UTF-8 files (whole or streamed),
+                   filter_by_length                      user errors
     demo.py        generate_demo, write_demo             the built-in generated EN-DE corpus
     tokenizer.py   Tokenizer, train_tokenizer            BPE with <pad>=0 <s>=1 </s>=2 <unk>=3
-    cache.py       encode_cached                         token ids on disk, keyed by content
+    cache.py       encode_cached                         token ids on disk (memory-mapped), keyed by content
     ragged.py      RaggedIds                             flat ids + offsets
     sampler.py     TokenBatchSampler                     token-budget batches, ranks, resume
     dataset.py     TranslationDataset, Example

@@ -14,6 +14,7 @@ Resuming mid-epoch: the training DataLoader is stateful (`state_dict` / `load_st
 Lightning stores its position in every checkpoint and restores it before iterating again.
 """
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,13 @@ from torch.utils.data import DataLoader
 
 from builder.data.cache import encode_cached
 from builder.data.collate import Batch
-from builder.data.corpus import filter_by_length, read_parallel
+from builder.data.corpus import count_parallel, filter_by_length, sampled_lines
 from builder.data.dataset import TranslationDataset
 from builder.data.demo import write_demo
 from builder.data.loaders import eval_loader, loader_options
 from builder.data.ragged import RaggedIds
 from builder.data.sampler import TokenBatchSampler
-from builder.data.tokenizer import Tokenizer, train_tokenizer
+from builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
 from builder.errors import UserError
 from builder.run.rundir import RunDir
 
@@ -46,7 +47,8 @@ class TranslationDataModule(LightningDataModule):
     Give either `train` (+ optional `valid`, `test`) file pairs, or `demo=(n_train, n_valid,
     n_test)` for the generated corpus (written to `run_dir/data`). The tokenizer is read from
     `run_dir` when it is there (a resumed run), else copied from `tokenizer_path`, else trained on
-    the training split with `vocab_size` / `min_frequency`; after `setup` (or
+    the training split (at most `train_sample_pairs` of its pairs, drawn at random) with
+    `vocab_size` / `min_frequency`; after `setup` (or
     `prepare_tokenizers`) `vocab_size` is its actual size. `max_tokens` bounds the padded size of
     a training batch on one device (`eval_max_tokens` of an evaluation batch, default the same).
     """
@@ -63,6 +65,7 @@ class TranslationDataModule(LightningDataModule):
         vocab_size: int,
         shared_vocab: bool = True,
         min_frequency: int = 2,
+        train_sample_pairs: int | None = 1_000_000,
         tokenizer_path: Path | None = None,
         cache_dir: Path | None = None,
         max_tokens: int,
@@ -84,6 +87,7 @@ class TranslationDataModule(LightningDataModule):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
         self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
+        self.train_sample_pairs = train_sample_pairs
         self.tokenizer_path, self.cache_dir = tokenizer_path, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.min_len, self.seed = max_len, min_len, seed
@@ -122,15 +126,20 @@ class TranslationDataModule(LightningDataModule):
             Tokenizer.load(self.tokenizer_path).save(src_file)
             say(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
             return
-        src, tgt = read_parallel(*self.paths["train"])
+        src_path, tgt_path = self.paths["train"]
+        n = count_parallel(src_path, tgt_path)
+        keep = training_sample(n, self.train_sample_pairs)
+        if keep is not None:
+            say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
         size, freq = self.vocab_size_requested, self.min_frequency
-        if self.shared_vocab:
-            tokenizer = train_tokenizer(src + tgt, size, min_frequency=freq)
+        if self.shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
+            texts = itertools.chain(sampled_lines(src_path, n, keep), sampled_lines(tgt_path, n, keep))
+            tokenizer = train_tokenizer(texts, size, min_frequency=freq)
             tokenizer.save(src_file)
             say(f"tokenizer: shared BPE of {tokenizer.vocab_size} (asked {size}) -> {src_file}")
             return
-        for texts, file in ((src, src_file), (tgt, tgt_file)):
-            tokenizer = train_tokenizer(texts, size, min_frequency=freq)
+        for path, file in ((src_path, src_file), (tgt_path, tgt_file)):
+            tokenizer = train_tokenizer(sampled_lines(path, n, keep), size, min_frequency=freq)
             tokenizer.save(file)
             say(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
 

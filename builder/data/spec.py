@@ -65,6 +65,7 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
         vocab_size=emb.vocab_size,
         shared_vocab=emb.shared_vocab,
         min_frequency=data.tokenizer.min_frequency,
+        train_sample_pairs=data.tokenizer.train_sample_pairs,
         cache_dir=cache_dir(spec),
         max_tokens=max_tokens,
         eval_max_tokens=spec.decode.max_tokens,

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -127,6 +128,20 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
     if n_texts == 0:
         raise UserError("cannot train a tokenizer on no text: the training corpus is empty")
     return Tokenizer(hf)
+
+
+SAMPLE_SEED = 0  # fixed, not the run's seed: runs with other seeds get the same tokenizer and share the token cache
+
+
+def training_sample(n_pairs: int, max_pairs: int | None) -> np.ndarray | None:
+    """The line numbers (sorted) of the pairs a tokenizer is trained on, None for all: `max_pairs`
+    of the `n_pairs` drawn at random when there are more, as SentencePiece's input_sentence_size
+    does: the training time and memory then stop growing with the corpus (WMT14: 4.5M pairs)."""
+    if max_pairs is not None and max_pairs < 1:
+        raise UserError(f"tokenizer train_sample_pairs must be at least 1 or null, got {max_pairs}")
+    if max_pairs is None or n_pairs <= max_pairs:
+        return None
+    return np.sort(np.random.default_rng(SAMPLE_SEED).choice(n_pairs, size=max_pairs, replace=False))
 
 
 def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: str, fix: str) -> None:

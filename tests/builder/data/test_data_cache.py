@@ -1,10 +1,14 @@
 """builder.data.cache: tokenized corpora on disk, keyed by content and tokenizer."""
 
+import pickle
+
 import numpy as np
 import pytest
 
-from builder.data.cache import encode_cached
+from builder.data.cache import _store, encode_blocks, encode_cached, encode_lines
+from builder.data.corpus import line_blocks
 from builder.data.demo import generate_demo
+from builder.data.ragged import RaggedIds
 from builder.data.tokenizer import Tokenizer, train_tokenizer
 from builder.errors import UserError
 
@@ -44,7 +48,8 @@ def test_second_call_hits_the_cache(tokenizer, corpus, tmp_path, monkeypatch):
                              tokenizer.encode("i know that he sold seven cars")]
     assert tgt.tolists()[1] == tokenizer.encode("ich weiß, dass er sieben Autos verkaufte")
     files = list(cache.iterdir())
-    assert len(files) == 1 and files[0].name.startswith("train-") and files[0].suffix == ".npz"
+    assert len(files) == 1 and files[0].name.startswith("train-") and files[0].is_dir()
+    assert sorted(p.name for p in files[0].iterdir()) == ["src_flat.npy", "src_offsets.npy", "tgt_flat.npy", "tgt_offsets.npy"]
 
     src2, tgt2 = encode_cached(tokenizer, *corpus, cache)
     assert calls == [2, 2]  # not encoded again
@@ -87,14 +92,80 @@ def test_content_not_path_or_mtime_is_the_key(tokenizer, corpus, tmp_path, monke
     assert len(calls) == 2
 
 
-def test_corrupt_cache_file_is_rebuilt(tokenizer, corpus, tmp_path, monkeypatch):
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "missing"])
+def test_corrupt_cache_is_rebuilt(tokenizer, corpus, tmp_path, monkeypatch, damage):
     calls = count_encodes(monkeypatch)
     encode_cached(tokenizer, *corpus, tmp_path / "cache")
-    (cache_file,) = (tmp_path / "cache").iterdir()
-    cache_file.write_bytes(b"not a zip")
-    src, _ = encode_cached(tokenizer, *corpus, tmp_path / "cache")
+    (folder,) = (tmp_path / "cache").iterdir()
+    flat = folder / "tgt_flat.npy"
+    if damage == "garbage":
+        flat.write_bytes(b"not an array")
+    elif damage == "truncated":  # as a full disk leaves it
+        flat.write_bytes(flat.read_bytes()[:-4])
+    else:
+        flat.unlink()
+    src, tgt = encode_cached(tokenizer, *corpus, tmp_path / "cache")
     assert len(calls) == 4 and src.tolists()[0] == tokenizer.encode("she bought three books")
-    np.load(cache_file)  # rewritten whole
+    assert tgt.tolists()[1] == tokenizer.encode("ich weiß, dass er sieben Autos verkaufte")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [folder.name]  # replaced, nothing left over
+    assert np.load(flat).tolist() == tgt.flat.tolist()  # rewritten whole
+
+
+def test_memory_mapped_ids_round_trip_exactly(tokenizer, corpus, tmp_path):
+    cold_src, cold_tgt = encode_cached(tokenizer, *corpus, tmp_path / "cache")
+    warm_src, warm_tgt = encode_cached(tokenizer, *corpus, tmp_path / "cache")
+    fresh_src, fresh_tgt = encode_cached(tokenizer, *corpus, None)
+    for ids in (cold_src, warm_src):
+        assert isinstance(ids.flat, np.memmap) and ids.flat.dtype == np.int32 and ids.offsets.dtype == np.int64
+    for got in ((cold_src, cold_tgt), (warm_src, warm_tgt)):
+        assert [g.tolists() for g in got] == [fresh_src.tolists(), fresh_tgt.tolists()]
+    assert fresh_src.tolists() == [tokenizer.encode(s) for s in corpus[0].read_text().splitlines()]
+    for original in (warm_src, fresh_src):
+        copy = pickle.loads(pickle.dumps(original))
+        assert copy.tolists() == fresh_src.tolists() and isinstance(copy.flat, np.memmap) == (original is warm_src)
+
+
+def test_mapped_ids_pickle_as_file_names(tmp_path):
+    """DataLoader workers started by spawn or forkserver map the files, not receive a copy."""
+    ids = RaggedIds(flat=np.arange(100_000, dtype=np.int32), offsets=np.array([0, 40_000, 100_000]))
+    np.save(tmp_path / "flat.npy", ids.flat)
+    np.save(tmp_path / "offsets.npy", ids.offsets)
+    mapped = RaggedIds.open(tmp_path / "flat.npy", tmp_path / "offsets.npy")
+    assert len(pickle.dumps(ids)) > 400_000 and len(pickle.dumps(mapped)) < 1000
+    copy = pickle.loads(pickle.dumps(mapped))
+    assert isinstance(copy.flat, np.memmap) and copy.files == mapped.files
+    assert [a.tolist() for a in copy] == [list(range(40_000)), list(range(40_000, 100_000))]
+
+
+def test_encoded_in_chunks_like_all_at_once(tokenizer, tmp_path):
+    lines = generate_demo(1000, 1, 1, seed=5)["train"][1] + ["", "Bücher"]
+    whole = encode_lines(tokenizer, lines)
+    for chunk_lines in (1, 7, 1000, 5000):
+        chunked = encode_lines(tokenizer, lines, chunk_lines=chunk_lines)
+        np.testing.assert_array_equal(chunked.flat, whole.flat)
+        np.testing.assert_array_equal(chunked.offsets, whole.offsets)
+    assert whole.tolists() == [tokenizer.encode(s) for s in lines]
+    assert encode_lines(tokenizer, []).tolists() == []
+    path = tmp_path / "x.de"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    streamed = encode_blocks(tokenizer, line_blocks(path, block_bytes=100), chunk_lines=7)  # blocks of ~3 lines
+    np.testing.assert_array_equal(streamed.flat, whole.flat)
+    np.testing.assert_array_equal(streamed.offsets, whole.offsets)
+
+
+def test_misaligned_or_blank_corpus(tokenizer, tmp_path, monkeypatch):
+    calls = count_encodes(monkeypatch)
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("one\ntwo\n", encoding="utf-8")
+    tgt.write_text("eins\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        encode_cached(tokenizer, src, tgt, tmp_path / "cache")
+    assert str(e.value).startswith("parallel corpus is misaligned: ") and calls == []  # before any encoding
+    tgt.write_text(" \n\t\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        encode_cached(tokenizer, src, tgt, tmp_path / "cache")
+    assert str(e.value) == f"{tgt}: all 2 lines are blank; it holds no sentences"
+    assert not (tmp_path / "cache").exists()
 
 
 def test_no_cache_dir(tokenizer, corpus, monkeypatch):
@@ -113,5 +184,16 @@ def test_missing_file(tokenizer, corpus, tmp_path):
 def test_unwritable_cache_dir(tokenizer, corpus, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(UserError, match=r"cannot write the token cache .*file/train-.*\.npz"):
+    with pytest.raises(UserError, match=r"cannot write the token cache .*file/train-[0-9a-f]{32} \(File exists\); point the cache directory at a writable place$"):
         encode_cached(tokenizer, *corpus, blocker)
+
+
+def test_a_concurrent_writer_that_finished_first_is_kept(tmp_path):
+    """Two sweep trials encode the same corpus at once: the second keeps the first's entry (the
+    same ids), so a process already reading it never sees the folder vanish."""
+    first = RaggedIds.from_lists([[5, 6], [7]])
+    _store(tmp_path / "train-key", first, first)
+    inode = (tmp_path / "train-key" / "src_flat.npy").stat().st_ino
+    _store(tmp_path / "train-key", first, first)
+    assert (tmp_path / "train-key" / "src_flat.npy").stat().st_ino == inode
+    assert [p.name for p in tmp_path.iterdir()] == ["train-key"]  # no temporary folder left

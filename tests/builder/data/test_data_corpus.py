@@ -5,7 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builder.data.corpus import filter_by_length, read_lines, read_parallel
+from builder.data.corpus import (
+    count_lines,
+    count_parallel,
+    filter_by_length,
+    line_blocks,
+    read_lines,
+    read_parallel,
+    sampled_lines,
+)
 from builder.data.ragged import RaggedIds
 from builder.errors import UserError
 
@@ -31,6 +39,39 @@ def test_byte_order_mark_is_not_text(tmp_path):
     assert read_lines(write(tmp_path / "x.en", "\ufeffhello\n".encode())) == ["hello"]
 
 
+@pytest.mark.parametrize("block_bytes", [1, 2, 3, 5, 8, 1 << 24])
+@pytest.mark.parametrize("text", ["\ufeffeins\r\nzwei Wörter\n\n„drei“ – 😀\nvier", "a\n\n", "\n", "x", ""])
+def test_read_in_blocks_as_whole(tmp_path, block_bytes, text):
+    """Any block size reads what splitting the whole text would."""
+    path = write(tmp_path / "x.de", text.encode())
+    lines = text.removeprefix("\ufeff").split("\n")
+    expected = [line.removesuffix("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
+    assert read_lines(path, block_bytes=block_bytes) == expected
+    assert [line for block in line_blocks(path, block_bytes=block_bytes) for line in block] == expected
+    assert count_lines(path) == len(expected)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 4, 1 << 24])
+def test_invalid_utf8_line_counts_across_blocks(tmp_path, block_bytes):
+    path = write(tmp_path / "a.de", "ä\nöö\n\nü".encode() + b"\xe9\n")
+    with pytest.raises(UserError, match=r"a\.de, line 4: invalid UTF-8 \(byte 0xe9\)"):
+        read_lines(path, block_bytes=block_bytes)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 6, 1 << 24])
+def test_sampled_lines(tmp_path, block_bytes):
+    path = write(tmp_path / "x.en", "".join(f"line {i}\n" for i in range(20)).encode())
+    assert list(sampled_lines(path, 20, block_bytes=block_bytes)) == [f"line {i}" for i in range(20)]
+    keep = np.array([0, 3, 4, 11, 19])
+    assert list(sampled_lines(path, 20, keep, block_bytes=block_bytes)) == ["line 0", "line 3", "line 4", "line 11", "line 19"]
+    blank = write(tmp_path / "b.en", b"  \n\n\t\n")
+    lines = sampled_lines(blank, 3, np.array([1]), block_bytes=block_bytes)
+    assert next(lines) == ""
+    with pytest.raises(UserError) as e:  # once the whole file has been read
+        next(lines)
+    assert str(e.value) == f"{blank}: all 3 lines are blank; it holds no sentences"
+
+
 def test_missing_file(tmp_path):
     src = write(tmp_path / "a.en", b"x\n")
     missing = tmp_path / "nope.de"
@@ -39,11 +80,12 @@ def test_missing_file(tmp_path):
     assert str(e.value) == f"corpus file not found: {missing}; check the data path"
 
 
-def test_different_line_counts(tmp_path):
+@pytest.mark.parametrize("read", [read_parallel, count_parallel])
+def test_different_line_counts(tmp_path, read):
     src = write(tmp_path / "a.en", b"1\n2\n3\n")
     tgt = write(tmp_path / "a.de", b"1\n2\n")
     with pytest.raises(UserError) as e:
-        read_parallel(src, tgt)
+        read(src, tgt)
     assert str(e.value) == (
         f"parallel corpus is misaligned: {src} has 3 lines but {tgt} has 2; "
         "line N of one file must translate line N of the other"
@@ -67,11 +109,12 @@ def test_invalid_utf8_on_first_line(tmp_path):
         read_lines(path)
 
 
-def test_empty_corpus(tmp_path):
+@pytest.mark.parametrize("read", [read_parallel, count_parallel])
+def test_empty_corpus(tmp_path, read):
     src = write(tmp_path / "a.en", b"")
     tgt = write(tmp_path / "a.de", b"")
     with pytest.raises(UserError) as e:
-        read_parallel(src, tgt)
+        read(src, tgt)
     assert str(e.value) == f"parallel corpus is empty: {src} and {tgt} have no lines"
 
 

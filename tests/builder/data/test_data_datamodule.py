@@ -12,8 +12,11 @@ from torch import nn
 from builder.data import datamodule as datamodule_module
 from builder.data.corpus import read_lines
 from builder.data.datamodule import TranslationDataModule
-from builder.data.tokenizer import Tokenizer
+from builder.data.spec import make_datamodule
+from builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
 from builder.errors import UserError
+from builder.run.config import load_experiment
+from tests.conftest import EXPERIMENTS
 
 DEMO = (400, 50, 40)
 
@@ -96,6 +99,17 @@ def test_files_with_separate_vocabularies(dm, tmp_path):
     assert len(files.datasets["valid"]) == 50  # evaluation splits are never filtered
     with pytest.raises(UserError, match="no test split was given"):
         files.test_dataloader()
+
+
+def test_tokenizer_trains_on_a_sample_only_of_a_larger_split(dm, tmp_path):
+    data = tmp_path / "run" / "data"
+    src, tgt = read_lines(data / "train.en"), read_lines(data / "train.de")
+    keep = training_sample(400, 100).tolist()
+    for sample, trained_on in ((400, src + tgt), (None, src + tgt), (100, [src[i] for i in keep] + [tgt[i] for i in keep])):
+        other = make(tmp_path / f"run-{sample}", train_sample_pairs=sample)
+        tokenizer, _ = other.prepare_tokenizers()
+        assert tokenizer == train_tokenizer(trained_on, 300)
+        assert (tokenizer == dm.src_tokenizer) == (sample != 100)  # 400 pairs: every one, as before
 
 
 def test_copies_a_given_tokenizer(dm, tmp_path):
@@ -185,3 +199,10 @@ def test_loaders_split_across_the_trainers_ranks(dm):
     assert len({len(dm.train_dataloader())}) == 1
     assert sorted(i for t, _ in per_rank for i in t) == list(range(400))
     assert sorted(i for _, v in per_rank for i in v) == list(range(50))  # no duplicate scored twice
+
+
+@pytest.mark.parametrize(("override", "expected"), [([], 1_000_000), (["data.tokenizer.train_sample_pairs=5"], 5),
+                                                    (["data.tokenizer.train_sample_pairs=null"], None)])  # fmt: skip
+def test_experiment_sets_the_tokenizer_sample(tmp_path, override, expected):
+    spec = load_experiment(EXPERIMENTS / "demo.yaml", override)
+    assert make_datamodule(spec, tmp_path, max_tokens=100).train_sample_pairs == expected

@@ -86,6 +86,29 @@ def test_pack():
     assert pack(order, src, tgt, max_tokens=8) == [[0, 1], [2, 3], [4]]  # 9 > 8: alone
 
 
+def reference_pack(order, src, tgt, max_tokens):
+    """The greedy packing one example at a time, as the module docstring states it."""
+    batches, batch, longest = [], [], 0
+    for i in order.tolist():
+        width = max(longest, src[i], tgt[i])
+        if batch and (len(batch) + 1) * width > max_tokens:
+            batches.append(batch)
+            batch, width = [], max(src[i], tgt[i])
+        batch.append(i)
+        longest = width
+    return batches + [batch] if batch else batches
+
+
+@pytest.mark.parametrize("max_tokens", [1, 7, 40, 256, 5000, 10**6])
+def test_pack_equals_the_one_at_a_time_reference(max_tokens):
+    rng = np.random.default_rng(max_tokens)
+    src, tgt = rng.integers(0, 60, 3000), rng.integers(0, 60, 3000)
+    src[:5] = tgt[:5] = 0  # empty pairs: nothing to pad
+    src[5] = 900  # over every budget but the last
+    for order in (np.lexsort((tgt, src)), rng.permutation(3000)):  # sorted as the sampler does, and not
+        assert pack(order, src, tgt, max_tokens) == reference_pack(order, src, tgt, max_tokens)
+
+
 def test_same_seed_same_batches_other_epoch_other_order():
     a, b = make(), make()
     assert list(a) == list(b)

@@ -10,6 +10,7 @@ from builder.data.tokenizer import (
     Tokenizer,
     load_run_tokenizers,
     train_tokenizer,
+    training_sample,
 )
 from builder.errors import UserError
 from builder.run.rundir import RunDir
@@ -122,6 +123,15 @@ def test_no_text():
     with pytest.raises(UserError) as e:
         train_tokenizer(iter([]), 100)
     assert str(e.value) == "cannot train a tokenizer on no text: the training corpus is empty"
+
+
+def test_training_sample_only_above_the_limit():
+    assert training_sample(10, None) is None and training_sample(10, 10) is None
+    assert training_sample(10, 4).tolist() == [2, 4, 5, 7]  # a fixed seed, in file order
+    assert training_sample(10, 9).tolist() == training_sample(10, 9).tolist()
+    with pytest.raises(UserError) as e:
+        training_sample(10, 0)
+    assert str(e.value) == "tokenizer train_sample_pairs must be at least 1 or null, got 0"
 
 
 def test_run_directory_layout(demo_tokenizer, tmp_path):
