@@ -20,6 +20,7 @@ VERBS = {
     "translate": ("builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
     "evaluate": ("builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("builder.cli.average", "average", "average the parameters of checkpoints"),
+    "data": ("builder.cli.data", "data", "write a corpus (wmt14-en-de, multi30k) as the files the experiments read"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}
