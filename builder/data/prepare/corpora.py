@@ -135,7 +135,7 @@ def multi30k() -> Corpus:
             split("test2018", "test_2018_flickr", sacrebleu="multi30k/2018", required=False),
         ),
         hub=Hub("bentrevett/multi30k", None, field=None),
-        downloads="the repository github.com/multi30k/dataset (its data/task1/raw/*.gz)",
+        downloads="the files data/task1/raw/*.gz of github.com/multi30k/dataset",
         clean=False,  # the literature trains on all 29,000 pairs as released
     )
 

@@ -16,7 +16,7 @@ def unavailable(corpus: Corpus, reason: str) -> UserError:
     return UserError(
         f"cannot load {corpus.name} from the Hugging Face Hub {where}: {reason}. Either download "
         f"{corpus.downloads} into a folder and run `aiayn data {corpus.name} DIR --from FOLDER`, or "
-        f'install the Hub client (pip install "aiayn[hub]") and run it again where the Hub can be reached'
+        "install the Hub client (pip install datasets) and run it again where the Hub can be reached"
     )
 
 
