@@ -75,10 +75,11 @@ def token_counter(count: str, lang: str) -> Callable[[str], int]:
 def judge(
     pairs: Iterable[tuple[str, str]], rules: CleanRules, langs: tuple[str, str], *, workers: int = 1, chunk: int = 2000
 ) -> Iterator[tuple[str, str, str | None]]:
-    """Each pair with `Cleaner.reason`, in input order. Moses' tokenizer runs ~6k sentences/s on
-    a core, so with workers > 1 chunks of pairs are judged in that many processes, at most
-    4 chunks a process in flight: the corpus streams through, never whole in memory."""
-    if workers <= 1:
+    """Each pair with `Cleaner.reason`, in input order. Moses' tokenizer takes a few thousand
+    sentences a second on a core (benchmarks/prepare.py), so with workers > 1 chunks of pairs
+    are judged in that many processes, at most 4 chunks a process in flight: the corpus streams
+    through, never whole in memory."""
+    if workers <= 1 or rules.count == "whitespace":  # splitting on whitespace is faster than a pipe
         cleaner = Cleaner(rules, *langs)
         for src, tgt in pairs:
             yield src, tgt, cleaner.reason(src, tgt)

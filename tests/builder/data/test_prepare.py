@@ -208,6 +208,15 @@ def test_default_folder_is_where_the_experiments_look(tmp_path, monkeypatch):
     assert (tmp_path / "elsewhere" / "multi30k" / "valid.de").is_file()
 
 
+def test_training_without_the_corpus_says_how_to_write_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIAYN_DATA", str(tmp_path))
+    where = tmp_path / "multi30k"
+    assert cli("train", EXPERIMENTS / "multi30k" / "base.yaml") == (2, "", (
+        f"aiayn train: error: data.dir {where} does not exist; set data.dir (or $AIAYN_DATA, which the shipped experiments read) "
+        f"to the folder of the corpus, or write it there: aiayn data multi30k {where}\n"
+    ))  # fmt: skip
+
+
 def fails(expected: str, *argv, leaves: Path | None = None) -> None:
     """`aiayn data argv` exits 2 with exactly `expected`, and `leaves` holds what it held."""
     before = sorted(str(p) for p in leaves.rglob("*")) if leaves else None
@@ -228,6 +237,15 @@ def test_missing_downloads_are_named(statmt, tmp_path):
     fails(
         f"--from {tmp_path / 'nowhere'} does not exist; give the folder that holds the files data/task1/raw/*.gz of "
         "github.com/multi30k/dataset", "multi30k", tmp_path / "out", "--from", tmp_path / "nowhere", leaves=tmp_path,
+    )  # fmt: skip
+
+
+def test_a_missing_multi30k_split_is_named(tmp_path):
+    repo = multi30k_repo(tmp_path / "repo", splits=("train", "val"))
+    fails(
+        f"--from {repo} has no data/task1/raw/test_2016_flickr.en(.gz), data/task1/raw/test_2016_flickr.de(.gz); "
+        "it should hold the files data/task1/raw/*.gz of github.com/multi30k/dataset",
+        "multi30k", tmp_path / "m", "--from", repo, leaves=tmp_path,
     )  # fmt: skip
 
 
