@@ -26,22 +26,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--clean", action=argparse.BooleanOptionalAction, default=None,
         help="clean the training pairs as Moses' clean-corpus-n (default: on for wmt14-en-de, off for multi30k)",
     )  # fmt: skip
-    p.add_argument("--min-len", type=int, default=1, help="fewest tokens a side of a training pair (default: 1)")
-    p.add_argument("--max-len", type=int, default=250, help="most tokens a side of a training pair (default: 250)")
+    p.add_argument("--min-len", type=int, default=1, metavar="N", help="fewest tokens a side of a training pair (default: 1)")
+    p.add_argument("--max-len", type=int, default=250, metavar="N", help="most tokens a side of a training pair (default: 250)")
     p.add_argument(
-        "--clean-ratio", type=float, default=1.5, help="most tokens of the longer side per token of the shorter (default: 1.5)"
+        "--clean-ratio",
+        type=float,
+        default=1.5,
+        metavar="R",
+        help="most tokens of the longer side per token of the shorter (default: 1.5)",
     )
     p.add_argument(
         "--count", choices=("moses", "whitespace"), default="moses",
         help="what a token is for cleaning: Moses tokens, as fairseq's script makes them (default), or whitespace-separated words",
     )  # fmt: skip
     p.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="processes that count Moses tokens (default: the CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        default=usable_cpus(),
+        help="processes that count Moses tokens (default: the CPUs this process may use)",
     )
     p.add_argument(
         "--news-commentary", choices=sorted(NEWS_COMMENTARY), default=None,
         help="wmt14-en-de: News Commentary v9 (WMT14's and the Hub's, default) or v12 (fairseq's script)",
     )  # fmt: skip
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def rules(args: argparse.Namespace, clean_by_default: bool) -> CleanRules | None:

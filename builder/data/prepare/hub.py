@@ -28,7 +28,7 @@ def load_splits(corpus: Corpus) -> dict[str, object]:
         raise unavailable(corpus, "the `datasets` package is not installed") from None
     try:
         return datasets.load_dataset(corpus.hub.path, corpus.hub.config)
-    except (OSError, ConnectionError, ValueError) as exc:  # no network, offline mode, nothing cached
+    except (OSError, ValueError) as exc:  # no network (ConnectionError is an OSError), offline mode, nothing cached
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise unavailable(corpus, first.rstrip(".")) from None
 
