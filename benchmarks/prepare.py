@@ -86,6 +86,7 @@ def one(downloads: Path, out: Path, flags: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=200_000, help="training pairs in the archive (WMT14 has 4.5M)")
+    parser.add_argument("--no-moses", action="store_true", help="only the settings without Moses' tokenizer (fast, for large N)")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -98,6 +99,8 @@ def main() -> None:
         print(f"{args.pairs:,} training pairs from {origin}; archive {size / 2**20:.1f} MiB; {os.cpu_count()} CPUs")
         print("| setting | seconds | pairs/s | kept | peak memory (MiB, main + largest worker) |\n|---|---|---|---|---|")
         for name, setting in SETTINGS.items():
+            if args.no_moses and "Moses" in name:
+                continue
             out = Path(tmp) / name.replace(" ", "_").replace(",", "")
             command = [sys.executable, __file__, "--one", str(downloads), str(out), json.dumps(setting)]
             result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
