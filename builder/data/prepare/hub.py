@@ -37,7 +37,7 @@ def hub_pairs(corpus: Corpus, split: Split, rows) -> Iterator[tuple[str, str]]:
     """(en, de) of each row; a sentence holding a line break could not stay line-aligned."""
     for number, row in enumerate(rows, 1):
         pair = row[corpus.hub.field] if corpus.hub.field else row
-        en, de = pair["en"], pair["de"]
+        en, de = pair["en"] or "", pair["de"] or ""  # a missing sentence (None) is an empty line
         if "\n" in en or "\n" in de:
             raise UserError(
                 f"{corpus.hub.path} {split.hub_split} row {number} holds a line break; it cannot be written one sentence a line"

@@ -366,8 +366,8 @@ def test_from_the_hub(tmp_path, monkeypatch):
     rows = lambda *pairs: [{"translation": {"de": de, "en": en}} for en, de in pairs]  # noqa: E731
     hub = FakeHub({
         ("wmt/wmt14", "de-en"): {"train": rows(*EUROPARL, *COMMONCRAWL), "validation": rows(*NEWSTEST2013), "test": rows(("a", "b"))},
-        ("bentrevett/multi30k", None): {"train": [{"en": "A dog.", "de": "Ein Hund."}], "validation": [{"en": "x", "de": "y"}],
-                                        "test": [{"en": "Two\nlines", "de": "Zwei"}]},
+        ("bentrevett/multi30k", None): {"train": [{"en": "A dog.", "de": "Ein Hund."}], "validation": [{"en": "x", "de": None}],
+                                        "test": [{"en": "Two men.", "de": "Zwei Männer."}]},
     })  # fmt: skip
     monkeypatch.setitem(sys.modules, "datasets", hub)
     code, stdout, _ = cli("data", "wmt14-en-de", tmp_path / "w", "--workers", 1)
@@ -377,8 +377,13 @@ def test_from_the_hub(tmp_path, monkeypatch):
         f"train: kept 3 of 6 pairs; dropped 1 empty, 1 too long, 0 too short, 1 over the length ratio (cleaning: {CLEANING})",
     ]
     assert read(tmp_path / "w")["newstest2013.en"] == side(NEWSTEST2013, 0)
+    code, stdout, _ = cli("data", "multi30k", tmp_path / "m")
+    assert read(tmp_path / "m") == {"test2016.de": "Zwei Männer.\n", "test2016.en": "Two men.\n", "train.de": "Ein Hund.\n",
+                                    "train.en": "A dog.\n", "valid.de": "\n", "valid.en": "x\n"}  # fmt: skip
+    assert stdout.splitlines()[-1] == "not in this source: test2017, test2017mscoco, test2018"
+    hub.tables[("bentrevett/multi30k", None)]["test"] = [{"en": "Two\nlines", "de": "Zwei"}]
     fails("bentrevett/multi30k test row 1 holds a line break; it cannot be written one sentence a line",
-          "multi30k", tmp_path / "m", leaves=tmp_path)  # fmt: skip
+          "multi30k", tmp_path / "m2", leaves=tmp_path)  # fmt: skip
 
 
 def test_prepared_multi30k_trains(tmp_path, monkeypatch):
