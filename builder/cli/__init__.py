@@ -21,6 +21,7 @@ VERBS = {
     "evaluate": ("builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("builder.cli.average", "average", "average the parameters of checkpoints"),
     "export": ("builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
+    "data": ("builder.cli.data", "data", "write a corpus (wmt14-en-de, multi30k) as the files the experiments read"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from builder.data.corpus import read_parallel
 from builder.data.demo import generate_demo
+from builder.data.prepare.corpora import CORPORA
 from builder.errors import UserError
 from schemas.data import DemoDataSpec, FilesDataSpec
 from schemas.experiment import ExperimentSpec
@@ -35,6 +36,8 @@ def check_data_files(spec: ExperimentSpec) -> None:
         return
     directory = Path(data.dir)
     how = "set data.dir (or $AIAYN_DATA, which the shipped experiments read) to the folder of the corpus"
+    if directory.name in CORPORA:
+        how += f", or write it there: aiayn data {directory.name} {directory}"
     if not directory.is_dir():
         what = "is a file, not a folder" if directory.exists() else "does not exist"
         raise UserError(f"data.dir {directory} {what}; {how}")

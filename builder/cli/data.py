@@ -1,0 +1,87 @@
+"""aiayn data CORPUS [DIR] [--from FOLDER]: write a corpus as the line-aligned `{split}.{lang}`
+files the shipped experiments read, by default into $AIAYN_DATA/CORPUS (else data/CORPUS),
+where `data.dir: ${oc.env:AIAYN_DATA,data}/CORPUS` finds it."""
+
+import argparse
+import os
+from pathlib import Path
+
+from builder.data.prepare.clean import CleanRules
+from builder.data.prepare.corpora import CORPORA, NEWS_COMMENTARY
+from builder.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("corpus", choices=sorted(CORPORA), help="the corpus to prepare")
+    p.add_argument(
+        "dir", nargs="?", type=Path, metavar="DIR", help="where to write it (default: $AIAYN_DATA/CORPUS, else data/CORPUS)"
+    )
+    p.add_argument(
+        "--from", dest="source", type=Path, metavar="FOLDER",
+        help="read downloaded files from FOLDER instead of the Hugging Face Hub: the statmt.org archives "
+        "(wmt14-en-de) or the github.com/multi30k/dataset repository (multi30k), or their extracted files",
+    )  # fmt: skip
+    p.add_argument("--force", action="store_true", help="replace DIR if it already holds files")
+    p.add_argument(
+        "--clean", action=argparse.BooleanOptionalAction, default=None,
+        help="clean the training pairs as Moses' clean-corpus-n (default: on for wmt14-en-de, off for multi30k)",
+    )  # fmt: skip
+    p.add_argument("--min-len", type=int, default=1, metavar="N", help="fewest tokens a side of a training pair (default: 1)")
+    p.add_argument("--max-len", type=int, default=250, metavar="N", help="most tokens a side of a training pair (default: 250)")
+    p.add_argument(
+        "--clean-ratio",
+        type=float,
+        default=1.5,
+        metavar="R",
+        help="most tokens of the longer side per token of the shorter (default: 1.5)",
+    )
+    p.add_argument(
+        "--count", choices=("moses", "whitespace"), default="moses",
+        help="what a token is for cleaning: Moses tokens, as fairseq's script makes them (default), or whitespace-separated words",
+    )  # fmt: skip
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=usable_cpus(),
+        help="processes that count Moses tokens (default: the CPUs this process may use)",
+    )
+    p.add_argument(
+        "--news-commentary", choices=sorted(NEWS_COMMENTARY), default=None,
+        help="wmt14-en-de: News Commentary v9 (WMT14's and the Hub's, default) or v12 (fairseq's script)",
+    )  # fmt: skip
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def rules(args: argparse.Namespace, clean_by_default: bool) -> CleanRules | None:
+    clean = clean_by_default if args.clean is None else args.clean
+    given = [flag for flag, value, default in (("--min-len", args.min_len, 1), ("--max-len", args.max_len, 250),
+             ("--clean-ratio", args.clean_ratio, 1.5)) if value != default]  # fmt: skip
+    if not clean:
+        if given:
+            raise UserError(
+                f"{', '.join(given)} set{'s' if len(given) == 1 else ''} the cleaning, which is off; add --clean or drop {given[0]}"
+            )
+        return None
+    if not 0 <= args.min_len <= args.max_len:
+        raise UserError(f"need 0 <= --min-len <= --max-len, got --min-len {args.min_len} and --max-len {args.max_len}")
+    if not args.clean_ratio >= 1:
+        raise UserError(f"--clean-ratio ({args.clean_ratio:g}) must be at least 1: it bounds the longer side over the shorter")
+    return CleanRules(args.min_len, args.max_len, args.clean_ratio, args.count)
+
+
+def data(args: argparse.Namespace) -> int:
+    from builder.data.prepare.pipeline import prepare
+
+    if args.news_commentary is not None and args.corpus != "wmt14-en-de":
+        raise UserError(f"--news-commentary is a choice of wmt14-en-de, not of {args.corpus}")
+    corpus = CORPORA[args.corpus](args.news_commentary or "v9") if args.corpus == "wmt14-en-de" else CORPORA[args.corpus]()
+    out = args.dir if args.dir is not None else Path(os.environ.get("AIAYN_DATA", "data")) / args.corpus
+    if args.workers < 1:
+        raise UserError(f"--workers ({args.workers}) must be at least 1")
+    report = prepare(corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers)
+    print("\n".join(report.lines()))
+    return 0

@@ -1,0 +1,169 @@
+"""`prepare`: a corpus's splits, from `--from` downloads or the Hub, written as line-aligned
+`{split}.en` / `{split}.de` files with the training pairs cleaned and every other split as it is.
+
+The pairs are streamed from the sources to the files, line by line, with a progress bar on
+stderr (shown on a terminal only); `prepared.json` records what was done.
+"""
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from builder.data.prepare.clean import REASONS, CleanRules, judge
+from builder.data.prepare.corpora import LANGS, Corpus, Split
+from builder.data.prepare.folder import check_output, staged
+from builder.data.prepare.sources import chain_pairs, locate
+from builder.errors import UserError
+
+Pairs = Callable[[], Iterator[tuple[str, str]]]
+
+
+@dataclass
+class SplitReport:
+    name: str
+    train: bool
+    read: int
+    written: int
+    dropped: dict[str, int] | None  # reason -> pairs; None: not cleaned
+    sacrebleu: str | None
+
+
+@dataclass
+class Report:
+    corpus: str
+    out: Path
+    source: str
+    cleaning: str | None
+    splits: list[SplitReport] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # optional splits the source does not have
+
+    def lines(self) -> list[str]:
+        """What `aiayn data` prints: a line per split, what cleaning dropped, sacreBLEU's names."""
+        lines = [f"{self.corpus}: wrote {self.out} from {self.source}"]
+        for s in self.splits:
+            if s.dropped is not None:
+                why = ", ".join(f"{n:,} {REASONS[reason]}" for reason, n in s.dropped.items())
+                lines.append(f"{s.name}: kept {s.written:,} of {s.read:,} pairs; dropped {why} (cleaning: {self.cleaning})")
+            else:
+                lines.append(f"{s.name}: {s.written:,} pairs" + (", not cleaned" if s.train else ", as they are"))
+            if s.sacrebleu:
+                lines[-1] += f"; the test set `sacrebleu -t {s.sacrebleu} -l en-de`"
+        if self.skipped:
+            lines.append(f"not in this source: {', '.join(self.skipped)}")
+        return lines
+
+
+@dataclass(frozen=True)
+class Planned:
+    split: Split
+    pairs: Pairs
+    total: int | None  # pairs to read, where known (for the progress bar)
+
+
+def prepare(
+    corpus: Corpus, out: Path, *, source: Path | None, rules: CleanRules | None, force: bool = False, workers: int = 1
+) -> Report:
+    """Write `corpus` into `out` (see the module's docstring); `rules` None: no cleaning;
+    `workers`: processes that count Moses tokens for it."""
+    check_output(out, force=force, source=source)
+    plan, where = (local_plan(corpus, source), str(source)) if source is not None else hub_plan(corpus)
+    present = {p.split.name for p in plan}
+    skipped = [s.name for s in corpus.splits if s.name not in present]
+    report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped)
+    with staged(out) as tmp:
+        for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
+            report.splits.append(write_split(tmp, planned, rules if planned.split.train else None, workers))
+        report.splits.sort(key=lambda r: [s.name for s in corpus.splits].index(r.name))
+        (tmp / "prepared.json").write_text(json.dumps(manifest(report), indent=2) + "\n")
+    return report
+
+
+def local_plan(corpus: Corpus, folder: Path) -> list[Planned]:
+    """Every split whose files are all under `folder`; a required one missing is an error that
+    names what to download."""
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise UserError(f"--from {folder} {what}; give the folder that holds {corpus.downloads}")
+    plan, missing = [], []
+    for split in corpus.splits:
+        found = [
+            (locate(folder, part.places["en"], sgm=part.sgm), locate(folder, part.places["de"], sgm=part.sgm))
+            for part in split.parts
+        ]
+        lacking = [
+            first_place(part.places[lang]) for part, pair in zip(split.parts, found) for lang, f in zip(LANGS, pair) if f is None
+        ]
+        if not lacking:
+            plan.append(Planned(split, lambda found=found: chain_pairs(found), None))
+        elif split.required:
+            missing += lacking
+    if missing:
+        hint = "".join(f"; {text}" for name, text in corpus.hints if (folder / name).exists())
+        raise UserError(f"--from {folder} has no {', '.join(dict.fromkeys(missing))}{hint}; it should hold {corpus.downloads}")
+    return plan
+
+
+def first_place(places) -> str:
+    place = places[0]
+    return place.archive or f"{place.path}(.gz)"
+
+
+def hub_plan(corpus: Corpus) -> tuple[list[Planned], str]:
+    from builder.data.prepare.hub import hub_pairs, load_splits
+
+    loaded = load_splits(corpus)
+    plan = []
+    for split in corpus.splits:
+        if split.hub_split is not None:
+            rows = loaded[split.hub_split]
+            plan.append(Planned(split, lambda split=split, rows=rows: hub_pairs(corpus, split, rows), len(rows)))
+    where = f"the Hugging Face Hub's {corpus.hub.path}" + (f" ({corpus.hub.config})" if corpus.hub.config else "")
+    return plan, where
+
+
+def write_split(folder: Path, planned: Planned, rules: CleanRules | None, workers: int) -> SplitReport:
+    """Stream one split's pairs into `{split}.en` and `{split}.de` under `folder`; `rules`:
+    the cleaning of its pairs, or None to write them all."""
+    split = planned.split
+    pairs = progress(planned.pairs(), split.name, planned.total)
+    judged = judge(pairs, rules, LANGS, workers=workers) if rules else ((s, t, None) for s, t in pairs)
+    dropped, read = Counter(), 0
+    paths = [folder / f"{split.name}.{lang}" for lang in LANGS]
+    with open(paths[0], "w", encoding="utf-8", newline="\n") as en, open(paths[1], "w", encoding="utf-8", newline="\n") as de:
+        for src, tgt, reason in judged:
+            read += 1
+            if reason is None:
+                en.write(src + "\n")
+                de.write(tgt + "\n")
+            else:
+                dropped[reason] += 1
+    written = read - sum(dropped.values())
+    if read == 0:
+        raise UserError(f"{split.name}: the source has no sentence pairs; are the downloaded files intact?")
+    if written == 0:
+        raise UserError(
+            f"{split.name}: cleaning dropped all {read} pairs; loosen it (--max-len, --clean-ratio) or give --no-clean"
+        )
+    return SplitReport(
+        split.name, split.train, read, written, {r: dropped[r] for r in REASONS} if rules else None, split.sacrebleu
+    )
+
+
+def progress(pairs: Iterable, name: str, total: int | None) -> Iterable:
+    """A progress bar on stderr while a split is written; tqdm shows it on a terminal only."""
+    return tqdm(pairs, desc=name, total=total, unit=" pairs", unit_scale=True, file=sys.stderr, disable=None, leave=False)
+
+
+def manifest(report: Report) -> dict:
+    return {
+        "corpus": report.corpus,
+        "source": report.source,
+        "cleaning": report.cleaning,
+        "splits": {s.name: {k: v for k, v in asdict(s).items() if k not in ("name", "train")} for s in report.splits},
+        "skipped": report.skipped,
+    }
