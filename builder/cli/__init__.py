@@ -14,6 +14,7 @@ VERBS = {
     "validate": ("builder.cli.inspect", "validate", "validate an experiment"),
     "show": ("builder.cli.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
     "schema": ("builder.cli.inspect", "schema", "JSON Schema of the experiment format"),
+    "data": ("builder.cli.data", "data", "write a corpus (wmt14-en-de, multi30k) as the files the experiments read"),
     "train": ("builder.cli.train", "train", "train an experiment; --resume continues the latest run"),
     "sweep": ("builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
     "results": ("builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
@@ -21,7 +22,6 @@ VERBS = {
     "evaluate": ("builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("builder.cli.average", "average", "average the parameters of checkpoints"),
     "export": ("builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
-    "data": ("builder.cli.data", "data", "write a corpus (wmt14-en-de, multi30k) as the files the experiments read"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}
