@@ -344,7 +344,8 @@ def test_multi30k_sweep_has_the_same_rows():
     sweep = load_sweep(path)
     assert sorted(v.experiment.removeprefix("table3/") for v in sweep.variants[1:]) == ROWS
     trials = expand(sweep, path)
-    assert len(trials) == 19 and trials[0].experiment == path.parent / "base.yaml"
+    assert len(trials) == 19 * 3 and trials[0].experiment == path.parent / "base.yaml"  # three seeds a row
+    assert sweep.seeds == (1, 2, 3)
     assert all(t.spec.data.dir.endswith("multi30k") for t in trials)
     assert sweep.launcher == LocalLauncherSpec(parallel=8, gpus_per_trial=1, trials_per_gpu=4)
 
