@@ -72,7 +72,7 @@ def check_every_trial_finished_and_the_table_has_every_row(sweep_dir, out, plann
         ppl, ppl_std = (float(x) for x in cells[13].split(" ± "))
         bleu, bleu_std = (float(x) for x in cells[14].split(" ± "))
         assert 1.0 < ppl < 1000.0 and ppl_std >= 0.0 and 0.0 <= bleu <= 100.0 and bleu_std >= 0.0
-        assert cells[15:] == ["0.95", "", "", ""]  # 951,296 parameters at V=200
+        assert cells[15:] == ["", "0.95", "", "", "", ""]  # no ΔBLEU (no base row); 951,296 parameters at V=200
     assert (sweep_dir / "results.csv").read_text().count("\n") == 4
     assert (sweep_dir / "results.png").read_bytes()[:4] == b"\x89PNG"
 
