@@ -29,7 +29,9 @@ from builder.export.weights import (
     Stack,
     transformer_weights,
 )
+from schemas.feed_forward import FeedForwardSpec
 from schemas.model import ModelSpec
+from schemas.stacks import StackSpec
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU, "silu": common_spec.Activation.SWISH}
 
@@ -76,13 +78,21 @@ def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:
     return tokens + [f"<aiayn-unused-{i}>" for i in range(len(tokens), size)]
 
 
+def _stack_options(stack_spec: StackSpec, stack: Stack, d_model: int, *, ffn: FeedForwardSpec) -> tuple[int, int, dict]:
+    """(layers, heads, keyword options) of CTranslate2's encoder or decoder spec for one of our stacks."""
+    h, d_k = stack_spec_heads(stack_spec)
+    options = dict(
+        pre_norm=stack_spec.add_norm.placement == "pre",
+        no_final_norm=stack.final_norm is None,
+        activation=ACTIVATIONS[ffn.activation],
+        head_dim=None if h * d_k == d_model else d_k,
+    )
+    return stack_spec.num_layers, h, options
+
+
 def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerEncoderSpec:
-    h, d_k = stack_spec_heads(spec.encoder)
-    enc = transformer_spec.TransformerEncoderSpec(
-        spec.encoder.num_layers, h, pre_norm=spec.encoder.add_norm.placement == "pre",
-        no_final_norm=stack.final_norm is None, activation=ACTIVATIONS[spec.encoder.layer[1].activation],
-        head_dim=None if h * d_k == spec.d_model else d_k,
-    )  # fmt: skip
+    num_layers, h, options = _stack_options(spec.encoder, stack, spec.d_model, ffn=spec.encoder.layer[1])
+    enc = transformer_spec.TransformerEncoderSpec(num_layers, h, **options)
     _inputs(enc, spec, stack, enc.embeddings[0])
     for layer_spec, layer in zip(enc.layer, stack.layers):
         _attention(layer_spec.self_attention, layer.self_attention, fused="qkv")
@@ -91,12 +101,8 @@ def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.Transformer
 
 
 def _decoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerDecoderSpec:
-    h, d_k = stack_spec_heads(spec.decoder)
-    dec = transformer_spec.TransformerDecoderSpec(
-        spec.decoder.num_layers, h, pre_norm=spec.decoder.add_norm.placement == "pre",
-        no_final_norm=stack.final_norm is None, activation=ACTIVATIONS[spec.decoder.layer[2].activation],
-        head_dim=None if h * d_k == spec.d_model else d_k,
-    )  # fmt: skip
+    num_layers, h, options = _stack_options(spec.decoder, stack, spec.d_model, ffn=spec.decoder.layer[2])
+    dec = transformer_spec.TransformerDecoderSpec(num_layers, h, **options)
     _inputs(dec, spec, stack, dec.embeddings)
     for layer_spec, layer in zip(dec.layer, stack.layers):
         _attention(layer_spec.self_attention, layer.self_attention, fused="qkv")
