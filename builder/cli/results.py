@@ -8,10 +8,11 @@ from builder.sweep.results import write_results
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("directory", type=Path, metavar="DIR", help="a sweep's directory (runs/table3) or any root of runs")
+    p.add_argument("--base", metavar="VARIANT", help="the row each ΔBLEU is measured from (default: the paper's base row)")
 
 
 def results(args: argparse.Namespace) -> int:
-    text = write_results(args.directory)
+    text = write_results(args.directory, args.base)
     print(text, end="")
     print(f"wrote {args.directory / 'results.md'}, results.csv and results.png")
     return 0

@@ -130,13 +130,13 @@ def _delta(difference: Difference | None) -> str:
     return f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + (" *" if d.significant else "")
 
 
-def markdown(rows: list[Row], differences: dict[str, Difference] | None = None) -> str:
+def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None) -> str:
     """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, * where
     significant) and a line under the table that says how it was computed."""
     differences = differences or {}
     head = ["group", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
     head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper"]
-    agreement = directions(rows, differences)
+    agreement = directions(rows, differences, base)
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     previous: object = object()
     for row in rows:
@@ -158,21 +158,21 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None) 
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if differences:
-        lines += ["", _DELTA_NOTE.format(samples=SAMPLES, level=LEVEL)]
+        lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL)]
     if agreement:
         lines += ["", _tally(list(agreement.values()))]
     return "\n".join(lines) + "\n"
 
 
 _DELTA_NOTE = (
-    "ΔBLEU: the variant's BLEU minus the base's on the same validation sentences (paired by seed, mean over seeds), "
+    "ΔBLEU: the row's BLEU minus that of {base} on the same validation sentences (paired by seed, mean over seeds), "
     "with the 95% interval of a paired bootstrap ({samples} resamples, sacreBLEU's test); "
     "* significant: p < {level} and the interval excludes 0."
 )
 
 
-def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | None = None) -> None:
-    agreement = directions(rows, differences or {})
+def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | None = None, base: Row | None = None) -> None:
+    agreement = directions(rows, differences or {}, base)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
@@ -202,11 +202,10 @@ def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | 
             )
 
 
-def directions(rows: list[Row], differences: dict[str, Difference]) -> dict[str, str]:
+def directions(rows: list[Row], differences: dict[str, Difference], base: Row | None) -> dict[str, str]:
     """Per row with a ΔBLEU and the paper's BLEU (its own and its base's): whether our change
     goes the paper's way: "agrees", "disagrees", "n.s." (ours not significant), or
     "paper: no change" (Table 3 prints the base's BLEU)."""
-    base = next((row for row in rows if row.group == "base"), None)
     if base is None or base.reported["bleu"] is None:
         return {}
     out = {}
@@ -238,9 +237,19 @@ def _delta_fields(d: Difference | None) -> dict[str, Any]:
     return {"delta_bleu": round(d.delta, 4), "delta_low": round(d.low, 4), "delta_high": round(d.high, 4), "p_value": round(d.p, 4)}
 
 
-def base_differences(rows: list[Row]) -> dict[str, Difference]:
-    """ΔBLEU of every row to the base row (the first of group "base"), where both saved translations."""
-    base = next((row for row in rows if row.group == "base"), None)
+def base_row(rows: list[Row], variant: str | None = None) -> Row | None:
+    """The row ΔBLEU is measured from: `variant` (`aiayn results --base`), else the paper's base
+    (the first row of group "base"), else none."""
+    if variant is None:
+        return next((row for row in rows if row.group == "base"), None)
+    found = next((row for row in rows if row.variant == variant), None)
+    if found is None:
+        raise UserError(f"--base {variant}: no finished runs of that variant; the variants are {', '.join(r.variant for r in rows)}")
+    return found
+
+
+def base_differences(rows: list[Row], base: Row | None) -> dict[str, Difference]:
+    """ΔBLEU of every row to `base`, where both saved translations."""
     if base is None:
         return {}
     return compare_to_base({row.variant: list(row.runs) for row in rows}, base.variant)
@@ -255,8 +264,9 @@ def sweep_order(directory: Path) -> list[str]:
         return []
 
 
-def write_results(directory: Path) -> str:
-    """results.md, results.csv and results.png in `directory`; returns the markdown."""
+def write_results(directory: Path, base: str | None = None) -> str:
+    """results.md, results.csv and results.png in `directory`; returns the markdown. `base`: the
+    variant ΔBLEU is measured from (default: the paper's base row, if any)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
     runs = collect(directory)
@@ -266,10 +276,11 @@ def write_results(directory: Path) -> str:
             "only when its training finished: train or sweep first, or resume unfinished runs"
         )
     rows = table(runs, sweep_order(directory))
-    differences = base_differences(rows)
-    text = markdown(rows, differences)
+    reference = base_row(rows, base)
+    differences = base_differences(rows, reference)
+    text = markdown(rows, differences, reference)
     (directory / "results.md").write_text(text)
-    write_csv(rows, directory / "results.csv", differences)
+    write_csv(rows, directory / "results.csv", differences, reference)
     from builder.sweep.plot import plot  # matplotlib is imported only here
 
     plot(rows, directory / "results.png")

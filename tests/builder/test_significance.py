@@ -8,6 +8,7 @@ import pytest
 import sacrebleu
 from sacrebleu.significance import PairedTest
 
+from builder.cli import main
 from builder.data.demo import generate_demo
 from builder.run.rundir import RunDir
 from builder.sweep.results import write_results
@@ -121,7 +122,7 @@ def test_results_table_shows_the_difference_to_base_and_the_papers_direction(tmp
     assert cells["close"] == ("+0.67 [-0.08, +1.89]", "n.s.")  # p = 0.118
     assert cells["flat"][1] == "paper: no change"
     assert lines[-3:] == [
-        "ΔBLEU: the variant's BLEU minus the base's on the same validation sentences (paired by seed, mean over seeds), "
+        "ΔBLEU: the row's BLEU minus that of base on the same validation sentences (paired by seed, mean over seeds), "
         "with the 95% interval of a paired bootstrap (1000 resamples, sacreBLEU's test); * significant: p < 0.05 and the interval excludes 0.",
         "",
         "vs paper: our ΔBLEU goes the paper's way on 1 of the 2 rows where it is significant; 1 not significant, 1 the paper's BLEU unchanged.",
@@ -137,3 +138,21 @@ def test_results_table_shows_the_difference_to_base_and_the_papers_direction(tmp
         "n.s.",
         "paper: no change",
     ]
+
+
+def test_any_variant_can_be_the_base(tmp_path, capsys):
+    root = tmp_path / "mine"
+    for name, hyps in (("small", corrupt(2)), ("large", corrupt(5))):
+        put(root, f"{name}-seed1", f"{name}-seed1", ppl=5.0, bleu=round(bleu(hyps), 2), variant=name)
+        RunDir(root / f"{name}-seed1" / "version_0").write_translations("valid", hyps, REFS)
+    assert "ΔBLEU: the row's" not in write_results(root)  # no row of the paper's base: no ΔBLEU
+    assert main(["results", str(root), "--base", "small"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cells = {line.split(" | ")[1]: line.split(" | ")[15] for line in lines[2:4]}
+    assert cells["small"] == "" and re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] \*", cells["large"])
+    assert lines[5].startswith("ΔBLEU: the row's BLEU minus that of small on the same validation sentences")
+    assert main(["results", str(root), "--base", "medium"]) == 2
+    assert (
+        capsys.readouterr().err
+        == "aiayn results: error: --base medium: no finished runs of that variant; the variants are large, small\n"
+    )
