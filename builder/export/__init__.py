@@ -4,7 +4,7 @@ Face `transformers` (a MarianMTModel that `from_pretrained` loads and `generate`
 Both exporters are optional extras (`pip install -e ".[export]"`); each target's package is
 imported only when that target is asked for. An export reads the checkpoint with aiayn's own
 loader, refuses what the target cannot express (a message naming the YAML field), and writes
-OUT whole or not at all (see output.py).
+OUT whole or not at all (builder/run/atomic.py's staged_folder).
 """
 
 import importlib
@@ -14,7 +14,7 @@ from pathlib import Path
 from builder.decode.checkpoint import load_for_inference
 from builder.errors import UserError
 from builder.export.limits import check_ctranslate2, check_marian
-from builder.export.output import check_output, staged_folder
+from builder.run.atomic import check_folder_output, staged_folder
 
 # --to name -> (module, the package it needs, what to call it in messages, its limits)
 TARGETS = {
@@ -34,7 +34,7 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     source = Path(checkpoint).resolve()
     if source == out.resolve() or out.resolve() in source.parents:
         raise UserError(f"{out} holds {checkpoint}, the model being exported; export into another folder")
-    check_output(out, force=force)
+    check_folder_output(out, force=force, purpose="export into")
     if importlib.util.find_spec(package) is None:
         raise UserError(
             f"--to {target} needs the {package} package, which is not installed: "
@@ -46,6 +46,6 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     # sinusoid tables cover the longest input aiayn translates plus the output it may add to it
     rows = loaded.spec.decode.max_input_len + loaded.spec.decode.max_len_b
     options = {"quantization": quantization} if target == "ctranslate2" else {}
-    with staged_folder(out, force=force) as folder:
+    with staged_folder(out) as folder:
         module.write(loaded, folder, position_rows=rows, **options)
     return out

@@ -8,6 +8,7 @@ flushes it to disk and renames it into place, which POSIX makes atomic.
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,3 +64,48 @@ def write_json(path: Path, data: Any) -> None:
 def dump_yaml(data: Any) -> str:
     """Block style, keys in their order, short lists inline: how the shipped experiments read."""
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True)
+
+
+def check_folder_output(out: Path, *, force: bool, purpose: str) -> None:
+    """Refuse, before any work, an output folder that cannot be written, or that holds files
+    (unless `force`: then `staged_folder` replaces it once the new one is whole)."""
+    blocking = next((p for p in out.parents if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise UserError(f"{out}: {blocking} is a file, so nothing can be written under it")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file; give a folder to {purpose}")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        names = sorted(p.name for p in out.iterdir())
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise UserError(f"{out} already holds files ({shown}); give a new or empty folder, or --force to replace it")
+
+
+@contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A folder written whole or not at all: yields an empty hidden folder beside `out`; on a
+    clean exit it becomes `out` (an existing `out` is replaced), on an exception it is removed,
+    with every folder made for it."""
+    made = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; an output folder is an ordinary folder
+        _replace_folder(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if made is not None and made != out:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _replace_folder(new: Path, out: Path) -> None:
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if not out.exists():
+        os.rename(new, out)
+        return
+    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+    os.rename(out, old / out.name)
+    os.rename(new, out)
+    shutil.rmtree(old, ignore_errors=True)

@@ -99,7 +99,7 @@ def test_out_is_written_whole_refused_when_full_and_replaced_with_force(run, tmp
     assert main(["export", str(run), "--to", "ctranslate2", str(out), "--quantization", "int8"]) == 2
     assert (
         capsys.readouterr().err
-        == f"aiayn export: error: {out} exists and is not empty; give a new folder, or --force to replace it\n"
+        == f"aiayn export: error: {out} already holds files (config.json, model.bin, shared_vocabulary.json, ...); give a new or empty folder, or --force to replace it\n"
     )
     assert (out / "model.bin").read_bytes() == before
     assert main(["export", str(run), "--to", "ctranslate2", str(out), "--quantization", "int8", "--force"]) == 0

@@ -4,6 +4,5 @@ corpora.py   Corpus, Split, Part            wmt14-en-de and multi30k: files, Hub
 sources.py   locate, read_pairs             downloaded files: plain, .gz, .tgz members, SGM
 hub.py       load_splits                    the Hugging Face Hub through `datasets` (optional)
 clean.py     Cleaner, CleanRules            Moses' clean-corpus-n on training pairs
-folder.py    staged                         the output folder, written all at once
-pipeline.py  prepare                        all of it, streamed, with a report
+pipeline.py  prepare                        all of it, streamed, with a report, into builder/run/atomic.staged_folder
 """

@@ -16,9 +16,9 @@ from tqdm import tqdm
 
 from builder.data.prepare.clean import REASONS, CleanRules, judge
 from builder.data.prepare.corpora import LANGS, Corpus, Split
-from builder.data.prepare.folder import check_output, staged
 from builder.data.prepare.sources import chain_pairs, locate
 from builder.errors import UserError
+from builder.run.atomic import check_folder_output, staged_folder
 
 Pairs = Callable[[], Iterator[tuple[str, str]]]
 
@@ -70,12 +70,14 @@ def prepare(
 ) -> Report:
     """Write `corpus` into `out` (see the module's docstring); `rules` None: no cleaning;
     `workers`: processes that count Moses tokens for it."""
-    check_output(out, force=force, source=source)
+    check_folder_output(out, force=force, purpose="write the corpus into")
+    if force and source is not None and out.is_dir() and source.resolve().is_relative_to(out.resolve()):
+        raise UserError(f"--from {source} is inside {out}, which --force would replace; write the corpus to another folder")
     plan, where = (local_plan(corpus, source), str(source)) if source is not None else hub_plan(corpus)
     present = {p.split.name for p in plan}
     skipped = [s.name for s in corpus.splits if s.name not in present]
     report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped)
-    with staged(out) as tmp:
+    with staged_folder(out) as tmp:
         for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
             report.splits.append(write_split(tmp, planned, rules if planned.split.train else None, workers))
         report.splits.sort(key=lambda r: [s.name for s in corpus.splits].index(r.name))

@@ -13,8 +13,8 @@ import pytest
 
 from builder.cli import main
 from builder.data.prepare.clean import Cleaner, CleanRules, judge
-from builder.data.prepare.folder import staged
 from builder.data.prepare.sources import Found, read_lines
+from builder.run.atomic import staged_folder
 from tests.conftest import EXPERIMENTS
 
 EUROPARL = [("Resumption of the session", "Wiederaufnahme der Sitzungsperiode"), ("", ""), ("Yes.", "Ja.")]
@@ -294,7 +294,7 @@ def test_an_existing_corpus_is_kept_unless_forced(tmp_path):
 
 def test_an_interrupted_write_leaves_nothing(tmp_path):
     out = tmp_path / "a" / "b" / "corpus"
-    with pytest.raises(KeyboardInterrupt), staged(out) as tmp:
+    with pytest.raises(KeyboardInterrupt), staged_folder(out) as tmp:
         (tmp / "train.en").write_text("half\n")
         raise KeyboardInterrupt
     assert list(tmp_path.iterdir()) == []
