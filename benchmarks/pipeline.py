@@ -18,9 +18,10 @@ from typing import Any
 import lightning as L
 import torch
 from common import ROOT
-from train_step import measure, sync
+from train_step import measure, sync, to_device
 
 from builder.data.spec import make_datamodule
+from builder.model.loss import batch_loss
 from builder.run.config import load_experiment
 from builder.run.rundir import RunDir
 from builder.train.fit import fit
@@ -60,13 +61,12 @@ def raw_step(spec: Any, device: torch.device, batches: list[Any], args: argparse
 
     def step(batch: Any) -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = task.model(batch.src, batch.tgt_in)
-            loss = task.loss(logits, batch.tgt_out, eps=spec.train.label_smoothing, pad_id=0)[0] / batch.n_tgt_tokens
+            loss = batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0)[0] / batch.n_tgt_tokens
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    on_device = [b._replace(src=b.src.to(device), tgt_in=b.tgt_in.to(device), tgt_out=b.tgt_out.to(device)) for b in batches]
+    on_device = [to_device(b, device) for b in batches]
     seconds = statistics.median(measure(step, on_device, device, args.warmup, args.steps))
     return statistics.fmean(b.n_src_tokens + b.n_tgt_tokens for b in batches) / seconds
 

@@ -35,7 +35,7 @@ from blocks import SinusoidalPositionalEncoding
 from builder.data.collate import Batch, TranslationCollator
 from builder.data.dataset import Example
 from builder.data.sampler import TokenBatchSampler
-from builder.model.loss import smoothed_nll_chunked
+from builder.model.loss import batch_loss
 
 PRESETS = {
     # d_model, heads, layers, d_ff, vocab; tokens per side per step, mean sentence length
@@ -112,20 +112,25 @@ def marian(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> n
     return Wrapped()
 
 
-def torch_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def torch_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """The summed loss of a batch as the references compute it: logits of every position."""
+    logits = model(batch.src, batch.tgt_in)
     V = logits.size(-1)
-    return F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=EPS * V / (V - 1), reduction="sum")
+    return F.cross_entropy(
+        logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=EPS * V / (V - 1), reduction="sum"
+    )
 
 
-def aiayn_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return smoothed_nll_chunked(logits, target, eps=EPS, pad_id=PAD)[0]
+def aiayn_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """The summed loss of a batch as `aiayn train` computes it."""
+    return batch_loss(model, batch, eps=EPS, pad_id=PAD)[0]
 
 
 @dataclass
 class Contender:
     name: str
     model: nn.Module
-    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    loss: Callable[[nn.Module, Batch], torch.Tensor]
 
 
 def make_step(c: Contender, device: torch.device, bf16: bool) -> Callable[[Batch], None]:
@@ -134,8 +139,7 @@ def make_step(c: Contender, device: torch.device, bf16: bool) -> Callable[[Batch
 
     def step(batch: Batch) -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = c.model(batch.src, batch.tgt_in)
-            loss = c.loss(logits, batch.tgt_out) / batch.n_tgt_tokens
+            loss = c.loss(c.model, batch) / batch.n_tgt_tokens
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -143,11 +147,14 @@ def make_step(c: Contender, device: torch.device, bf16: bool) -> Callable[[Batch
     return step
 
 
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    return batch._replace(**{k: v.to(device) for k, v in batch._asdict().items() if isinstance(v, torch.Tensor)})
+
+
 def flops_of(c: Contender, batch: Batch, device: torch.device, bf16: bool) -> int:
     counter = FlopCounterMode(display=False)
     with counter, torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-        logits = c.model(batch.src, batch.tgt_in)
-        c.loss(logits, batch.tgt_out).backward()
+        c.loss(c.model, batch).backward()
     c.model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 
@@ -158,15 +165,25 @@ def sync(device: torch.device) -> None:
 
 
 def measure(step: Callable[[Batch], None], data: list[Batch], device: torch.device, warmup: int, steps: int) -> list[float]:
-    for i in range(warmup):
-        step(data[i % len(data)])
-    times = []
-    for i in range(steps):
-        sync(device)
-        start = time.perf_counter()
-        step(data[i % len(data)])
-        sync(device)
-        times.append(time.perf_counter() - start)
+    return measure_interleaved({"": step}, data, device, warmup, steps)[""]
+
+
+def measure_interleaved(
+    steps: dict[str, Callable[[Batch], None]], data: list[Batch], device: torch.device, warmup: int, n: int
+) -> dict[str, list[float]]:
+    """Seconds of each of `n` steps of every contender, taken in turns (one step of each, then the
+    next batch), so that a machine whose speed drifts (a shared VM, clocks) slows all alike."""
+    for step in steps.values():
+        for i in range(warmup):
+            step(data[i % len(data)])
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(n):
+        for name, step in steps.items():
+            sync(device)
+            start = time.perf_counter()
+            step(data[i % len(data)])
+            sync(device)
+            times[name].append(time.perf_counter() - start)
     return times
 
 
@@ -194,23 +211,22 @@ def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
 def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
     preset = PRESETS[args.preset]
     bf16 = device.type == "cuda" and not args.fp32
-    data = [b._replace(src=b.src.to(device), tgt_in=b.tgt_in.to(device), tgt_out=b.tgt_out.to(device)) for b in batches(preset, 8)]
+    data = [to_device(b, device) for b in batches(preset, 8)]
     tokens = statistics.fmean(b.n_src_tokens + b.n_tgt_tokens for b in data)
     peak = peak_tflops(device)
-    rows = []
+    steps, flops, memory = {}, {}, {}
     for c in contenders(preset, args):
-        step = make_step(c, device, bf16)
-        flops = flops_of(c, data[0], device, bf16)
-        if device.type == "cuda":
+        steps[c.name] = make_step(c, device, bf16)
+        flops[c.name] = flops_of(c, data[0], device, bf16)
+        if device.type == "cuda":  # each contender's own peak, from one step alone
             torch.cuda.reset_peak_memory_stats(device)
-        ms = 1000 * statistics.median(measure(step, data, device, args.warmup, args.steps))
-        memory = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
-        rows.append((c.name, ms, flops, memory))
-        c.model.cpu()
-        del step
+            steps[c.name](data[0])
+            memory[c.name] = torch.cuda.max_memory_allocated(device) / 2**30
+    times = measure_interleaved(steps, data, device, args.warmup, args.steps)
+    rows = [(name, 1000 * statistics.median(times[name]), flops[name], memory.get(name)) for name in steps]
     print(f"preset {args.preset}: {preset}; {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
           f"{torch.get_num_threads()} threads), {'bf16 autocast' if bf16 else 'fp32'}, torch {torch.__version__}; "
-          f"{tokens:.0f} tokens per step (src + tgt, no padding); median of {args.steps} steps after {args.warmup}")  # fmt: skip
+          f"{tokens:.0f} tokens per step (src + tgt, no padding); median of {args.steps} steps after {args.warmup}, the contenders in turns")  # fmt: skip
     print("| model | ms/step | tokens/s | TFLOP/s | MFU | peak GiB | speed vs aiayn eager |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     base_ms = rows[0][1]

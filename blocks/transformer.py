@@ -49,8 +49,10 @@ class EncoderDecoder(nn.Module):
         memory: Tensor,
         memory_padding_mask: Tensor | None,
         state: DecoderState | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
-        """tgt (B, T), right-padded -> logits (B, T, V). With `state`, tgt holds only the new tokens."""
+        """tgt (B, T), right-padded -> logits (B, T, V). With `state`, tgt holds only the new
+        tokens. With `positions` (n,), flat indices into B * T, only those rows' logits, (n, V)."""
         offset = 0 if state is None else state.length
         ctx = LayerContext(
             # The causal mask alone is exact for a right-padded target: position i sees keys <= i,
@@ -64,12 +66,18 @@ class EncoderDecoder(nn.Module):
         y = self.decoder(self.tgt_embed(tgt, offset), ctx)  # (B, T, d_model)
         if state is not None:
             state.advance(tgt.size(1))
-        return self.generator(y)  # (B, T, V)
+        if positions is not None:
+            y = y.flatten(0, 1).index_select(0, positions)  # (n, d_model)
+        return self.generator(y)  # (B, T, V) or (n, V)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: src (B, S), tgt_in (B, T) (the target shifted right) -> logits (B, T, V)."""
+    def forward(self, src: Tensor, tgt_in: Tensor, positions: Tensor | None = None) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) (the target shifted right) -> logits (B, T, V).
+
+        `positions` (n,): flat indices into B * T of the rows wanted, e.g. the non-padding targets:
+        then logits (n, V), and the output projection (the largest matrix product of a small
+        model) and the loss skip the padding rows."""
         memory, src_padding = self.encode(src)
-        return self.decode(tgt_in, memory, src_padding)
+        return self.decode(tgt_in, memory, src_padding, positions=positions)
 
     def init_state(self) -> DecoderState:
         """A fresh, empty cache for incremental decoding."""

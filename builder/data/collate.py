@@ -18,6 +18,7 @@ class Batch(NamedTuple):
     ids: torch.Tensor  # (B,) long: line numbers in the corpus files, to restore input order
     n_src_tokens: int  # non-pad tokens in src
     n_tgt_tokens: int  # non-pad tokens in tgt_out: the number of predictions the loss averages
+    tgt_positions: torch.Tensor  # (n_tgt_tokens,) long: flat indices into tgt_out of its non-pad tokens
 
 
 def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1) -> torch.Tensor:
@@ -44,11 +45,20 @@ class TranslationCollator:
     def __call__(self, examples: Sequence[Example]) -> Batch:
         src = [e.src for e in examples]
         tgt = [e.tgt for e in examples]
+        tgt_out = _pad(tgt, self.pad_id, before=None, after=self.eos_id, multiple=self.multiple)
         return Batch(
             src=_pad(src, self.pad_id, before=None, after=None, multiple=self.multiple),
             tgt_in=_pad(tgt, self.pad_id, before=self.bos_id, after=None, multiple=self.multiple),
-            tgt_out=_pad(tgt, self.pad_id, before=None, after=self.eos_id, multiple=self.multiple),
+            tgt_out=tgt_out,
             ids=torch.tensor([e.id for e in examples], dtype=torch.long),
             n_src_tokens=sum(len(s) for s in src),
             n_tgt_tokens=sum(len(t) + 1 for t in tgt),
+            tgt_positions=_positions([len(t) + 1 for t in tgt], tgt_out.size(1)),
         )
+
+
+def _positions(lengths: Sequence[int], width: int) -> torch.Tensor:
+    """Flat indices into a (len(lengths), width) right-padded matrix of its first lengths[b] columns."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - np.cumsum(lengths) + lengths, lengths)
+    return torch.from_numpy(starts + np.arange(int(lengths.sum()), dtype=np.int64))

@@ -7,15 +7,21 @@ e = eps * V / (V - 1).) Perplexity is exp(nll / count).
 
 Two implementations of the same function:
   - `label_smoothed_nll`: the readable reference (fp32 log-probabilities of every token);
-  - `smoothed_nll_chunked`: what training uses. It never holds fp32 (N, V) log-probabilities:
-    per row it keeps lse = logsumexp(x), and with a = 1 - eps - eps/(V-1), b = eps/(V-1),
+  - `smoothed_nll_chunked`: what training uses. It never makes (N, V) log-probabilities, and
+    from bf16 or fp16 logits nothing (N, V) in fp32: per row it keeps lse = logsumexp(x), and with a = 1 - eps - eps/(V-1), b = eps/(V-1),
         loss = a * (lse - x_t) + b * (V * lse - sum_j x_j),   d loss / dx = softmax(x) - b - a * onehot(t),
-    computed over chunks of rows in fp32 whatever the logits' dtype; padding rows weigh 0.
+    in fp32 whatever the logits' dtype; a padding row has weight 0, folded into each row's
+    scale and shift of softmax(x), so the gradient is one pass over (N, V) after the softmax.
+    Logits in fp32 keep exp(x - max x) in their place (the same size; the logits themselves are
+    then freed) and the backward pass needs no second exp; logits in other dtypes (bf16, fp16)
+    keep only lse and recompute the softmax in fp32 over chunks of rows.
 """
+
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 _CHUNK_ELEMENTS = 1 << 24  # fp32 elements of one chunk of rows (64 MiB)
 
@@ -35,12 +41,20 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, *, eps: float, pad_id: in
 
 
 def smoothed_nll_chunked(logits: Tensor, target: Tensor, *, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    """`label_smoothed_nll`, in chunks of rows, with its gradient in closed form (see above)."""
+    """`label_smoothed_nll` with its gradient in closed form (see above)."""
     V = logits.size(-1)
     flat, target = logits.reshape(-1, V), target.reshape(-1)
     weight = target.ne(pad_id).to(torch.float32)
     loss, nll = _SmoothedNLL.apply(flat, target, weight, eps)
     return loss, nll, weight.sum().to(torch.long)
+
+
+def batch_loss(model: nn.Module, batch: Any, *, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """`smoothed_nll_chunked` of a teacher-forced batch (a builder.data.collate.Batch), with
+    logits for its non-padding targets only (`batch.tgt_positions`), as training computes it."""
+    logits = model(batch.src, batch.tgt_in, batch.tgt_positions)  # (n, V)
+    target = batch.tgt_out.flatten().index_select(0, batch.tgt_positions)  # (n,)
+    return smoothed_nll_chunked(logits, target, eps=eps, pad_id=pad_id)
 
 
 def _chunks(n: int, vocab: int) -> list[slice]:
@@ -52,29 +66,41 @@ class _SmoothedNLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         N, V = logits.shape
-        a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
+        ctx.ab = a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
+        ctx.keep_exp = logits.dtype == torch.float32
         lse = torch.empty(N, dtype=torch.float32, device=logits.device)
-        nll = torch.empty_like(lse)
-        total = torch.empty_like(lse)  # sum over all classes of -log p
-        for rows in _chunks(N, V):
-            x = logits[rows].float()  # (n, V)
-            lse[rows] = torch.logsumexp(x, dim=-1)
-            nll[rows] = lse[rows] - x.gather(1, target[rows, None]).squeeze(1)
-            total[rows] = V * lse[rows] - x.sum(dim=-1)
-        ctx.save_for_backward(logits, target, weight, lse)
-        ctx.ab = (a, b)
-        nll = nll * weight
-        return (a * nll + b * total * weight).sum(), nll.sum()
+        at_target = logits.gather(1, target[:, None]).squeeze(1).float()
+        total = -logits.sum(dim=-1, dtype=torch.float32)  # becomes the sum over all classes of -log p
+        if ctx.keep_exp:
+            top = logits.amax(dim=-1)
+            e = (logits - top[:, None]).exp_()  # (N, V) = exp(x - max x), in the logits' place
+            denominator = e.sum(dim=-1)
+            lse = top + denominator.log()
+            ctx.save_for_backward(e, target, weight, denominator)
+        else:
+            for rows in _chunks(N, V):
+                lse[rows] = torch.logsumexp(logits[rows].float(), dim=-1)
+            ctx.save_for_backward(logits, target, weight, lse)
+        nll = (lse - at_target) * weight
+        total = (total + V * lse) * weight
+        return (a * nll + b * total).sum(), nll.sum()
 
     @staticmethod
     def backward(ctx, g_loss: Tensor, g_nll: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        logits, target, weight, lse = ctx.saved_tensors
         a, b = ctx.ab
+        if ctx.keep_exp:
+            e, target, weight, denominator = ctx.saved_tensors
+            # (softmax(x) * (g_loss + g_nll) - g_loss * b) * weight, in e's storage (a second
+            # backward through the same graph is refused by autograd's check of saved tensors)
+            grad = e.mul_(((g_loss + g_nll) * weight / denominator)[:, None]).sub_((g_loss * b * weight)[:, None])
+            grad.scatter_add_(1, target[:, None], (-(g_loss * a + g_nll) * weight)[:, None])
+            return grad, None, None, None
+        logits, target, weight, lse = ctx.saved_tensors
         grad = torch.empty_like(logits)
-        at_target = -(g_loss * a + g_nll)  # what d/dx adds at the target class
         for rows in _chunks(*logits.shape):
+            w = weight[rows, None]
             p = (logits[rows].float() - lse[rows, None]).exp_()  # softmax, (n, V)
-            g = p.mul_(g_loss + g_nll).sub_(g_loss * b)
-            g.scatter_add_(1, target[rows, None], at_target.expand(g.size(0), 1))
-            grad[rows] = g.mul_(weight[rows, None])
+            g = p.mul_((g_loss + g_nll) * w).sub_(g_loss * b * w)
+            g.scatter_add_(1, target[rows, None], -(g_loss * a + g_nll) * w)
+            grad[rows] = g
         return grad, None, None, None

@@ -40,6 +40,14 @@ def test_incremental_decoding_equals_teacher_forcing(options):
     assert_close(torch.cat(steps, dim=1), full)
 
 
+def test_logits_at_positions_are_those_rows_of_the_full_logits():
+    torch.manual_seed(0)
+    model = make_model().eval()
+    src, tgt = _batch()
+    positions = torch.tensor([0, 1, 2, 6, 7, 12, 17])  # flat indices into (3, 6)
+    assert_close(model(src, tgt, positions), model(src, tgt).flatten(0, 1)[positions], rtol=0, atol=0)
+
+
 def test_incremental_decoding_with_several_tokens_per_call():
     torch.manual_seed(0)
     model = make_model().eval()

@@ -1,11 +1,15 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from builder.data.collate import TranslationCollator
+from builder.data.dataset import Example
 from builder.model import loss as loss_module
-from builder.model.loss import label_smoothed_nll, smoothed_nll_chunked
+from builder.model.loss import batch_loss, label_smoothed_nll, smoothed_nll_chunked
 from builder.train.schedule import noam_lr
+from tests.models import tiny_model
 
 
 def test_noam_closed_form():
@@ -57,19 +61,52 @@ def _reference_and_chunked(logits: torch.Tensor, target: torch.Tensor, eps: floa
     return outputs
 
 
-@pytest.mark.parametrize("chunk", [1 << 24, 50])  # one chunk, and chunks of 50 // 37 = 1 row
-def test_chunked_loss_equals_the_reference_with_gradients(monkeypatch, chunk):
+@pytest.mark.parametrize(
+    ("dtype", "chunk"),
+    [(torch.float32, 1 << 24), (torch.float64, 1 << 24), (torch.float64, 50)],  # 50 // 37: chunks of one row
+)
+def test_chunked_loss_equals_the_reference_with_gradients(monkeypatch, dtype, chunk):
+    # fp32 keeps exp(x - max) for the backward pass; other dtypes recompute it in chunks
     monkeypatch.setattr(loss_module, "_CHUNK_ELEMENTS", chunk)
     torch.manual_seed(0)
-    logits, target = torch.randn(3, 5, 37) * 3, torch.randint(1, 37, (3, 5))
+    logits, target = (torch.randn(3, 5, 37) * 3).to(dtype), torch.randint(1, 37, (3, 5))
     target[0, 3:] = 0  # padding
     target[2, 1:] = 0
     (loss, nll, count, grad), (loss2, nll2, count2, grad2) = _reference_and_chunked(logits, target, eps=0.1)
     torch.testing.assert_close(loss2, loss)
     torch.testing.assert_close(nll2, nll)
     assert count2.item() == count.item() == 9
-    torch.testing.assert_close(grad2, grad)
+    assert grad2.dtype == dtype
+    torch.testing.assert_close(grad2, grad, rtol=1.3e-6, atol=1e-5)  # both computed in fp32
     assert torch.all(grad2[target == 0] == 0)  # padding positions get no gradient
+
+
+def test_batch_loss_on_the_non_padding_rows_equals_the_loss_of_all_logits():
+    rng = np.random.default_rng(1)
+    examples = [Example(i, rng.integers(3, 13, n), rng.integers(3, 13, m)) for i, (n, m) in enumerate([(4, 6), (2, 1), (7, 3)])]
+    batch = TranslationCollator(pad_id=0, bos_id=1, eos_id=2)(examples)
+    sums, grads = [], []
+    for full in (False, True):
+        torch.manual_seed(0)
+        model = tiny_model().eval()
+        if full:
+            loss, nll, count = smoothed_nll_chunked(model(batch.src, batch.tgt_in), batch.tgt_out, eps=0.1, pad_id=0)
+        else:
+            loss, nll, count = batch_loss(model, batch, eps=0.1, pad_id=0)
+        (loss + nll).backward()
+        sums.append(torch.stack([loss, nll, count.float()]))
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(sums[0], sums[1])
+    assert sums[0][2].item() == batch.n_tgt_tokens == 13
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_fp32_loss_refuses_a_second_backward_through_its_reused_storage():
+    logits = torch.randn(4, 7, requires_grad=True)
+    loss, _, _ = smoothed_nll_chunked(logits, torch.tensor([1, 2, 0, 3]), eps=0.1, pad_id=0)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
 
 
 def test_chunked_loss_is_pytorchs_label_smoothing_over_v_classes():
