@@ -7,8 +7,11 @@ Hugging Face's MarianMTModel at the same sizes, in one process, on the same batc
 Every model gets one shared, scaled embedding matrix tied to the output projection, sinusoidal
 positions, post-norm layers with ReLU, dropout 0.1, Adam(0.9, 0.98, 1e-9), and label smoothing
 0.1 over the V-1 other classes (the references use PyTorch's cross_entropy with
-label_smoothing = eps * V / (V - 1), which is the same loss). The batches hold about `tokens`
-source and `tokens` target tokens of random lengths around `length`, padded as the collator pads.
+label_smoothing = eps * V / (V - 1), which is the same loss). aiayn's step is `aiayn train`'s
+(builder.model.loss.batch_loss: logits for the non-padding targets only); the references project
+every position, as their own training loops do. The batches hold about `tokens` source and
+`tokens` target tokens of random lengths around `length`, padded as the collator pads. The
+contenders take turns, a step each, so that a machine whose speed drifts slows all alike.
 
 Prints ms per step (median), tokens per second (source + target, padding excluded), TFLOP/s
 (FLOPs of one step counted by torch.utils.flop_counter.FlopCounterMode), MFU against the

@@ -7,14 +7,15 @@ e = eps * V / (V - 1).) Perplexity is exp(nll / count).
 
 Two implementations of the same function:
   - `label_smoothed_nll`: the readable reference (fp32 log-probabilities of every token);
-  - `smoothed_nll_chunked`: what training uses. It never makes (N, V) log-probabilities, and
-    from bf16 or fp16 logits nothing (N, V) in fp32: per row it keeps lse = logsumexp(x), and with a = 1 - eps - eps/(V-1), b = eps/(V-1),
+  - `smoothed_nll_chunked`: what training uses. It never makes (N, V) log-probabilities: per
+    row it keeps lse = logsumexp(x), and with a = 1 - eps - eps/(V-1), b = eps/(V-1),
         loss = a * (lse - x_t) + b * (V * lse - sum_j x_j),   d loss / dx = softmax(x) - b - a * onehot(t),
-    in fp32 whatever the logits' dtype; a padding row has weight 0, folded into each row's
-    scale and shift of softmax(x), so the gradient is one pass over (N, V) after the softmax.
-    Logits in fp32 keep exp(x - max x) in their place (the same size; the logits themselves are
-    then freed) and the backward pass needs no second exp; logits in other dtypes (bf16, fp16)
-    keep only lse and recompute the softmax in fp32 over chunks of rows.
+    in fp32 whatever the logits' dtype; a padding row has weight 0, folded into each row's scale
+    and shift of softmax(x), so the gradient is one pass over (N, V) after the softmax. On GPUs,
+    and for bf16/fp16 logits anywhere, the softmax is recomputed in fp32 over chunks of rows
+    (nothing (N, V) in fp32 is kept). fp32 logits on the CPU keep exp(x - max x) instead of
+    the logits (the same size; the logits are then freed), so the backward pass needs no second
+    exp, the loss's largest cost there.
 """
 
 from typing import Any
@@ -67,7 +68,7 @@ class _SmoothedNLL(torch.autograd.Function):
     def forward(ctx, logits: Tensor, target: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         N, V = logits.shape
         ctx.ab = a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
-        ctx.keep_exp = logits.dtype == torch.float32
+        ctx.keep_exp = logits.dtype == torch.float32 and logits.device.type == "cpu"
         lse = torch.empty(N, dtype=torch.float32, device=logits.device)
         at_target = logits.gather(1, target[:, None]).squeeze(1).float()
         total = -logits.sum(dim=-1, dtype=torch.float32)  # becomes the sum over all classes of -log p

@@ -66,7 +66,7 @@ def _reference_and_chunked(logits: torch.Tensor, target: torch.Tensor, eps: floa
     [(torch.float32, 1 << 24), (torch.float64, 1 << 24), (torch.float64, 50)],  # 50 // 37: chunks of one row
 )
 def test_chunked_loss_equals_the_reference_with_gradients(monkeypatch, dtype, chunk):
-    # fp32 keeps exp(x - max) for the backward pass; other dtypes recompute it in chunks
+    # fp32 on the CPU keeps exp(x - max) for the backward pass; other dtypes recompute it in chunks
     monkeypatch.setattr(loss_module, "_CHUNK_ELEMENTS", chunk)
     torch.manual_seed(0)
     logits, target = (torch.randn(3, 5, 37) * 3).to(dtype), torch.randint(1, 37, (3, 5))
