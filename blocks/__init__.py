@@ -2,7 +2,7 @@
 
 from blocks.add_norm import AddNorm
 from blocks.attention import AttentionKind, MultiHeadAttention
-from blocks.context import LayerContext
+from blocks.context import LayerContext, PackedRows
 from blocks.dropout import Dropout
 from blocks.embedding import OutputProjection, ScaledEmbedding
 from blocks.feed_forward import PositionwiseFeedForward
@@ -21,6 +21,7 @@ __all__ = [
     "EncoderDecoder",
     "InputEmbedding",
     "LayerContext",
+    "PackedRows",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "OutputProjection",

@@ -63,19 +63,21 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(h * d_v, d_model, bias=bias)
 
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
-        B, T, _ = x.shape
         if self.kind == "cross":
             q, k, v, key_padding = self._project_cross(x, ctx)
         else:
             q, k, v, key_padding = self._project_self(x, ctx)
         # q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v), key_padding (B, S) or None
+        B, T = q.size(0), q.size(2)
         mask, is_causal = self._mask(key_padding, T, k.size(2), x.device)
         dropout_p = self.attn_dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
         )  # (B, h, T, d_v)
         out = out.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h*d_v)
-        return self.w_o(out)  # (B, T, d_model)
+        if ctx.packed is not None:
+            out = ctx.packed.pack(out)  # (n, h*d_v)
+        return self.w_o(out)  # (B, T, d_model), or (n, d_model) packed
 
     def attention_weights(self, x: Tensor, ctx: LayerContext) -> Tensor:
         """softmax(Q K^T / sqrt(d_k)) (B, h, T, S) with the masks of `forward`; not incremental."""
@@ -83,7 +85,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("attention_weights reads a whole sequence: call it without ctx.state")
         project = self._project_cross if self.kind == "cross" else self._project_self
         q, k, _, key_padding = project(x, ctx)
-        mask, is_causal = self._mask(key_padding, x.size(1), k.size(2), x.device)
+        mask, is_causal = self._mask(key_padding, q.size(2), k.size(2), x.device)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, S)
         if is_causal:
             mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).tril()
@@ -97,7 +99,7 @@ class MultiHeadAttention(nn.Module):
 
     def _project_self(self, x: Tensor, ctx: LayerContext) -> _Projected:
         hk, hv = self.h * self.d_k, self.h * self.d_v
-        q, k, v = self.w_qkv(x).split([hk, hk, hv], dim=-1)  # (B, T, h*d_k) x2, (B, T, h*d_v)
+        q, k, v = _unpacked(self.w_qkv(x), ctx).split([hk, hk, hv], dim=-1)  # (B, T, h*d_k) x2, (B, T, h*d_v)
         q, k, v = self._heads(q, self.d_k), self._heads(k, self.d_k), self._heads(v, self.d_v)
         key_padding = ctx.self_padding_mask
         if ctx.state is not None:
@@ -112,7 +114,7 @@ class MultiHeadAttention(nn.Module):
     def _project_cross(self, x: Tensor, ctx: LayerContext) -> _Projected:
         if ctx.memory is None:
             raise ValueError("cross-attention needs the encoder output in ctx.memory, got None")
-        q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
+        q = self._heads(_unpacked(self.w_q(x), ctx), self.d_k)  # (B, h, T, d_k)
         cache = ctx.state.memory_cache(self) if ctx.state is not None else {}
         if "k" not in cache:
             k, v = self.w_kv(ctx.memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
@@ -152,6 +154,12 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"kind={self.kind!r}, d_model={self.d_model}, h={self.h}, d_k={self.d_k}, d_v={self.d_v}"
+
+
+def _unpacked(projected: Tensor, ctx: LayerContext) -> Tensor:
+    """A projection of x as (B, T, width): packed rows go back to their places, zeros elsewhere
+    (a causal query of a packed prefix never reads them; what padding queries compute is dropped)."""
+    return projected if ctx.packed is None else ctx.packed.unpack(projected)
 
 
 def _select_cat(old: Tensor, rows: Tensor | None, new: Tensor) -> Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from blocks.context import LayerContext
+from blocks.context import LayerContext, PackedRows
 from blocks.embedding import OutputProjection
 from blocks.input import InputEmbedding
 from blocks.stack import TransformerStack
@@ -52,8 +52,16 @@ class EncoderDecoder(nn.Module):
         positions: Tensor | None = None,
     ) -> Tensor:
         """tgt (B, T), right-padded -> logits (B, T, V). With `state`, tgt holds only the new
-        tokens. With `positions` (n,), flat indices into B * T, only those rows' logits, (n, V)."""
+        tokens. With `positions` (n,), flat indices into B * T of a prefix of each row (its
+        non-padding tokens), the decoder computes those rows only and returns their logits (n, V)."""
         offset = 0 if state is None else state.length
+        x = self.tgt_embed(tgt, offset)  # (B, T, d_model)
+        packed = None
+        if positions is not None:
+            if state is not None:
+                raise ValueError("positions select rows of a whole teacher-forced target: call decode without state")
+            packed = PackedRows(positions, tgt.size(0), tgt.size(1))
+            x = packed.pack(x)  # (n, d_model)
         ctx = LayerContext(
             # The causal mask alone is exact for a right-padded target: position i sees keys <= i,
             # none of them padding while i is a real token; what padding positions compute is
@@ -62,20 +70,19 @@ class EncoderDecoder(nn.Module):
             memory=memory,
             memory_padding_mask=memory_padding_mask,
             state=state,
+            packed=packed,
         )
-        y = self.decoder(self.tgt_embed(tgt, offset), ctx)  # (B, T, d_model)
+        y = self.decoder(x, ctx)  # (B, T, d_model) or (n, d_model)
         if state is not None:
             state.advance(tgt.size(1))
-        if positions is not None:
-            y = y.flatten(0, 1).index_select(0, positions)  # (n, d_model)
         return self.generator(y)  # (B, T, V) or (n, V)
 
     def forward(self, src: Tensor, tgt_in: Tensor, positions: Tensor | None = None) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T) (the target shifted right) -> logits (B, T, V).
 
-        `positions` (n,): flat indices into B * T of the rows wanted, e.g. the non-padding targets:
-        then logits (n, V), and the output projection (the largest matrix product of a small
-        model) and the loss skip the padding rows."""
+        `positions` (n,): flat indices into B * T of the non-padding targets (in each row a
+        prefix of it): then logits (n, V), and the decoder's position-wise layers, the output
+        projection (the largest matrix product of a small model) and the loss skip the padding."""
         memory, src_padding = self.encode(src)
         return self.decode(tgt_in, memory, src_padding, positions=positions)
 

@@ -40,12 +40,22 @@ def test_incremental_decoding_equals_teacher_forcing(options):
     assert_close(torch.cat(steps, dim=1), full)
 
 
-def test_logits_at_positions_are_those_rows_of_the_full_logits():
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
+def test_logits_at_positions_are_those_rows_of_the_full_logits(norm_first):
+    # the decoder computes only these rows (a prefix of each target), as a right-padded target's tokens
     torch.manual_seed(0)
+    model = make_model(norm_first=norm_first).eval()
+    src, tgt = _batch()
+    positions = torch.tensor([0, 1, 2, 6, 7, 12, 13, 14, 15, 16, 17])  # flat indices into (3, 6): 3, 2 and 6 per row
+    assert_close(model(src, tgt, positions), model(src, tgt).flatten(0, 1)[positions])
+
+
+def test_positions_and_incremental_state_are_exclusive():
     model = make_model().eval()
     src, tgt = _batch()
-    positions = torch.tensor([0, 1, 2, 6, 7, 12, 17])  # flat indices into (3, 6)
-    assert_close(model(src, tgt, positions), model(src, tgt).flatten(0, 1)[positions], rtol=0, atol=0)
+    memory, src_pad = model.encode(src)
+    with pytest.raises(ValueError, match=r"^positions select rows of a whole teacher-forced target: call decode without state$"):
+        model.decode(tgt, memory, src_pad, model.init_state(), positions=torch.tensor([0]))
 
 
 def test_incremental_decoding_with_several_tokens_per_call():
