@@ -44,7 +44,6 @@ PRESETS = {
     # d_model, heads, layers, d_ff, vocab; tokens per side per step, mean sentence length
     "base": dict(d_model=512, heads=8, layers=6, d_ff=2048, vocab=37000, tokens=25000, length=27),
     "multi30k": dict(d_model=256, heads=8, layers=3, d_ff=1024, vocab=8000, tokens=6000, length=14),
-    # the speed issue's demo dims (experiments/demo.yaml has d_ff 256 since)
     "demo": dict(d_model=128, heads=4, layers=2, d_ff=512, vocab=1000, tokens=4000, length=11),
 }
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}  # dense bf16

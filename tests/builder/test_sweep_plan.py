@@ -187,7 +187,7 @@ def test_skip_resume_or_run(sweep_file, tmp_path):
     assert state(trial, runs) == TrialState("resume", run_dir)
     (run_dir / "results.json").write_text("{}")
     assert state(trial, runs) == TrialState("skip", run_dir)
-    changed = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file, ["dims.d_ff=384"])[0]
+    changed = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file, ["dims.d_ff=256"])[0]
     assert state(changed, runs) == TrialState("run", runs / "small-seed1" / "version_1")
 
 
@@ -196,8 +196,8 @@ def test_dry_run_lists_trials_params_and_actions(sweep_file, tmp_path, capsys):
     assert main(["sweep", str(sweep_file), "sweep.grid={}", "sweep.seeds=[1]", "--dry-run", "--runs", str(runs)]) == 0
     trials = expand(load_sweep(sweep_file, ["grid={}", "seeds=[1]"]), sweep_file)
     params = [f"{count_params(t.spec.model):,}" for t in trials]
-    # the demo's 790,528; d_ff 1024: + 4 x 197,376; h=2 x d_k=64 with d_v=32: 6 x 16,448 fewer; N=3
-    assert params == ["790,528", "1,580,032", "691,840", "1,121,792"]
+    # the demo's 1,053,696; d_ff 1024: + 4 x 131,584; h=2 x d_k=64 with d_v=32: 6 x 16,448 fewer; N=3
+    assert params == ["1,053,696", "1,580,032", "955,008", "1,516,544"]
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"sweep s ({sweep_file}): 4 trials in {runs / 's'}, launcher local, 1 at a time"
     assert [line.split()[:3] for line in out[2:6]] == [[t.name, p, "run"] for t, p in zip(trials, params)]
@@ -355,7 +355,7 @@ def test_demo_sweep_is_three_head_counts_at_constant_compute():
     trials = expand(load_sweep(path), path)
     assert [t.name for t in trials] == [f"demo-h{h}-seed{s}" for h in (2, 4, 8) for s in (1, 2)]
     assert [(t.spec.dims.h, t.spec.dims.d_k, t.spec.dims.d_v) for t in trials[::2]] == [(2, 64, 64), (4, 32, 32), (8, 16, 16)]
-    assert {count_params(t.spec.model) for t in trials} == {790_528}
+    assert {count_params(t.spec.model) for t in trials} == {1_053_696}
     assert all(t.spec.reported is None and t.spec.trainer.accelerator == "cpu" for t in trials)
 
 
