@@ -98,6 +98,11 @@ class MultiHeadAttention(nn.Module):
         return t.view(B, T, self.h, d).transpose(1, 2)  # (B, h, T, d)
 
     def _project_self(self, x: Tensor, ctx: LayerContext) -> _Projected:
+        if ctx.packed is not None and self.kind != "causal_self":
+            raise ValueError(
+                f"packed rows need kind='causal_self' (its queries never read the rows left out), "
+                f"this attention is kind={self.kind!r}"
+            )
         hk, hv = self.h * self.d_k, self.h * self.d_v
         q, k, v = _unpacked(self.w_qkv(x), ctx).split([hk, hk, hv], dim=-1)  # (B, T, h*d_k) x2, (B, T, h*d_v)
         q, k, v = self._heads(q, self.d_k), self._heads(k, self.d_k), self._heads(v, self.d_v)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from blocks import DecoderState, LayerContext, MultiHeadAttention
+from blocks import DecoderState, LayerContext, MultiHeadAttention, PackedRows
 from tests.models import attention_from_torch
 
 D_MODEL, H = 16, 4
@@ -179,3 +179,10 @@ def test_constructor_and_misuse_messages():
         bidirectional(torch.randn(1, 2, 8), LayerContext(state=DecoderState()))
     with pytest.raises(ValueError, match=r"^indices must be 1-D, got shape \(2, 1\)$"):
         DecoderState().reorder(torch.zeros(2, 1, dtype=torch.long))
+
+
+def test_packed_rows_need_causal_self_attention():
+    attention = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self")
+    packed = PackedRows(torch.tensor([0, 1, 3]), batch=2, length=2)
+    with pytest.raises(ValueError, match=r"^packed rows need kind='causal_self' \(its queries never read the rows left out\), this attention is kind='self'$"):
+        attention(torch.randn(3, 8), LayerContext(packed=packed))
