@@ -69,7 +69,6 @@ class _SmoothedNLL(torch.autograd.Function):
         N, V = logits.shape
         ctx.ab = a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
         ctx.keep_exp = logits.dtype == torch.float32 and logits.device.type == "cpu"
-        lse = torch.empty(N, dtype=torch.float32, device=logits.device)
         at_target = logits.gather(1, target[:, None]).squeeze(1).float()
         total = -logits.sum(dim=-1, dtype=torch.float32)  # becomes the sum over all classes of -log p
         if ctx.keep_exp:
@@ -79,6 +78,7 @@ class _SmoothedNLL(torch.autograd.Function):
             lse = top + denominator.log()
             ctx.save_for_backward(e, target, weight, denominator)
         else:
+            lse = torch.empty(N, dtype=torch.float32, device=logits.device)
             for rows in _chunks(N, V):
                 lse[rows] = torch.logsumexp(logits[rows].float(), dim=-1)
             ctx.save_for_backward(logits, target, weight, lse)
