@@ -219,12 +219,14 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
     peak = peak_tflops(device)
     steps, flops, memory = {}, {}, {}
     for c in contenders(preset, args):
+        if device.type == "cuda":  # each contender's own peak: what the ones set up before it hold is left out
+            others = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
         steps[c.name] = make_step(c, device, bf16)
         flops[c.name] = flops_of(c, data[0], device, bf16)
-        if device.type == "cuda":  # each contender's own peak, from one step alone
-            torch.cuda.reset_peak_memory_stats(device)
+        if device.type == "cuda":
             steps[c.name](data[0])
-            memory[c.name] = torch.cuda.max_memory_allocated(device) / 2**30
+            memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30
     times = measure_interleaved(steps, data, device, args.warmup, args.steps)
     rows = [(name, 1000 * statistics.median(times[name]), flops[name], memory.get(name)) for name in steps]
     print(f"preset {args.preset}: {preset}; {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
