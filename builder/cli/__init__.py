@@ -4,6 +4,8 @@ imported on use, so `aiayn validate` does not pay for importing Lightning. Nothi
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -63,3 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"aiayn {verb}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left early (`aiayn show ... | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + signal.SIGPIPE

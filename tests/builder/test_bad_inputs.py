@@ -5,13 +5,15 @@ import contextlib
 import io
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from builder.cli import main
 from builder.train.checks import machine_memory
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
 TINY = [
@@ -263,3 +265,13 @@ def test_weights_that_do_not_fit_their_experiment_are_summed_up_in_one_line(run,
         "encoder.layers.0.sublayers.1.sublayer.w_2.weight (32, 64) for (32, 48)\n",
         "translate", bad,
     )  # fmt: skip
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    # `aiayn show experiments/demo.yaml | head -1`: the pipe closes while aiayn still writes
+    done = subprocess.run(
+        f"{sys.executable} -m builder.cli show {EXPERIMENTS / 'demo.yaml'} | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (141, "")
+    assert done.stdout.startswith("# ") and done.stdout.count("\n") == 1
