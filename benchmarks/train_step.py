@@ -21,10 +21,12 @@ by a callback after a warm-up, against the raw step on the same batches.
 """
 
 import argparse
+import contextlib
+import logging
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,6 +192,34 @@ def measure_interleaved(
     return times
 
 
+class _Counter(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def counting_recompiles() -> Iterator[_Counter]:
+    """Counts TorchDynamo's recompilations (a frame compiled again after a guard failed, e.g. a
+    new batch shape) through its documented `recompiles` log, one record per recompilation."""
+    torch._logging.set_logs(recompiles=True)
+    logger = logging.getLogger("torch._dynamo.guards.__recompiles")
+    counter, handlers, propagate = _Counter(), logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [counter], False  # counted, not printed
+    try:
+        yield counter
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+        torch._logging.set_logs()
+
+
+def shapes(batch: Batch) -> tuple:
+    return tuple(v.shape for v in batch if isinstance(v, torch.Tensor))
+
+
 def peak_tflops(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
@@ -218,16 +248,17 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
     tokens = statistics.fmean(b.n_src_tokens + b.n_tgt_tokens for b in data)
     peak = peak_tflops(device)
     steps, flops, memory = {}, {}, {}
-    for c in contenders(preset, args):
-        if device.type == "cuda":  # each contender's own peak: what the ones set up before it hold is left out
-            others = torch.cuda.memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)
-        steps[c.name] = make_step(c, device, bf16)
-        flops[c.name] = flops_of(c, data[0], device, bf16)
-        if device.type == "cuda":
-            steps[c.name](data[0])
-            memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30
-    times = measure_interleaved(steps, data, device, args.warmup, args.steps)
+    with counting_recompiles() as recompiles:
+        for c in contenders(preset, args):
+            if device.type == "cuda":  # each contender's own peak: what the ones set up before it hold is left out
+                others = torch.cuda.memory_allocated(device)
+                torch.cuda.reset_peak_memory_stats(device)
+            steps[c.name] = make_step(c, device, bf16)
+            flops[c.name] = flops_of(c, data[0], device, bf16)
+            if device.type == "cuda":
+                steps[c.name](data[0])
+                memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30
+        times = measure_interleaved(steps, data, device, args.warmup, args.steps)
     rows = [(name, 1000 * statistics.median(times[name]), flops[name], memory.get(name)) for name in steps]
     print(f"preset {args.preset}: {preset}; {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
           f"{torch.get_num_threads()} threads), {'bf16 autocast' if bf16 else 'fp32'}, torch {torch.__version__}; "
@@ -240,6 +271,9 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
         mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"
         mem = f"{memory:.1f}" if memory is not None else "-"
         print(f"| {name} | {ms:.1f} | {tokens / (ms / 1000):,.0f} | {tflops:.3g} | {mfu} | {mem} | {base_ms / ms:.2f}x |")
+    if args.compile:
+        print(f"aiayn compiled (dynamic={args.dynamic}): {recompiles.count} recompilations after the first compilation, "
+              f"over {len(data)} batches of {len({shapes(b) for b in data})} distinct shapes")  # fmt: skip
 
 
 def main() -> None:

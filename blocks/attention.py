@@ -23,7 +23,12 @@ class MultiHeadAttention(nn.Module):
 
     kind="self" and "causal_self" project Q, K, V from x with one fused matmul; "cross" takes Q
     from x and K, V from the encoder memory (Sec 3.2.3). "causal_self" lets position i attend to
-    positions <= i only. Padded keys are masked everywhere.
+    positions <= i only. Padded keys are masked everywhere; without a padding mask SDPA may take
+    its fused kernels (flash on CUDA).
+
+    x (and the memory) may hold only the non-padding rows of the sequence (`ctx.packed`,
+    `ctx.memory_packed`): the projections then run on those rows alone, and attention unpacks
+    them for SDPA and packs its output.
 
     With `ctx.state` set the module decodes incrementally: causal self-attention appends this
     step's keys and values to the cache and attends over all cached positions; cross-attention
@@ -98,10 +103,10 @@ class MultiHeadAttention(nn.Module):
         return t.view(B, T, self.h, d).transpose(1, 2)  # (B, h, T, d)
 
     def _project_self(self, x: Tensor, ctx: LayerContext) -> _Projected:
-        if ctx.packed is not None and self.kind != "causal_self":
+        if ctx.packed is not None and self.kind != "causal_self" and ctx.self_padding_mask is None:
             raise ValueError(
-                f"packed rows need kind='causal_self' (its queries never read the rows left out), "
-                f"this attention is kind={self.kind!r}"
+                f"packed rows need kind='causal_self' (its queries never read the rows left out) or a "
+                f"self_padding_mask that masks them, this attention is kind={self.kind!r} without one"
             )
         hk, hv = self.h * self.d_k, self.h * self.d_v
         q, k, v = _unpacked(self.w_qkv(x), ctx).split([hk, hk, hv], dim=-1)  # (B, T, h*d_k) x2, (B, T, h*d_v)
@@ -122,7 +127,10 @@ class MultiHeadAttention(nn.Module):
         q = self._heads(_unpacked(self.w_q(x), ctx), self.d_k)  # (B, h, T, d_k)
         cache = ctx.state.memory_cache(self) if ctx.state is not None else {}
         if "k" not in cache:
-            k, v = self.w_kv(ctx.memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
+            kv = self.w_kv(ctx.memory)  # (B, S, h*(d_k+d_v)), or (n, ...) of packed memory
+            if ctx.memory_packed is not None:
+                kv = ctx.memory_packed.unpack(kv)
+            k, v = kv.split([self.h * self.d_k, self.h * self.d_v], dim=-1)
             cache["k"], cache["v"] = self._heads(k, self.d_k), self._heads(v, self.d_v)
         return q, cache["k"], cache["v"], ctx.memory_padding_mask
 

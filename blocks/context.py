@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 class PackedRows(NamedTuple):
     """x holds only some rows of a (batch, length) sequence: `positions` (n,), flat indices into
     batch * length, in each sequence a prefix of it (e.g. the non-padding tokens of right-padded
-    sequences). Position-wise sub-layers never see the rest; attention unpacks its projections."""
+    sequences). Position-wise sub-layers never see the rest; attention unpacks its projections,
+and masks the rows left out as keys (causally, or by the padding mask)."""
 
     positions: Tensor
     batch: int
@@ -39,3 +40,4 @@ class LayerContext:
     memory_padding_mask: Tensor | None = None  # (B, S) bool, True at padding of memory
     state: DecoderState | None = None  # incremental decoding cache
     packed: PackedRows | None = None  # x is (n, d_model): these rows of a (B, T) sequence
+    memory_packed: PackedRows | None = None  # memory is (n, d_model): these rows of a (B, S) sequence

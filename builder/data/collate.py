@@ -19,6 +19,7 @@ class Batch(NamedTuple):
     n_src_tokens: int  # non-pad tokens in src
     n_tgt_tokens: int  # non-pad tokens in tgt_out: the number of predictions the loss averages
     tgt_positions: torch.Tensor  # (n_tgt_tokens,) long: flat indices into tgt_out of its non-pad tokens
+    src_positions: torch.Tensor  # (n_src_tokens,) long: flat indices into src of its non-pad tokens
 
 
 def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1) -> torch.Tensor:
@@ -46,14 +47,16 @@ class TranslationCollator:
         src = [e.src for e in examples]
         tgt = [e.tgt for e in examples]
         tgt_out = _pad(tgt, self.pad_id, before=None, after=self.eos_id, multiple=self.multiple)
+        padded_src = _pad(src, self.pad_id, before=None, after=None, multiple=self.multiple)
         return Batch(
-            src=_pad(src, self.pad_id, before=None, after=None, multiple=self.multiple),
+            src=padded_src,
             tgt_in=_pad(tgt, self.pad_id, before=self.bos_id, after=None, multiple=self.multiple),
             tgt_out=tgt_out,
             ids=torch.tensor([e.id for e in examples], dtype=torch.long),
             n_src_tokens=sum(len(s) for s in src),
             n_tgt_tokens=sum(len(t) + 1 for t in tgt),
             tgt_positions=_positions([len(t) + 1 for t in tgt], tgt_out.size(1)),
+            src_positions=_positions([len(s) for s in src], padded_src.size(1)),
         )
 
 

@@ -52,8 +52,9 @@ def smoothed_nll_chunked(logits: Tensor, target: Tensor, *, eps: float, pad_id: 
 
 def batch_loss(model: nn.Module, batch: Any, *, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
     """`smoothed_nll_chunked` of a teacher-forced batch (a builder.data.collate.Batch), with
-    logits for its non-padding targets only (`batch.tgt_positions`), as training computes it."""
-    logits = model(batch.src, batch.tgt_in, batch.tgt_positions)  # (n, V)
+    logits for its non-padding targets only (`batch.tgt_positions`), the encoder on the
+    non-padding sources only (`batch.src_positions`), as training computes it."""
+    logits = model(batch.src, batch.tgt_in, batch.tgt_positions, batch.src_positions)  # (n, V)
     target = batch.tgt_out.flatten().index_select(0, batch.tgt_positions)  # (n,)
     return smoothed_nll_chunked(logits, target, eps=eps, pad_id=pad_id)
 

@@ -181,8 +181,22 @@ def test_constructor_and_misuse_messages():
         DecoderState().reorder(torch.zeros(2, 1, dtype=torch.long))
 
 
-def test_packed_rows_need_causal_self_attention():
+def test_packed_rows_need_causal_self_attention_or_a_padding_mask():
     attention = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self")
     packed = PackedRows(torch.tensor([0, 1, 3]), batch=2, length=2)
-    with pytest.raises(ValueError, match=r"^packed rows need kind='causal_self' \(its queries never read the rows left out\), this attention is kind='self'$"):
+    with pytest.raises(ValueError, match=(
+        r"^packed rows need kind='causal_self' \(its queries never read the rows left out\) or a "
+        r"self_padding_mask that masks them, this attention is kind='self' without one$"
+    )):  # fmt: skip
         attention(torch.randn(3, 8), LayerContext(packed=packed))
+
+
+def test_packed_rows_with_their_padding_mask_equal_the_padded_rows():
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self").eval()
+    x = torch.randn(2, 3, 8)
+    padding = torch.tensor([[False, False, False], [False, True, True]])
+    packed = PackedRows(torch.tensor([0, 1, 2, 3]), batch=2, length=3)
+    full = attention(x, LayerContext(self_padding_mask=padding))
+    rows = attention(packed.pack(x), LayerContext(self_padding_mask=padding, packed=packed))
+    assert_close(rows, packed.pack(full))

@@ -50,6 +50,33 @@ def test_logits_at_positions_are_those_rows_of_the_full_logits(norm_first):
     assert_close(model(src, tgt, positions), model(src, tgt).flatten(0, 1)[positions])
 
 
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
+def test_packed_source_gives_the_logits_of_the_padded_one(norm_first):
+    # the encoder computes only the non-padding sources; the decoder reads the packed memory
+    torch.manual_seed(0)
+    model = make_model(norm_first=norm_first).eval()
+    src, tgt = _batch()  # sources of 7, 5 and 3 tokens in (3, 7)
+    src_positions = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14, 15, 16])
+    positions = torch.tensor([0, 1, 2, 6, 7, 12, 13, 14, 15, 16, 17])
+    assert model.encoded_rows(src, src_positions) is not None
+    memory, padding = model.encode(src, src_positions)
+    assert memory.shape == (15, 8) and torch.equal(padding, src.eq(PAD))
+    assert_close(model(src, tgt, None, src_positions), model(src, tgt))
+    assert_close(model(src, tgt, positions, src_positions), model(src, tgt).flatten(0, 1)[positions])
+
+
+def test_a_source_without_padding_is_encoded_without_a_mask():
+    torch.manual_seed(0)
+    model = make_model().eval()
+    src, tgt = _batch()
+    src = src.clamp(min=1)  # no padding
+    every = torch.arange(src.numel())
+    assert model.encoded_rows(src, every) is None
+    memory, padding = model.encode(src, every)
+    assert padding is None and memory.shape == (3, 7, 8)
+    assert_close(model(src, tgt, None, every), model(src, tgt))
+
+
 def test_positions_and_incremental_state_are_exclusive():
     model = make_model().eval()
     src, tgt = _batch()

@@ -81,9 +81,10 @@ def test_chunked_loss_equals_the_reference_with_gradients(monkeypatch, dtype, ch
     assert torch.all(grad2[target == 0] == 0)  # padding positions get no gradient
 
 
-def test_batch_loss_on_the_non_padding_rows_equals_the_loss_of_all_logits():
+@pytest.mark.parametrize("src_lengths", [(4, 2, 7), (5, 5, 5)], ids=["padded_sources", "sources_without_padding"])
+def test_batch_loss_on_the_non_padding_rows_equals_the_loss_of_all_logits(src_lengths):
     rng = np.random.default_rng(1)
-    examples = [Example(i, rng.integers(3, 13, n), rng.integers(3, 13, m)) for i, (n, m) in enumerate([(4, 6), (2, 1), (7, 3)])]
+    examples = [Example(i, rng.integers(3, 13, n), rng.integers(3, 13, m)) for i, (n, m) in enumerate(zip(src_lengths, (6, 1, 3)))]
     batch = TranslationCollator(pad_id=0, bos_id=1, eos_id=2)(examples)
     sums, grads = [], []
     for full in (False, True):
