@@ -231,9 +231,10 @@ def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
     sizes = {k: preset[k] for k in ("d_model", "heads", "layers", "d_ff", "vocab")}
     torch.manual_seed(0)
     found = [Contender("aiayn eager", aiayn_model(**sizes), aiayn_loss)]
-    if args.compile:
+    if args.compile:  # as train.compile compiles it (dynamic shapes), unless --static
         compiled = aiayn_model(**sizes)
-        compiled.compile(dynamic=args.dynamic)
+        compiled.load_state_dict(found[0].model.state_dict())
+        compiled.compile(dynamic=not args.static)
         found.append(Contender("aiayn compiled", compiled, aiayn_loss))
     found.append(Contender("torch.nn.Transformer", TorchTransformer(**sizes), torch_loss))
     if not args.no_marian and (hf := marian(**sizes)) is not None:
@@ -254,7 +255,9 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
                 others = torch.cuda.memory_allocated(device)
                 torch.cuda.reset_peak_memory_stats(device)
             steps[c.name] = make_step(c, device, bf16)
-            flops[c.name] = flops_of(c, data[0], device, bf16)
+            # a compiled model's FLOPs are its eager twin's (tracing it under the counter's
+            # dispatch mode would leave its frames to run eager for good)
+            flops[c.name] = flops["aiayn eager"] if c.name == "aiayn compiled" else flops_of(c, data[0], device, bf16)
             if device.type == "cuda":
                 steps[c.name](data[0])
                 memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30
@@ -272,7 +275,7 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
         mem = f"{memory:.1f}" if memory is not None else "-"
         print(f"| {name} | {ms:.1f} | {tokens / (ms / 1000):,.0f} | {tflops:.3g} | {mfu} | {mem} | {base_ms / ms:.2f}x |")
     if args.compile:
-        print(f"aiayn compiled (dynamic={args.dynamic}): {recompiles.count} recompilations after the first compilation, "
+        print(f"aiayn compiled (dynamic={not args.static}): {recompiles.count} recompilations after the first compilation, "
               f"over {len(data)} batches of {len({shapes(b) for b in data})} distinct shapes")  # fmt: skip
 
 
@@ -285,7 +288,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
     p.add_argument("--fp32", action="store_true", help="fp32 on CUDA too (default there: bf16 autocast)")
     p.add_argument("--compile", action="store_true", help="add aiayn compiled (torch.compile)")
-    p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True")
+    p.add_argument("--static", action="store_true", help="compile with dynamic=False (default: dynamic=True, as train.compile)")
     p.add_argument("--no-marian", action="store_true")
     p.add_argument("--pipeline", action="store_true", help="aiayn train end to end against its raw step")
     args = p.parse_args()

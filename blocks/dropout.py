@@ -15,7 +15,8 @@ class Dropout(nn.Module):
     unit come from numpy's PCG64, seeded by one draw from torch's generator (so torch.manual_seed
     and a restored RNG state give the same masks), and a unit is kept when its bits, read as a
     signed integer, are at least -2^31 + round(p * 2^32) (the drop probability is p to within
-    2^-33). Elsewhere this is F.dropout, whose fused kernel is already fast."""
+    2^-33). Elsewhere, and inside torch.compile (which generates its own random bits, and
+    cannot trace numpy's generator without a graph break), this is F.dropout."""
 
     def __init__(self, p: float = 0.1) -> None:
         super().__init__()
@@ -26,7 +27,7 @@ class Dropout(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu":
+        if x.device.type != "cpu" or torch.compiler.is_compiling():
             return F.dropout(x, self.p, training=True)
         return x * _keep_mask(x.shape, self.p, x.dtype)
 
