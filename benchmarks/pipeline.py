@@ -61,7 +61,7 @@ def raw_step(spec: Any, device: torch.device, batches: list[Any], args: argparse
 
     def step(batch: Any) -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0)[0] / batch.n_tgt_tokens
+            loss = batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0, loss=task.criterion)[0] / batch.n_tgt_tokens
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -40,7 +40,7 @@ from blocks import SinusoidalPositionalEncoding
 from builder.data.collate import Batch, TranslationCollator
 from builder.data.dataset import Example
 from builder.data.sampler import TokenBatchSampler
-from builder.model.loss import batch_loss
+from builder.model.loss import batch_loss, smoothed_nll_fusable
 
 PRESETS = {
     # d_model, heads, layers, d_ff, vocab; tokens per side per step, mean sentence length
@@ -231,11 +231,12 @@ def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
     sizes = {k: preset[k] for k in ("d_model", "heads", "layers", "d_ff", "vocab")}
     torch.manual_seed(0)
     found = [Contender("aiayn eager", aiayn_model(**sizes), aiayn_loss)]
-    if args.compile:  # as train.compile compiles it (dynamic shapes), unless --static
+    if args.compile:  # as train.compile compiles them (the model and the loss; dynamic shapes), unless --static
         compiled = aiayn_model(**sizes)
         compiled.load_state_dict(found[0].model.state_dict())
         compiled.compile(dynamic=not args.static)
-        found.append(Contender("aiayn compiled", compiled, aiayn_loss))
+        fused = torch.compile(smoothed_nll_fusable, dynamic=not args.static)
+        found.append(Contender("aiayn compiled", compiled, lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0]))
     found.append(Contender("torch.nn.Transformer", TorchTransformer(**sizes), torch_loss))
     if not args.no_marian and (hf := marian(**sizes)) is not None:
         found.append(Contender("transformers Marian", hf, torch_loss))

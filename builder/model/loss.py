@@ -5,9 +5,12 @@ loss is the cross-entropy against that distribution, summed over the non-padding
 (PyTorch's `cross_entropy(label_smoothing=e)` spreads e over all V classes: it equals this one at
 e = eps * V / (V - 1).) Perplexity is exp(nll / count).
 
-Two implementations of the same function:
+Three implementations of the same function:
   - `label_smoothed_nll`: the readable reference (fp32 log-probabilities of every token);
-  - `smoothed_nll_chunked`: what training uses. It never makes (N, V) log-probabilities: per
+  - `smoothed_nll_fusable`: the closed form below as plain tensor operations, for torch.compile
+    (train.compile) to fuse into a forward and a backward kernel that read the logits in their
+    own dtype; in eager mode it would make (N, V) fp32 copies;
+  - `smoothed_nll_chunked`: what eager training uses. It never makes (N, V) log-probabilities: per
     row it keeps lse = logsumexp(x), and with a = 1 - eps - eps/(V-1), b = eps/(V-1),
         loss = a * (lse - x_t) + b * (V * lse - sum_j x_j),   d loss / dx = softmax(x) - b - a * onehot(t),
     in fp32 whatever the logits' dtype; a padding row has weight 0, folded into each row's scale
@@ -50,13 +53,27 @@ def smoothed_nll_chunked(logits: Tensor, target: Tensor, *, eps: float, pad_id: 
     return loss, nll, weight.sum().to(torch.long)
 
 
-def batch_loss(model: nn.Module, batch: Any, *, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    """`smoothed_nll_chunked` of a teacher-forced batch (a builder.data.collate.Batch), with
-    logits for its non-padding targets only (`batch.tgt_positions`), the encoder on the
-    non-padding sources only (`batch.src_positions`), as training computes it."""
+def smoothed_nll_fusable(logits: Tensor, target: Tensor, *, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """`label_smoothed_nll` in closed form without indexing by a mask (padding has weight 0), so
+    that torch.compile traces it whole, with static-size outputs."""
+    V = logits.size(-1)
+    x, target = logits.reshape(-1, V).float(), target.reshape(-1)
+    weight = target.ne(pad_id).to(torch.float32)
+    a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
+    lse = torch.logsumexp(x, dim=-1)
+    nll = (lse - x.gather(1, target[:, None]).squeeze(1)) * weight
+    total = (V * lse - x.sum(dim=-1)) * weight  # the sum over all classes of -log p
+    return (a * nll + b * total).sum(), nll.sum(), weight.sum().to(torch.long)
+
+
+def batch_loss(model: nn.Module, batch: Any, *, eps: float, pad_id: int, loss: Any = smoothed_nll_chunked) -> tuple[Tensor, Tensor, Tensor]:
+    """`loss` (the chunked one, or a compiled `smoothed_nll_fusable`) of a teacher-forced batch
+    (a builder.data.collate.Batch), with logits for its non-padding targets only
+    (`batch.tgt_positions`), the encoder on the non-padding sources only (`batch.src_positions`),
+    as training computes it."""
     logits = model(batch.src, batch.tgt_in, batch.tgt_positions, batch.src_positions)  # (n, V)
     target = batch.tgt_out.flatten().index_select(0, batch.tgt_positions)  # (n,)
-    return smoothed_nll_chunked(logits, target, eps=eps, pad_id=pad_id)
+    return loss(logits, target, eps=eps, pad_id=pad_id)
 
 
 def _chunks(n: int, vocab: int) -> list[slice]:

@@ -7,7 +7,7 @@ import lightning as L
 import torch
 
 from builder.model.build import PAD_ID, build_model
-from builder.model.loss import batch_loss
+from builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
 from builder.train.board import PPL
 from builder.train.schedule import noam_lr
 from schemas.experiment import ExperimentSpec
@@ -25,8 +25,10 @@ class TranslationTask(L.LightningModule):
         self.save_hyperparameters(logger=False)  # the hparams tab gets Table 3's columns instead
         self.spec = ExperimentSpec.model_validate(experiment)
         self.model = build_model(self.spec.model)
+        self.criterion = smoothed_nll_chunked
         if self.spec.train.compile:
             self.model.compile(dynamic=True)  # in place: the state_dict keeps its names
+            self.criterion = torch.compile(smoothed_nll_fusable, dynamic=True)  # fused: no (N, V) fp32 pass
         self.tokens_seen = 0  # source + target, this process, this session
         self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last logged step
         self._val_sums: list[torch.Tensor] = []
@@ -35,7 +37,7 @@ class TranslationTask(L.LightningModule):
     # ---- training --------------------------------------------------------------------------
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
+        loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion)
         n = batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
         if self.logging_step():
@@ -76,7 +78,7 @@ class TranslationTask(L.LightningModule):
     # ---- validation: loss and perplexity here, BLEU and pictures in callbacks -----------------
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        loss, nll, count = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID)
+        loss, nll, count = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion)
         self._val_sums.append(torch.stack([loss.detach(), nll.detach(), count.to(loss.dtype)]))
 
     def on_validation_epoch_end(self) -> None:

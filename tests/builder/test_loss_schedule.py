@@ -7,7 +7,7 @@ import torch
 from builder.data.collate import TranslationCollator
 from builder.data.dataset import Example
 from builder.model import loss as loss_module
-from builder.model.loss import batch_loss, label_smoothed_nll, smoothed_nll_chunked
+from builder.model.loss import batch_loss, label_smoothed_nll, smoothed_nll_chunked, smoothed_nll_fusable
 from builder.train.schedule import noam_lr
 from tests.models import tiny_model
 
@@ -126,3 +126,27 @@ def test_chunked_loss_of_bf16_logits_is_computed_in_fp32():
     assert loss2.dtype == torch.float32 and grad2.dtype == torch.bfloat16
     torch.testing.assert_close(loss2, loss)  # the same bf16 inputs, both in fp32
     torch.testing.assert_close(grad2, grad.bfloat16())
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fusable_loss_equals_the_reference_with_gradients(compiled, dtype):
+    # what train.compile compiles (aot_eager here: TorchDynamo's capture and AOT autograd's graphs)
+    fn = torch.compile(smoothed_nll_fusable, dynamic=True, backend="aot_eager") if compiled else smoothed_nll_fusable
+    torch.manual_seed(3)
+    for rows in (15, 8):  # two shapes through one dynamic graph
+        logits, target = (torch.randn(rows, 37) * 3).to(dtype), torch.randint(1, 37, (rows,))
+        target[rows // 2 :: 3] = 0  # padding
+        results = []
+        for loss_fn in (label_smoothed_nll, fn):
+            x = logits.detach().clone().requires_grad_(True)
+            loss, nll, count = loss_fn(x, target, eps=0.1, pad_id=0)
+            (loss * 0.7 + nll * 0.3).backward()
+            results.append((loss, nll, count, x.grad))
+        (loss, nll, count, grad), (loss2, nll2, count2, grad2) = results
+        assert loss2.dtype == torch.float32 and grad2.dtype == dtype
+        torch.testing.assert_close(loss2, loss)
+        torch.testing.assert_close(nll2, nll)
+        assert count2.item() == count.item() == int(target.ne(0).sum())
+        torch.testing.assert_close(grad2, grad, rtol=1.3e-6 if dtype == torch.float32 else 1.6e-2, atol=1e-5)
+        assert torch.all(grad2[target == 0] == 0)
