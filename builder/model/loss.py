@@ -10,15 +10,16 @@ Three implementations of the same function:
   - `smoothed_nll_fusable`: the closed form below as plain tensor operations, for torch.compile
     (train.compile) to fuse into a forward and a backward kernel that read the logits in their
     own dtype; in eager mode it would make (N, V) fp32 copies;
-  - `smoothed_nll_chunked`: what eager training uses. It never makes (N, V) log-probabilities: per
-    row it keeps lse = logsumexp(x), and with a = 1 - eps - eps/(V-1), b = eps/(V-1),
+  - `smoothed_nll_chunked`: what eager training uses. It never keeps (N, V) log-probabilities:
+    with a = 1 - eps - eps/(V-1), b = eps/(V-1), lse = logsumexp(x),
         loss = a * (lse - x_t) + b * (V * lse - sum_j x_j),   d loss / dx = softmax(x) - b - a * onehot(t),
     in fp32 whatever the logits' dtype; a padding row has weight 0, folded into each row's scale
-    and shift of softmax(x), so the gradient is one pass over (N, V) after the softmax. On GPUs,
-    and for bf16/fp16 logits anywhere, the softmax is recomputed in fp32 over chunks of rows
-    (nothing (N, V) in fp32 is kept). fp32 logits on the CPU keep exp(x - max x) instead of
-    the logits (the same size; the logits are then freed), so the backward pass needs no second
-    exp, the loss's largest cost there.
+    and shift of softmax(x). On GPUs, and for bf16/fp16 logits anywhere, it goes over chunks of
+    rows with autocast off: forward, one log_softmax(dtype=fp32) a chunk (it reads the logits in
+    their own dtype), its value at the target and its row sums; backward, one
+    softmax(dtype=fp32) and one addcmul (scale and shift) a chunk, written into the gradient.
+    fp32 logits on the CPU keep exp(x - max x) instead of the logits (the same size; the logits
+    are then freed), so the backward pass needs no second exp, the loss's largest cost there.
 """
 
 from typing import Any
@@ -87,21 +88,24 @@ class _SmoothedNLL(torch.autograd.Function):
         N, V = logits.shape
         ctx.ab = a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
         ctx.keep_exp = logits.dtype == torch.float32 and logits.device.type == "cpu"
-        at_target = logits.gather(1, target[:, None]).squeeze(1).float()
-        total = -logits.sum(dim=-1, dtype=torch.float32)  # becomes the sum over all classes of -log p
         if ctx.keep_exp:
+            at_target = logits.gather(1, target[:, None]).squeeze(1)
+            total = -logits.sum(dim=-1)
             top = logits.amax(dim=-1)
             e = (logits - top[:, None]).exp_()  # (N, V) = exp(x - max x), in the logits' place
             denominator = e.sum(dim=-1)
             lse = top + denominator.log()
+            nll, total = lse - at_target, total + V * lse  # total: the sum over all classes of -log p
             ctx.save_for_backward(e, target, weight, denominator)
         else:
-            lse = torch.empty(N, dtype=torch.float32, device=logits.device)
-            for rows in _chunks(N, V):
-                lse[rows] = torch.logsumexp(logits[rows].float(), dim=-1)
-            ctx.save_for_backward(logits, target, weight, lse)
-        nll = (lse - at_target) * weight
-        total = (total + V * lse) * weight
+            nll, total = torch.empty(2, N, dtype=torch.float32, device=logits.device)
+            with _no_autocast(logits):
+                for rows in _chunks(N, V):
+                    logp = F.log_softmax(logits[rows], dim=-1, dtype=nll.dtype)  # one pass: (n, V)
+                    nll[rows] = -logp.gather(1, target[rows, None]).squeeze(1)
+                    total[rows] = -logp.sum(dim=-1)
+            ctx.save_for_backward(logits, target, weight)
+        nll, total = nll * weight, total * weight
         return (a * nll + b * total).sum(), nll.sum()
 
     @staticmethod
@@ -114,12 +118,21 @@ class _SmoothedNLL(torch.autograd.Function):
             grad = e.mul_(((g_loss + g_nll) * weight / denominator)[:, None]).sub_((g_loss * b * weight)[:, None])
             grad.scatter_add_(1, target[:, None], (-(g_loss * a + g_nll) * weight)[:, None])
             return grad, None, None, None
-        logits, target, weight, lse = ctx.saved_tensors
+        logits, target, weight = ctx.saved_tensors
+        scale, shift = ((g_loss + g_nll) * weight)[:, None], (-g_loss * b * weight)[:, None]
+        at_target = (-(g_loss * a + g_nll) * weight)[:, None]
         grad = torch.empty_like(logits)
-        for rows in _chunks(*logits.shape):
-            w = weight[rows, None]
-            p = (logits[rows].float() - lse[rows, None]).exp_()  # softmax, (n, V)
-            g = p.mul_((g_loss + g_nll) * w).sub_(g_loss * b * w)
-            g.scatter_add_(1, target[rows, None], -(g_loss * a + g_nll) * w)
-            grad[rows] = g
+        with _no_autocast(logits):
+            for rows in _chunks(*logits.shape):
+                p = F.softmax(logits[rows], dim=-1, dtype=scale.dtype)  # one pass: (n, V)
+                g = grad[rows] if grad.dtype == p.dtype else p  # written in place: no copy in fp32
+                torch.addcmul(shift[rows], p, scale[rows], out=g)  # p * scale + shift, one pass
+                g.scatter_add_(1, target[rows, None], at_target[rows])
+                if g is p:
+                    grad[rows] = p  # to the logits' dtype
         return grad, None, None, None
+
+
+def _no_autocast(logits: Tensor) -> Any:
+    """Autocast off: under it log_softmax and softmax would first copy the logits to fp32."""
+    return torch.autocast(logits.device.type, enabled=False)
