@@ -18,7 +18,7 @@ from typing import Any
 import lightning as L
 import torch
 from common import ROOT
-from train_step import measure, sync, to_device
+from train_step import device_name, measure, sync, to_device
 
 from builder.data.spec import make_datamodule
 from builder.model.loss import batch_loss
@@ -94,7 +94,7 @@ def pipeline(args: argparse.Namespace, device: torch.device) -> None:
         total = time.perf_counter() - start
     (t0, n0), (t1, n1) = timer.start, timer.end  # type: ignore[misc]
     end_to_end = (n1 - n0) / (t1 - t0)
-    print(f"{args.preset}: {name} {' '.join(dims)}; {device}, {spec.trainer.precision}, compile {spec.train.compile}; "
+    print(f"{args.preset}: {name} {' '.join(dims)}; {device} ({device_name(device)}), {spec.trainer.precision}, compile {spec.train.compile}; "
           f"{spec.trainer.max_steps} steps of {spec.train.tokens_per_step} tokens per side")  # fmt: skip
     print("| measure | tokens/s (src + tgt) |")
     print("|---|---:|")

@@ -24,10 +24,12 @@ import argparse
 import contextlib
 import logging
 import math
+import platform
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -220,6 +222,17 @@ def shapes(batch: Batch) -> tuple:
     return tuple(v.shape for v in batch if isinstance(v, torch.Tensor))
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model and the vector ISA torch's kernels use (AVX2, AVX512, ...):
+    CPU timings differ several-fold between machines, so a number travels with its machine."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor())
+    return f"{model or 'CPU'}, {torch.backends.cpu.get_cpu_capability()}"
+
+
 def peak_tflops(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
@@ -264,7 +277,7 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
                 memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30
         times = measure_interleaved(steps, data, device, args.warmup, args.steps)
     rows = [(name, 1000 * statistics.median(times[name]), flops[name], memory.get(name)) for name in steps]
-    print(f"preset {args.preset}: {preset}; {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
+    print(f"preset {args.preset}: {preset}; {device} ({device_name(device)}, "
           f"{torch.get_num_threads()} threads), {'bf16 autocast' if bf16 else 'fp32'}, torch {torch.__version__}; "
           f"{tokens:.0f} tokens per step (src + tgt, no padding); median of {args.steps} steps after {args.warmup}, the contenders in turns")  # fmt: skip
     print("| model | ms/step | tokens/s | TFLOP/s | MFU | peak GiB | speed vs aiayn eager |")

@@ -15,7 +15,7 @@ class PackedRows(NamedTuple):
     """x holds only some rows of a (batch, length) sequence: `positions` (n,), flat indices into
     batch * length, in each sequence a prefix of it (e.g. the non-padding tokens of right-padded
     sequences). Position-wise sub-layers never see the rest; attention unpacks its projections,
-and masks the rows left out as keys (causally, or by the padding mask)."""
+    and masks the rows left out as keys (causally, or by the padding mask)."""
 
     positions: Tensor
     batch: int
