@@ -2,6 +2,7 @@
 Hugging Face's MarianMTModel at the same sizes, in one process, on the same batches.
 
     python benchmarks/train_step.py --preset demo|multi30k|base [--device cpu|cuda] [--steps 20]
+    python benchmarks/train_step.py --preset base --compile   # + aiayn compiled as train.compile, its recompilations
     python benchmarks/train_step.py --pipeline --preset multi30k   # `aiayn train` vs its raw step
 
 Every model gets one shared, scaled embedding matrix tied to the output projection, sinusoidal
