@@ -139,6 +139,9 @@ class Contender:
     name: str
     model: nn.Module
     loss: Callable[[nn.Module, Batch], torch.Tensor]
+    # a compiled contender's FLOPs are its eager twin's: tracing it under FlopCounterMode's
+    # dispatch mode would leave its frames to run eager for good
+    flops_of: str | None = None
 
 
 def make_step(c: Contender, device: torch.device, bf16: bool) -> Callable[[Batch], None]:
@@ -250,7 +253,7 @@ def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
         compiled.load_state_dict(found[0].model.state_dict())
         compiled.compile(dynamic=not args.static)
         fused = torch.compile(smoothed_nll_fusable, dynamic=not args.static)
-        found.append(Contender("aiayn compiled", compiled, lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0]))
+        found.append(Contender("aiayn compiled", compiled, lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0], flops_of="aiayn eager"))
     found.append(Contender("torch.nn.Transformer", TorchTransformer(**sizes), torch_loss))
     if not args.no_marian and (hf := marian(**sizes)) is not None:
         found.append(Contender("transformers Marian", hf, torch_loss))
@@ -270,9 +273,7 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
                 others = torch.cuda.memory_allocated(device)
                 torch.cuda.reset_peak_memory_stats(device)
             steps[c.name] = make_step(c, device, bf16)
-            # a compiled model's FLOPs are its eager twin's (tracing it under the counter's
-            # dispatch mode would leave its frames to run eager for good)
-            flops[c.name] = flops["aiayn eager"] if c.name == "aiayn compiled" else flops_of(c, data[0], device, bf16)
+            flops[c.name] = flops[c.flops_of] if c.flops_of else flops_of(c, data[0], device, bf16)
             if device.type == "cuda":
                 steps[c.name](data[0])
                 memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30

@@ -45,11 +45,12 @@ class EncoderDecoder(nn.Module):
         may take its fused kernels), and a batch with padding runs the encoder's position-wise
         layers on those n rows alone: memory is (n, d_model), to be decoded with `memory_rows`
         (`encoded_rows` gives it)."""
-        padding = src.eq(self.pad_id)  # (B, S)
         x = self.src_embed(src)  # (B, S, d_model)
         packed = self.encoded_rows(src, positions)
         if positions is not None and packed is None:
             padding = None  # every token is real: read from positions' length, no device sync
+        else:
+            padding = src.eq(self.pad_id)  # (B, S)
         if packed is not None:
             x = packed.pack(x)  # (n, d_model)
         memory = self.encoder(x, LayerContext(self_padding_mask=padding, packed=packed))
