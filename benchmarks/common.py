@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from blocks import EncoderDecoder
-from builder.model.build import build_model
-from builder.run.config import load_experiment
-from schemas.experiment import ExperimentSpec
+from aiayn.blocks import EncoderDecoder
+from aiayn.builder.model.build import build_model
+from aiayn.builder.run.config import load_experiment
+from aiayn.schemas.experiment import ExperimentSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PAD, BOS, EOS = 0, 1, 2

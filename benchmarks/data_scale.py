@@ -67,7 +67,7 @@ def write_corpus(folder: Path, pairs: int, multi30k: Path, seed: int = 0) -> dic
     test: Multi30k's valid and test2016. Reused when `folder/corpus.json` says it matches."""
     import numpy as np
 
-    from builder.data.corpus import read_parallel
+    from aiayn.builder.data.corpus import read_parallel
 
     marker = folder / "corpus.json"
     wanted = {"pairs": pairs, "seed": seed, "source": str(multi30k)}
@@ -97,9 +97,9 @@ def write_corpus(folder: Path, pairs: int, multi30k: Path, seed: int = 0) -> dic
 
 
 def datamodule(args: argparse.Namespace):
-    from builder.data.spec import make_datamodule
-    from builder.run.config import load_experiment
-    from builder.train.trainer import batching
+    from aiayn.builder.data.spec import make_datamodule
+    from aiayn.builder.run.config import load_experiment
+    from aiayn.builder.train.trainer import batching
 
     overrides = [f"data.dir={args.dir / 'corpus'}", "data.valid=valid", "data.test=test", f"data.cache_dir={args.dir / 'cache'}",
                  f"data.num_workers={args.workers}"]  # fmt: skip

@@ -34,12 +34,12 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models
 from torch import nn
 
-from blocks import EncoderDecoder
-from builder.data.tokenizer import SPECIALS
-from builder.decode.checkpoint import save_checkpoint
-from builder.decode.search import beam_search
-from builder.export import export
-from builder.model.build import build_model
+from aiayn.blocks import EncoderDecoder
+from aiayn.builder.data.tokenizer import SPECIALS
+from aiayn.builder.decode.checkpoint import save_checkpoint
+from aiayn.builder.decode.search import beam_search
+from aiayn.builder.export import export
+from aiayn.builder.model.build import build_model
 
 
 def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) -> nn.Module | None:

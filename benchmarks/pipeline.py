@@ -20,13 +20,13 @@ import torch
 from common import ROOT
 from train_step import device_name, measure, sync, to_device
 
-from builder.data.spec import make_datamodule
-from builder.model.loss import batch_loss
-from builder.run.config import load_experiment
-from builder.run.rundir import RunDir
-from builder.train.fit import fit
-from builder.train.task import TranslationTask
-from builder.train.trainer import batching, world_size
+from aiayn.builder.data.spec import make_datamodule
+from aiayn.builder.model.loss import batch_loss
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.train.fit import fit
+from aiayn.builder.train.task import TranslationTask
+from aiayn.builder.train.trainer import batching, world_size
 
 EXPERIMENTS = {
     "demo": ("demo.yaml", []),

@@ -38,7 +38,7 @@ def sentences() -> tuple[list[str], list[str], str]:
         de = [line for name in ("newstest2013", "newstest2014") for line in (news / f"{name}.de").read_text().splitlines()]
         return en, de, f"{news}/newstest2013+2014"
     sys.path.insert(0, str(ROOT))
-    from builder.data.demo import generate_demo
+    from aiayn.builder.data.demo import generate_demo
 
     en, de = generate_demo(5000, 1, 1, seed=0)["train"]
     return list(en), list(de), "the demo corpus"
@@ -69,7 +69,7 @@ def make_downloads(folder: Path, n: int) -> str:
 
 def one(downloads: Path, out: Path, flags: list[str]) -> None:
     """Run in a fresh process: one `aiayn data` and what it took, as JSON on stdout."""
-    from builder.cli import main
+    from aiayn.builder.cli import main
 
     start = time.perf_counter()
     with open(os.devnull, "w") as null, redirect_stdout(null):

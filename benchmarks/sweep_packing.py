@@ -37,7 +37,7 @@ def run(label: str, launcher: str, args: argparse.Namespace, folder: Path) -> fl
     )
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "builder.cli", "sweep", str(sweep), "--runs", str(args.runs)], capture_output=True, text=True
+        [sys.executable, "-m", "aiayn", "sweep", str(sweep), "--runs", str(args.runs)], capture_output=True, text=True
     )
     wall = time.perf_counter() - start
     if done.returncode != 0:

@@ -39,11 +39,11 @@ from common import BOS, EOS, PAD, aiayn_model
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from blocks import SinusoidalPositionalEncoding
-from builder.data.collate import Batch, TranslationCollator
-from builder.data.dataset import Example
-from builder.data.sampler import TokenBatchSampler
-from builder.model.loss import batch_loss, smoothed_nll_fusable
+from aiayn.blocks import SinusoidalPositionalEncoding
+from aiayn.builder.data.collate import Batch, TranslationCollator
+from aiayn.builder.data.dataset import Example
+from aiayn.builder.data.sampler import TokenBatchSampler
+from aiayn.builder.model.loss import batch_loss, smoothed_nll_fusable
 
 PRESETS = {
     # d_model, heads, layers, d_ff, vocab; tokens per side per step, mean sentence length

@@ -1,17 +1,17 @@
 """nn.Modules of the Transformer (Vaswani et al., 2017). No schema or builder imports here."""
 
-from blocks.add_norm import AddNorm
-from blocks.attention import AttentionKind, MultiHeadAttention
-from blocks.context import LayerContext, PackedRows
-from blocks.dropout import Dropout
-from blocks.embedding import OutputProjection, ScaledEmbedding
-from blocks.feed_forward import PositionwiseFeedForward
-from blocks.input import InputEmbedding
-from blocks.layer import TransformerLayer
-from blocks.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, SinusoidLayout
-from blocks.stack import TransformerStack
-from blocks.state import DecoderState
-from blocks.transformer import EncoderDecoder
+from aiayn.blocks.add_norm import AddNorm
+from aiayn.blocks.attention import AttentionKind, MultiHeadAttention
+from aiayn.blocks.context import LayerContext, PackedRows
+from aiayn.blocks.dropout import Dropout
+from aiayn.blocks.embedding import OutputProjection, ScaledEmbedding
+from aiayn.blocks.feed_forward import PositionwiseFeedForward
+from aiayn.blocks.input import InputEmbedding
+from aiayn.blocks.layer import TransformerLayer
+from aiayn.blocks.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, SinusoidLayout
+from aiayn.blocks.stack import TransformerStack
+from aiayn.blocks.state import DecoderState
+from aiayn.blocks.transformer import EncoderDecoder
 
 __all__ = [
     "AddNorm",

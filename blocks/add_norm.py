@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from blocks.context import LayerContext
-from blocks.dropout import Dropout
+from aiayn.blocks.context import LayerContext
+from aiayn.blocks.dropout import Dropout
 
 
 class AddNorm(nn.Module):

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from blocks.context import LayerContext
+from aiayn.blocks.context import LayerContext
 
 AttentionKind = Literal["self", "causal_self", "cross"]
 _Projected = tuple[Tensor, Tensor, Tensor, Tensor | None]  # q, k, v, key padding

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from blocks.state import DecoderState
+    from aiayn.blocks.state import DecoderState
 
 
 class PackedRows(NamedTuple):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from blocks.dropout import Dropout
-from blocks.embedding import ScaledEmbedding
+from aiayn.blocks.dropout import Dropout
+from aiayn.blocks.embedding import ScaledEmbedding
 
 
 class InputEmbedding(nn.Module):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from blocks.context import LayerContext
+from aiayn.blocks.context import LayerContext
 
 
 class TransformerStack(nn.Module):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from blocks.context import LayerContext, PackedRows
-from blocks.embedding import OutputProjection
-from blocks.input import InputEmbedding
-from blocks.stack import TransformerStack
-from blocks.state import DecoderState
+from aiayn.blocks.context import LayerContext, PackedRows
+from aiayn.blocks.embedding import OutputProjection
+from aiayn.blocks.input import InputEmbedding
+from aiayn.blocks.stack import TransformerStack
+from aiayn.blocks.state import DecoderState
 
 
 class EncoderDecoder(nn.Module):

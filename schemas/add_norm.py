@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas._base import Probability, Spec
+from aiayn.schemas._base import Probability, Spec
 
 
 class AddNormSpec(Spec):

@@ -4,7 +4,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from schemas._base import PositiveInt, Spec
+from aiayn.schemas._base import PositiveInt, Spec
 
 
 class TokenizerSpec(Spec):

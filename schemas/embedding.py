@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from schemas._base import FieldError, PositiveInt, Spec
+from aiayn.schemas._base import FieldError, PositiveInt, Spec
 
 
 class EmbeddingSpec(Spec):

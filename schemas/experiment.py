@@ -4,13 +4,13 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import FieldError, PositiveInt, Probability, Spec
-from schemas.data import DataSpec
-from schemas.decode import DecodeSpec
-from schemas.model import ModelSpec
-from schemas.positional import LearnedSpec
-from schemas.train import TrainSpec
-from schemas.trainer import TrainerSpec
+from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
+from aiayn.schemas.data import DataSpec
+from aiayn.schemas.decode import DecodeSpec
+from aiayn.schemas.model import ModelSpec
+from aiayn.schemas.positional import LearnedSpec
+from aiayn.schemas.train import TrainSpec
+from aiayn.schemas.trainer import TrainerSpec
 
 
 class DimsSpec(Spec):

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from schemas._base import PositiveInt, Probability, Spec
+from aiayn.schemas._base import PositiveInt, Probability, Spec
 
 
 class FeedForwardSpec(Spec):

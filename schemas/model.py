@@ -2,11 +2,11 @@
 
 from pydantic import model_validator
 
-from schemas._base import FieldError, PositiveInt, Probability, Spec
-from schemas.attention import CrossAttentionSpec, SelfAttentionSpec
-from schemas.embedding import EmbeddingSpec
-from schemas.positional import PositionalSpec, SinusoidalSpec
-from schemas.stacks import StackSpec
+from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
+from aiayn.schemas.attention import CrossAttentionSpec, SelfAttentionSpec
+from aiayn.schemas.embedding import EmbeddingSpec
+from aiayn.schemas.positional import PositionalSpec, SinusoidalSpec
+from aiayn.schemas.stacks import StackSpec
 
 # (stack, a sub-layer kind it must not hold, why and the fix)
 _MISPLACED = (

@@ -4,8 +4,8 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from schemas._base import Spec
-from schemas.experiment import ReportedSpec
+from aiayn.schemas._base import Spec
+from aiayn.schemas.experiment import ReportedSpec
 
 Count = Annotated[int, Field(ge=0)]
 

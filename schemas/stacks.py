@@ -4,10 +4,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from schemas._base import FieldError, PositiveInt, Spec
-from schemas.add_norm import AddNormSpec
-from schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from schemas.feed_forward import FeedForwardSpec
+from aiayn.schemas._base import FieldError, PositiveInt, Spec
+from aiayn.schemas.add_norm import AddNormSpec
+from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
 
 SublayerSpec = Annotated[
     SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec | FeedForwardSpec,

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Spec
+from aiayn.schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Spec
 
 NAME_PATTERN = r"^[A-Za-z0-9._\-]+$"
 # What a sweep sets itself: the trial's name and its seed.

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import FieldError, PositiveInt, Probability, Spec
+from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 
 
 class AdamSpec(Spec):

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import FieldError, PositiveInt, Spec
+from aiayn.schemas._base import FieldError, PositiveInt, Spec
 
 Precision = Literal["32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "64-true"]
 _MAX_TIME = re.compile(r"^\d{2}:\d{2}:\d{2}:\d{2}$")

@@ -4,7 +4,7 @@ wires them, and our attention with the weights of torch.nn.MultiheadAttention co
 import torch
 from torch import nn
 
-from blocks import (
+from aiayn.blocks import (
     AddNorm,
     EncoderDecoder,
     InputEmbedding,

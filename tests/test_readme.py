@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from builder.cli import verb_parser
+from aiayn.builder.cli import verb_parser
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def readme_commands(text: str) -> list[tuple[str, bool]]:
 
 
 def as_validation(command: str) -> list[str]:
-    """`[srun|torchrun ... -m builder.cli] aiayn train EXP k=v ... [--run-dir D]` -> the
+    """`[srun|torchrun ... -m aiayn] aiayn train EXP k=v ... [--run-dir D]` -> the
     `aiayn validate EXP k=v ...` that checks what it would train."""
     words = shlex.split(command)
     words = words[words.index("train") + 1 :]

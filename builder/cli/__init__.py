@@ -9,21 +9,21 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from builder.errors import UserError
+from aiayn.builder.errors import UserError
 
 # verb -> (module, handler, help)
 VERBS = {
-    "validate": ("builder.cli.inspect", "validate", "validate an experiment"),
-    "show": ("builder.cli.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
-    "schema": ("builder.cli.inspect", "schema", "JSON Schema of the experiment format"),
-    "data": ("builder.cli.data", "data", "write a corpus (wmt14-en-de, multi30k) as the files the experiments read"),
-    "train": ("builder.cli.train", "train", "train an experiment; --resume continues the latest run"),
-    "sweep": ("builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
-    "results": ("builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
-    "translate": ("builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
-    "evaluate": ("builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
-    "average": ("builder.cli.average", "average", "average the parameters of checkpoints"),
-    "export": ("builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
+    "validate": ("aiayn.builder.cli.inspect", "validate", "validate an experiment"),
+    "show": ("aiayn.builder.cli.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
+    "schema": ("aiayn.builder.cli.inspect", "schema", "JSON Schema of the experiment format"),
+    "data": ("aiayn.builder.cli.data", "data", "write a corpus (wmt14-en-de, multi30k) as the files the experiments read"),
+    "train": ("aiayn.builder.cli.train", "train", "train an experiment; --resume continues the latest run"),
+    "sweep": ("aiayn.builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
+    "results": ("aiayn.builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
+    "translate": ("aiayn.builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
+    "evaluate": ("aiayn.builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
+    "average": ("aiayn.builder.cli.average", "average", "average the parameters of checkpoints"),
+    "export": ("aiayn.builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
 }
 # verb -> the name of its argument-adding function in its module
 ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}

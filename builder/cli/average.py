@@ -8,10 +8,10 @@ is a slim checkpoint (experiment, model weights, the run's tokenizer) that `aiay
 import argparse
 from pathlib import Path
 
-from builder.decode.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint
-from builder.errors import UserError
-from builder.run.atomic import check_writable
-from builder.run.rundir import RunDir
+from aiayn.builder.decode.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import check_writable
+from aiayn.builder.run.rundir import RunDir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

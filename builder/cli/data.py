@@ -6,9 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-from builder.data.prepare.clean import CleanRules
-from builder.data.prepare.corpora import CORPORA, NEWS_COMMENTARY
-from builder.errors import UserError
+from aiayn.builder.data.prepare.clean import CleanRules
+from aiayn.builder.data.prepare.corpora import CORPORA, NEWS_COMMENTARY
+from aiayn.builder.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,7 +74,7 @@ def rules(args: argparse.Namespace, clean_by_default: bool) -> CleanRules | None
 
 
 def data(args: argparse.Namespace) -> int:
-    from builder.data.prepare.pipeline import prepare
+    from aiayn.builder.data.prepare.pipeline import prepare
 
     if args.news_commentary is not None and args.corpus != "wmt14-en-de":
         raise UserError(f"--news-commentary is a choice of wmt14-en-de, not of {args.corpus}")

@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
-from builder.data.corpus import read_parallel
-from builder.data.spec import split_texts
-from builder.decode.checkpoint import load_for_inference
-from builder.decode.metrics import evaluate_texts, literature_bleu, tokenized_bleu
-from builder.errors import UserError
-from builder.run.atomic import check_writable, write_text_atomic
+from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
+from aiayn.builder.data.corpus import read_parallel
+from aiayn.builder.data.spec import split_texts
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.metrics import evaluate_texts, literature_bleu, tokenized_bleu
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import check_writable, write_text_atomic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,9 +8,9 @@ MarianMTModel folder (config, weights, generation config, tokenizer) for `from_p
 import argparse
 from pathlib import Path
 
-from builder.cli.translate import add_checkpoint_argument
-from builder.export import TARGETS
-from builder.export import export as export_model
+from aiayn.builder.cli.translate import add_checkpoint_argument
+from aiayn.builder.export import TARGETS
+from aiayn.builder.export import export as export_model
 
 # CTranslate2's weight types (its converters' --quantization)
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")

@@ -5,9 +5,9 @@ import json
 
 import yaml
 
-from builder.model.summary import render, summary
-from builder.run.config import load_experiment
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.model.summary import render, summary
+from aiayn.builder.run.config import load_experiment
+from aiayn.schemas.experiment import ExperimentSpec
 
 
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
 import argparse
 from pathlib import Path
 
-from builder.sweep.results import write_results
+from aiayn.builder.sweep.results import write_results
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@ under ROOT/<sweep name>/, finished ones skipped; then the results table."""
 
 import argparse
 
-from builder.sweep.runner import run_sweep
+from aiayn.builder.sweep.runner import run_sweep
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

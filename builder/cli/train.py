@@ -5,11 +5,11 @@ import os
 import time
 from pathlib import Path
 
-from builder.cli.inspect import add_experiment_arguments
-from builder.errors import UserError
-from builder.run.config import load_experiment
-from builder.run.rundir import RunDir
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.cli.inspect import add_experiment_arguments
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.run.rundir import RunDir
+from aiayn.schemas.experiment import ExperimentSpec
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,8 +67,8 @@ def _refuse_separate_choices(spec: ExperimentSpec, run: RunDir) -> None:
 
 def train(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
-    from builder.train.fit import fit  # Lightning is imported only once the config is valid
-    from builder.train.progress import quiet_lightning
+    from aiayn.builder.train.fit import fit  # Lightning is imported only once the config is valid
+    from aiayn.builder.train.progress import quiet_lightning
 
     run, resume = choose_run(spec, args)
     start = time.time()

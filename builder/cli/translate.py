@@ -15,13 +15,13 @@ import torch
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from builder.data.corpus import read_lines
-from builder.decode.checkpoint import load_for_inference
-from builder.decode.translate import translate_texts
-from builder.errors import UserError
-from builder.run.atomic import check_writable, write_bytes_atomic
-from schemas.decode import DecodeSpec
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.data.corpus import read_lines
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.translate import translate_texts
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
+from aiayn.schemas.decode import DecodeSpec
+from aiayn.schemas.experiment import ExperimentSpec
 
 # DecodeSpec field -> the flag that overrides it
 DECODE_FLAGS = {

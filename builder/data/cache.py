@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.data.corpus import check_not_blank, count_parallel, file_not_found, line_blocks
-from builder.data.ragged import RaggedIds
-from builder.data.tokenizer import Tokenizer
-from builder.errors import UserError
+from aiayn.builder.data.corpus import check_not_blank, count_parallel, file_not_found, line_blocks
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.errors import UserError
 
 log = logging.getLogger(__name__)
 

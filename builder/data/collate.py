@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from builder.data.dataset import Example
+from aiayn.builder.data.dataset import Example
 
 
 class Batch(NamedTuple):

@@ -6,8 +6,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from builder.data.ragged import RaggedIds
-from builder.errors import UserError
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.errors import UserError
 
 
 def file_not_found(path: Path) -> UserError:

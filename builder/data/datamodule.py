@@ -23,17 +23,17 @@ from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader
 
-from builder.data.cache import encode_cached
-from builder.data.collate import Batch
-from builder.data.corpus import count_parallel, filter_by_length, sampled_lines
-from builder.data.dataset import TranslationDataset
-from builder.data.demo import write_demo
-from builder.data.loaders import eval_loader, loader_options
-from builder.data.ragged import RaggedIds
-from builder.data.sampler import TokenBatchSampler
-from builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
-from builder.errors import UserError
-from builder.run.rundir import RunDir
+from aiayn.builder.data.cache import encode_cached
+from aiayn.builder.data.collate import Batch
+from aiayn.builder.data.corpus import count_parallel, filter_by_length, sampled_lines
+from aiayn.builder.data.dataset import TranslationDataset
+from aiayn.builder.data.demo import write_demo
+from aiayn.builder.data.loaders import eval_loader, loader_options
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.data.sampler import TokenBatchSampler
+from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.rundir import RunDir
 
 SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
 

@@ -6,7 +6,7 @@ from typing import NamedTuple, overload
 import numpy as np
 from torch.utils.data import Dataset
 
-from builder.data.ragged import RaggedIds
+from aiayn.builder.data.ragged import RaggedIds
 
 
 class Example(NamedTuple):

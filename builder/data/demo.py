@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from num2words import num2words
 
-from builder.errors import UserError
-from builder.run.atomic import write_bytes_atomic
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import write_bytes_atomic
 
 SPLITS = ("train", "valid", "test")
 

@@ -5,10 +5,10 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from builder.data.collate import TranslationCollator
-from builder.data.dataset import TranslationDataset
-from builder.data.sampler import TokenBatchSampler
-from builder.data.tokenizer import Tokenizer
+from aiayn.builder.data.collate import TranslationCollator
+from aiayn.builder.data.dataset import TranslationDataset
+from aiayn.builder.data.sampler import TokenBatchSampler
+from aiayn.builder.data.tokenizer import Tokenizer
 
 
 def collator(pad_to_multiple: int = 1) -> TranslationCollator:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Sampler
 
-from builder.errors import UserError
+from aiayn.builder.errors import UserError
 
 
 def pack(

@@ -7,12 +7,12 @@ validation BLEU, results.json and `aiayn evaluate` all read their sentences thro
 import os
 from pathlib import Path
 
-from builder.data.corpus import read_parallel
-from builder.data.demo import generate_demo
-from builder.data.prepare.corpora import CORPORA
-from builder.errors import UserError
-from schemas.data import DemoDataSpec, FilesDataSpec
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.data.corpus import read_parallel
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.prepare.corpora import CORPORA
+from aiayn.builder.errors import UserError
+from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
+from aiayn.schemas.experiment import ExperimentSpec
 
 SPLITS = ("train", "valid", "test")
 
@@ -60,7 +60,7 @@ def split_texts(spec: ExperimentSpec, split: str) -> tuple[list[str], list[str],
 
 def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False):  # -> TranslationDataModule
     """The experiment's DataModule; `on_gpu`: batches are made by workers into pinned memory."""
-    from builder.data.datamodule import TranslationDataModule  # Lightning only when training
+    from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
     common = dict(

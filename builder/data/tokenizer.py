@@ -18,9 +18,9 @@ import numpy as np
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from builder.errors import UserError
-from builder.run.atomic import write_bytes_atomic
-from builder.run.rundir import RunDir
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import write_bytes_atomic
+from aiayn.builder.run.rundir import RunDir
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3

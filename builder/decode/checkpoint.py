@@ -22,14 +22,14 @@ import torch
 from pydantic import ValidationError
 from tokenizers import Tokenizer as HFTokenizer
 
-from blocks import EncoderDecoder
-from builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers
-from builder.errors import UserError
-from builder.model.build import build_model
-from builder.run.atomic import atomic_write
-from builder.run.rundir import RunDir, differences, version_dirs
-from builder.run.validation import format_validation_error
-from schemas.experiment import ExperimentSpec
+from aiayn.blocks import EncoderDecoder
+from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers
+from aiayn.builder.errors import UserError
+from aiayn.builder.model.build import build_model
+from aiayn.builder.run.atomic import atomic_write
+from aiayn.builder.run.rundir import RunDir, differences, version_dirs
+from aiayn.builder.run.validation import format_validation_error
+from aiayn.schemas.experiment import ExperimentSpec
 
 FORMAT = 1  # the version of the slim layout
 PREFIX = "model."  # TranslationTask keeps the EncoderDecoder at `self.model`

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import sacrebleu
 
-from blocks import EncoderDecoder
-from builder.data.dataset import TranslationDataset
-from builder.data.loaders import eval_loader
-from builder.data.ragged import RaggedIds
-from builder.data.tokenizer import Tokenizer
-from builder.decode.translate import check_lengths, evaluating, translate_texts
-from builder.model.loss import label_smoothed_nll
-from schemas.decode import DecodeSpec
+from aiayn.blocks import EncoderDecoder
+from aiayn.builder.data.dataset import TranslationDataset
+from aiayn.builder.data.loaders import eval_loader
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.translate import check_lengths, evaluating, translate_texts
+from aiayn.builder.model.loss import label_smoothed_nll
+from aiayn.schemas.decode import DecodeSpec
 
 _COMPOUND = re.compile(r"(\S)-(\S)")  # tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b
 

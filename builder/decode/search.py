@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from blocks import DecoderState, EncoderDecoder
+from aiayn.blocks import DecoderState, EncoderDecoder
 
 Length = int | float | Tensor
 

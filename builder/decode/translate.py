@@ -12,12 +12,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from blocks import EncoderDecoder
-from builder.data.sampler import pack
-from builder.data.tokenizer import Tokenizer
-from builder.decode.search import beam_search
-from builder.errors import UserError
-from schemas.decode import DecodeSpec
+from aiayn.blocks import EncoderDecoder
+from aiayn.builder.data.sampler import pack
+from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.search import beam_search
+from aiayn.builder.errors import UserError
+from aiayn.schemas.decode import DecodeSpec
 
 
 def translate_texts(

@@ -11,15 +11,15 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-from builder.decode.checkpoint import load_for_inference
-from builder.errors import UserError
-from builder.export.limits import check_ctranslate2, check_marian
-from builder.run.atomic import check_folder_output, staged_folder
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.errors import UserError
+from aiayn.builder.export.limits import check_ctranslate2, check_marian
+from aiayn.builder.run.atomic import check_folder_output, staged_folder
 
 # --to name -> (module, the package it needs, what to call it in messages, its limits)
 TARGETS = {
-    "ctranslate2": ("builder.export.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
-    "huggingface": ("builder.export.to_marian", "transformers", "Hugging Face transformers", check_marian),
+    "ctranslate2": ("aiayn.builder.export.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
+    "huggingface": ("aiayn.builder.export.to_marian", "transformers", "Hugging Face transformers", check_marian),
 }
 
 

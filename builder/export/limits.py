@@ -1,12 +1,12 @@
 """What each target cannot express, refused before any work (and before importing its package),
 with a message naming the YAML field to change."""
 
-from builder.errors import UserError
-from schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from schemas.feed_forward import FeedForwardSpec
-from schemas.model import ModelSpec
-from schemas.positional import LearnedSpec
-from schemas.stacks import StackSpec
+from aiayn.builder.errors import UserError
+from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
+from aiayn.schemas.model import ModelSpec
+from aiayn.schemas.positional import LearnedSpec
+from aiayn.schemas.stacks import StackSpec
 
 CTRANSLATE2 = "CTranslate2"
 MARIAN = "Hugging Face Marian"

@@ -17,11 +17,11 @@ import torch
 from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import common_spec, transformer_spec
 
-from builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
-from builder.decode.checkpoint import ForInference
-from builder.errors import UserError
-from builder.export.limits import stack_spec_heads
-from builder.export.weights import (
+from aiayn.builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
+from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.errors import UserError
+from aiayn.builder.export.limits import stack_spec_heads
+from aiayn.builder.export.weights import (
     Attention,
     FeedForward,
     Linear,
@@ -29,9 +29,9 @@ from builder.export.weights import (
     Stack,
     transformer_weights,
 )
-from schemas.feed_forward import FeedForwardSpec
-from schemas.model import ModelSpec
-from schemas.stacks import StackSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
+from aiayn.schemas.model import ModelSpec
+from aiayn.schemas.stacks import StackSpec
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU, "silu": common_spec.Activation.SWISH}
 

@@ -19,10 +19,10 @@ import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
-from builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from builder.decode.checkpoint import ForInference
-from builder.export.limits import stack_spec_heads
-from builder.export.weights import (
+from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.export.limits import stack_spec_heads
+from aiayn.builder.export.weights import (
     Attention,
     FeedForward,
     Layer,
@@ -33,7 +33,7 @@ from builder.export.weights import (
     permuted,
     transformer_weights,
 )
-from schemas.model import ModelSpec
+from aiayn.schemas.model import ModelSpec
 
 
 def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from blocks import (
+from aiayn.blocks import (
     AddNorm,
     EncoderDecoder,
     LearnedPositionalEmbedding,

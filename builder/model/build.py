@@ -8,11 +8,19 @@ from the model.
 import torch
 from torch import nn
 
-from blocks import AddNorm, EncoderDecoder, InputEmbedding, OutputProjection, ScaledEmbedding, TransformerLayer, TransformerStack
-from builder.model.registry import entry
-from schemas.add_norm import AddNormSpec
-from schemas.model import ModelSpec
-from schemas.stacks import LayerSpec, StackSpec
+from aiayn.blocks import (
+    AddNorm,
+    EncoderDecoder,
+    InputEmbedding,
+    OutputProjection,
+    ScaledEmbedding,
+    TransformerLayer,
+    TransformerStack,
+)
+from aiayn.builder.model.registry import entry
+from aiayn.schemas.add_norm import AddNormSpec
+from aiayn.schemas.model import ModelSpec
+from aiayn.schemas.stacks import LayerSpec, StackSpec
 
 PAD_ID = 0  # the tokenizer reserves id 0 for padding
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from torch import nn
 
-from blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward, SinusoidalPositionalEncoding
-from schemas._base import Spec
-from schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from schemas.feed_forward import FeedForwardSpec
-from schemas.positional import LearnedSpec, SinusoidalSpec
+from aiayn.blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward, SinusoidalPositionalEncoding
+from aiayn.schemas._base import Spec
+from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
+from aiayn.schemas.positional import LearnedSpec, SinusoidalSpec
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from builder.errors import UserError
-from builder.model.build import embeddings, final_norm, layer
-from builder.model.registry import entry
-from schemas.model import ModelSpec
-from schemas.stacks import StackSpec
+from aiayn.builder.errors import UserError
+from aiayn.builder.model.build import embeddings, final_norm, layer
+from aiayn.builder.model.registry import entry
+from aiayn.schemas.model import ModelSpec
+from aiayn.schemas.stacks import StackSpec
 
 Row = tuple[str, int, int]  # (block, parameters of one, how many)
 

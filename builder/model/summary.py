@@ -2,10 +2,10 @@
 
 from typing import Any
 
-from builder.model.size import count_params, flops_per_token, memory_estimate, param_table
-from schemas.attention import AttentionSpec
-from schemas.experiment import ExperimentSpec
-from schemas.feed_forward import FeedForwardSpec
+from aiayn.builder.model.size import count_params, flops_per_token, memory_estimate, param_table
+from aiayn.schemas.attention import AttentionSpec
+from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
 
 
 def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from builder.errors import UserError
+from aiayn.builder.errors import UserError
 
 
 @contextmanager

@@ -16,10 +16,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from builder.errors import UserError
-from builder.run.validation import format_validation_error, union_args
-from schemas._base import DOTLIST_KEY
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.validation import format_validation_error, union_args
+from aiayn.schemas._base import DOTLIST_KEY
+from aiayn.schemas.experiment import ExperimentSpec
 
 _INTERPOLATION = re.compile(r"^\$\{([^${}]+)\}$")  # a value that is exactly one ${key}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.run.atomic import dump_yaml, write_json, write_text_atomic
+from aiayn.builder.run.atomic import dump_yaml, write_json, write_text_atomic
 
 RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches share its run directory
 _VERSION = re.compile(r"version_(\d+)")

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from schemas._base import FieldError
-from schemas.experiment import ExperimentSpec
+from aiayn.schemas._base import FieldError
+from aiayn.schemas.experiment import ExperimentSpec
 
 
 def format_validation_error(error: ValidationError, root: type[BaseModel] = ExperimentSpec) -> list[str]:

@@ -1,4 +1,4 @@
-"""Running trials: each is one `python -m builder.cli train ... --run-dir DIR` process, started by
+"""Running trials: each is one `python -m aiayn train ... --run-dir DIR` process, started by
 a local pool (N at a time, each with its own GPUs) or as a SLURM job through submitit."""
 
 import os
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.errors import UserError
-from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
+from aiayn.builder.errors import UserError
+from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
 
 ERROR_LINES = 20  # of a failed trial's stderr, kept in sweep.json
 
@@ -40,7 +40,7 @@ Done = Callable[[Job, Outcome], None]
 
 
 def trial_argv(experiment: Path, overrides: Sequence[str], run_dir: Path) -> tuple[str, ...]:
-    return (sys.executable, "-m", "builder.cli", "train", str(experiment), *overrides, "--run-dir", str(run_dir))
+    return (sys.executable, "-m", "aiayn", "train", str(experiment), *overrides, "--run-dir", str(run_dir))
 
 
 def launcher_overrides(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> list[str]:

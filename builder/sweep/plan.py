@@ -14,13 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
-from builder.errors import UserError
-from builder.run.atomic import write_json
-from builder.run.config import first_line, load_config, load_experiment, read_yaml
-from builder.run.rundir import RunDir
-from builder.run.validation import format_validation_error
-from schemas.experiment import ExperimentSpec
-from schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import write_json
+from aiayn.builder.run.config import first_line, load_config, load_experiment, read_yaml
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.run.validation import format_validation_error
+from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
 
 SWEEP_PREFIX = "sweep."  # `aiayn sweep S.yaml sweep.launcher.parallel=2` changes the sweep file itself
 TRIAL_FILE = "trial.json"  # in runs/<sweep>/<trial>/: the config hash and the run directory it ran in

@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from builder.errors import UserError
-from builder.run.validation import format_validation_error
-from builder.sweep.plan import TRIAL_FILE, read_trial_record
-from builder.sweep.significance import LEVEL, SAMPLES, Difference, compare_to_base
-from schemas.results import ResultsSpec
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.validation import format_validation_error
+from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
+from aiayn.builder.sweep.significance import LEVEL, SAMPLES, Difference, compare_to_base
+from aiayn.schemas.results import ResultsSpec
 
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
 COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
@@ -281,7 +281,7 @@ def write_results(directory: Path, base: str | None = None) -> str:
     text = markdown(rows, differences, reference)
     (directory / "results.md").write_text(text)
     write_csv(rows, directory / "results.csv", differences, reference)
-    from builder.sweep.plot import plot  # matplotlib is imported only here
+    from aiayn.builder.sweep.plot import plot  # matplotlib is imported only here
 
     plot(rows, directory / "results.png")
     return text

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.errors import UserError
-from builder.run.atomic import write_json
-from builder.run.rundir import RunDir
-from builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
-from builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
-from schemas.sweep import LocalLauncherSpec, SweepSpec
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import write_json
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
+from aiayn.builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
+from aiayn.schemas.sweep import LocalLauncherSpec, SweepSpec
 
 
 class SweepFailed(UserError):
@@ -178,7 +178,7 @@ def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Pat
 
 
 def _print_results(directory: Path) -> None:
-    from builder.sweep.results import write_results
+    from aiayn.builder.sweep.results import write_results
 
     try:
         print()
@@ -189,7 +189,7 @@ def _print_results(directory: Path) -> None:
 
 
 def render_plan(plan: Plan) -> str:
-    from builder.model.size import count_params
+    from aiayn.builder.model.size import count_params
 
     launcher = plan.sweep.launcher
     how = f"local, {launcher.parallel} at a time" if isinstance(launcher, LocalLauncherSpec) else (

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from builder.run.rundir import RunDir
+from aiayn.builder.run.rundir import RunDir
 
 SAMPLES = 1000
 SEED = 12345  # sacreBLEU's default for its paired tests (SACREBLEU_SEED)

@@ -19,9 +19,9 @@ from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from torch.utils.tensorboard.writer import FileWriter
 
-from builder.model.size import count_params
-from builder.model.summary import paper_columns
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.model.size import count_params
+from aiayn.builder.model.summary import paper_columns
+from aiayn.schemas.experiment import ExperimentSpec
 
 BLEU, PPL = "BLEU/valid", "PPL/valid"  # the whole validation split: the numbers of results.json
 

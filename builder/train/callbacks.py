@@ -6,12 +6,12 @@ import lightning as L
 import torch
 from matplotlib.figure import Figure
 
-from blocks import EncoderDecoder, LayerContext, MultiHeadAttention
-from builder.data.spec import split_texts
-from builder.data.tokenizer import Tokenizer
-from builder.decode.metrics import score
-from builder.decode.translate import evaluating, padded, translate_ids, translate_texts
-from builder.train.board import BLEU, Board, bleu_tag
+from aiayn.blocks import EncoderDecoder, LayerContext, MultiHeadAttention
+from aiayn.builder.data.spec import split_texts
+from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.metrics import score
+from aiayn.builder.decode.translate import evaluating, padded, translate_ids, translate_texts
+from aiayn.builder.train.board import BLEU, Board, bleu_tag
 
 
 class ValidationTranslations(L.Callback):

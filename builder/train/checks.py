@@ -7,11 +7,11 @@ from typing import Any
 import torch
 import yaml
 
-from builder.decode.checkpoint import load_checkpoint
-from builder.errors import UserError
-from builder.model.size import memory_estimate
-from builder.run.rundir import RunDir, differences
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.decode.checkpoint import load_checkpoint
+from aiayn.builder.errors import UserError
+from aiayn.builder.model.size import memory_estimate
+from aiayn.builder.run.rundir import RunDir, differences
+from aiayn.schemas.experiment import ExperimentSpec
 
 
 def machine_memory(device: torch.device) -> int:

@@ -15,19 +15,19 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from builder.data.spec import check_data_files, make_datamodule, split_texts
-from builder.data.tokenizer import check_vocabulary
-from builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint
-from builder.decode.metrics import evaluate_texts
-from builder.errors import UserError
-from builder.model.summary import identity
-from builder.run.config import load_experiment, parent_of
-from builder.run.rundir import RUN_DIR_ENV, RunDir, diff
-from builder.train.board import BLEU, PPL, Board
-from builder.train.checks import check_memory, check_resumable
-from builder.train.task import TranslationTask
-from builder.train.trainer import batching, build_trainer, step_checkpoint_name
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.data.spec import check_data_files, make_datamodule, split_texts
+from aiayn.builder.data.tokenizer import check_vocabulary
+from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint
+from aiayn.builder.decode.metrics import evaluate_texts
+from aiayn.builder.errors import UserError
+from aiayn.builder.model.summary import identity
+from aiayn.builder.run.config import load_experiment, parent_of
+from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
+from aiayn.builder.train.board import BLEU, PPL, Board
+from aiayn.builder.train.checks import check_memory, check_resumable
+from aiayn.builder.train.task import TranslationTask
+from aiayn.builder.train.trainer import batching, build_trainer, step_checkpoint_name
+from aiayn.schemas.experiment import ExperimentSpec
 
 
 def fit(

@@ -16,8 +16,8 @@ from typing import Any, TextIO
 import lightning as L
 from lightning.pytorch.callbacks import ProgressBar
 
-from builder.train.board import PPL
-from builder.train.callbacks import ValidationTranslations
+from aiayn.builder.train.board import PPL
+from aiayn.builder.train.callbacks import ValidationTranslations
 
 
 class ConsoleProgress(ProgressBar):

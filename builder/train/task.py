@@ -6,11 +6,11 @@ from typing import Any
 import lightning as L
 import torch
 
-from builder.model.build import PAD_ID, build_model
-from builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
-from builder.train.board import PPL
-from builder.train.schedule import noam_lr
-from schemas.experiment import ExperimentSpec
+from aiayn.builder.model.build import PAD_ID, build_model
+from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
+from aiayn.builder.train.board import PPL
+from aiayn.builder.train.schedule import noam_lr
+from aiayn.schemas.experiment import ExperimentSpec
 
 
 class TranslationTask(L.LightningModule):

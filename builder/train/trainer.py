@@ -17,14 +17,14 @@ from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAcce
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from builder.errors import UserError
-from builder.run.atomic import atomic_write
-from builder.run.rundir import RunDir
-from builder.train.board import Board
-from builder.train.callbacks import ValidationTranslations
-from builder.train.progress import ConsoleProgress
-from schemas.experiment import ExperimentSpec
-from schemas.trainer import TrainerSpec
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import atomic_write
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.train.board import Board
+from aiayn.builder.train.callbacks import ValidationTranslations
+from aiayn.builder.train.progress import ConsoleProgress
+from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.trainer import TrainerSpec
 
 _ACCELERATORS: dict[str, type[Accelerator]] = {
     "cpu": CPUAccelerator, "gpu": CUDAAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator,

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from blocks import DecoderState, LayerContext, MultiHeadAttention, PackedRows
+from aiayn.blocks import DecoderState, LayerContext, MultiHeadAttention, PackedRows
 from tests.models import attention_from_torch
 
 D_MODEL, H = 16, 4

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from blocks import Dropout
+from aiayn.blocks import Dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3])

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from blocks import (
+from aiayn.blocks import (
     InputEmbedding,
     LearnedPositionalEmbedding,
     OutputProjection,

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from blocks import (
+from aiayn.blocks import (
     AddNorm,
     Dropout,
     LayerContext,

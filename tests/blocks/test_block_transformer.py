@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from blocks import (
+from aiayn.blocks import (
     DecoderState,
     EncoderDecoder,
 )

@@ -11,8 +11,8 @@ from pathlib import Path
 import lightning as L
 import torch
 
-import builder.train.fit as fitting
-from builder.cli import main
+import aiayn.builder.train.fit as fitting
+from aiayn.builder.cli import main
 
 
 class Probe(L.Callback):

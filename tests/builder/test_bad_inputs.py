@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
-from builder.train.checks import machine_memory
+from aiayn.builder.cli import main
+from aiayn.builder.train.checks import machine_memory
 from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
@@ -272,7 +272,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     # leaves at once, aiayn first imports for a second). With `head -1` it raced: on a loaded
     # machine aiayn could write its 3.4 kB into the pipe's buffer before head left, and exit 0.
     done = subprocess.run(
-        f"{sys.executable} -m builder.cli show {EXPERIMENTS / 'demo.yaml'} | head -c 0; exit ${{PIPESTATUS[0]}}",
+        f"{sys.executable} -m aiayn show {EXPERIMENTS / 'demo.yaml'} | head -c 0; exit ${{PIPESTATUS[0]}}",
         shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert (done.returncode, done.stderr, done.stdout) == (141, "", "")

@@ -10,20 +10,20 @@ import lightning as L
 import pytest
 import torch
 
-from builder.cli import main
-from builder.data.demo import generate_demo
-from builder.data.tokenizer import Tokenizer, train_tokenizer
-from builder.decode.checkpoint import (
+from aiayn.builder.cli import main
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer
+from aiayn.builder.decode.checkpoint import (
     average_checkpoints,
     load_checkpoint,
     load_for_inference,
     resolve_run_or_checkpoint,
     save_checkpoint,
 )
-from builder.errors import UserError
-from builder.run.config import load_experiment
-from builder.run.rundir import RunDir
-from builder.train.task import TranslationTask
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.train.task import TranslationTask
 from tests.conftest import EXPERIMENTS
 
 # the demo experiment, shrunk: one layer of width 16, a 50-token vocabulary, a 12-pair corpus
@@ -149,8 +149,8 @@ def test_a_lightning_checkpoint_loads_with_weights_only(tmp_path):
     """Optimizer, scheduler, loop and callback state and the "rng" ByteTensor are all allowed."""
     import numpy as np
 
-    from builder.data.collate import TranslationCollator
-    from builder.data.dataset import Example
+    from aiayn.builder.data.collate import TranslationCollator
+    from aiayn.builder.data.dataset import Example
 
     experiment = small_experiment("trainer.max_steps=2")
     task = TranslationTask(experiment)

@@ -2,7 +2,7 @@
 
 import json
 
-from builder.cli import main
+from aiayn.builder.cli import main
 from tests.conftest import EXPERIMENTS
 
 BASE = str(EXPERIMENTS / "base.yaml")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from builder.data.collate import TranslationCollator
-from builder.data.dataset import Example
-from builder.model.loss import batch_loss
+from aiayn.builder.data.collate import TranslationCollator
+from aiayn.builder.data.dataset import Example
+from aiayn.builder.model.loss import batch_loss
 from tests.models import BOS, EOS, PAD, tiny_model
 
 

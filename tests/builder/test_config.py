@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from builder.cli import main
-from builder.errors import UserError
-from builder.run.config import load_experiment
+from aiayn.builder.cli import main
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS
 
 BASE = (EXPERIMENTS / "base.yaml").as_posix()
@@ -157,7 +157,7 @@ def test_cli_exit_code_2_and_every_error(capsys):
 def test_console_script_prints_no_traceback(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [\n")
-    run = subprocess.run([sys.executable, "-m", "builder.cli", "show", str(bad)], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "aiayn", "show", str(bad)], capture_output=True, text=True)
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
     assert re.match(rf"aiayn show: error: {re.escape(str(bad))}:2:1: YAML syntax error: ", run.stderr)

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from builder.cli import main
-from builder.train.progress import ConsoleProgress, clock
+from aiayn.builder.cli import main
+from aiayn.builder.train.progress import ConsoleProgress, clock
 from tests.builder.test_training import DEMO, tiny
 
 

@@ -26,7 +26,7 @@ TINY = [
 # `aiayn train`, whose N-th torch.save writes part of the file and then kills the process
 KILLED_IN_A_SAVE = textwrap.dedent("""
     import os, signal, sys, torch
-    from builder.cli import main
+    from aiayn.builder.cli import main
     saves, real = [0], torch.save
     def save(obj, f, *args, **kwargs):
         saves[0] += 1
@@ -51,7 +51,7 @@ def environment(**extra: str) -> dict[str, str]:
 def resume_and_finish(tmp_path: Path) -> dict:
     run = tmp_path / "runs" / "demo" / "version_0"
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)  # whole: it loads
-    done = subprocess.run([sys.executable, "-m", "builder.cli", *command(tmp_path, "--resume")], env=environment(),
+    done = subprocess.run([sys.executable, "-m", "aiayn", *command(tmp_path, "--resume")], env=environment(),
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((run / "results.json").read_text())
@@ -74,7 +74,7 @@ def test_killed_while_writing_a_checkpoint(tmp_path):
 
 @pytest.mark.slow
 def test_killed_at_a_random_moment(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "builder.cli", *command(tmp_path)], env=environment(),
+    process = subprocess.Popen([sys.executable, "-m", "aiayn", *command(tmp_path)], env=environment(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     last = tmp_path / "runs" / "demo" / "version_0" / "checkpoints" / "last.ckpt"
     deadline = time.monotonic() + 300

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from builder.data.collate import TranslationCollator
-from builder.data.dataset import Example
-from builder.model import loss as loss_module
-from builder.model.loss import batch_loss, label_smoothed_nll, smoothed_nll_chunked, smoothed_nll_fusable
-from builder.train.schedule import noam_lr
+from aiayn.builder.data.collate import TranslationCollator
+from aiayn.builder.data.dataset import Example
+from aiayn.builder.model import loss as loss_module
+from aiayn.builder.model.loss import batch_loss, label_smoothed_nll, smoothed_nll_chunked, smoothed_nll_fusable
+from aiayn.builder.train.schedule import noam_lr
 from tests.models import tiny_model
 
 

@@ -5,13 +5,13 @@ import typing
 import pytest
 import torch
 
-from builder.model.build import build_model
-from builder.model.registry import REGISTRY
-from builder.model.size import count_params, flops_per_token, param_table
-from builder.model.summary import paper_columns
-from builder.run.config import load_experiment
-from schemas.positional import PositionalSpec
-from schemas.stacks import SublayerSpec
+from aiayn.builder.model.build import build_model
+from aiayn.builder.model.registry import REGISTRY
+from aiayn.builder.model.size import count_params, flops_per_token, param_table
+from aiayn.builder.model.summary import paper_columns
+from aiayn.builder.run.config import load_experiment
+from aiayn.schemas.positional import PositionalSpec
+from aiayn.schemas.stacks import SublayerSpec
 from tests.conftest import EXPERIMENTS
 
 SMALL = ["dims.vocab_size=50", "dims.d_model=16", "dims.d_ff=24", "dims.h=2", "dims.d_k=5", "dims.d_v=3", "dims.N=2"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from builder.cli import main
+from aiayn.builder.cli import main
 from tests.builder.test_training import DEMO, checkpoint_params, tiny
 from tests.conftest import ROOT
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from blocks import (
+from aiayn.blocks import (
     EncoderDecoder,
 )
-from builder.decode.search import beam_search, greedy_search, length_penalty
+from aiayn.builder.decode.search import beam_search, greedy_search, length_penalty
 from tests.models import BOS, EOS, PAD, tiny_model
 
 V = 13

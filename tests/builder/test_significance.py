@@ -8,11 +8,11 @@ import pytest
 import sacrebleu
 from sacrebleu.significance import PairedTest
 
-from builder.cli import main
-from builder.data.demo import generate_demo
-from builder.run.rundir import RunDir
-from builder.sweep.results import write_results
-from builder.sweep.significance import Difference, compare_to_base, corpus_bleu, paired_bootstrap, sentence_stats
+from aiayn.builder.cli import main
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.sweep.results import write_results
+from aiayn.builder.sweep.significance import Difference, compare_to_base, corpus_bleu, paired_bootstrap, sentence_stats
 from tests.builder.test_sweep_results import put
 
 REFS = list(generate_demo(10, 200, 5, seed=0)["valid"][1])

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from builder.cli import main
-from builder.errors import UserError
-from builder.model.size import count_params
-from builder.sweep import runner
-from builder.sweep.launch import Job, Outcome, check, launch_local, launcher_overrides, run_job, trial_argv
-from builder.sweep.plan import TrialState, config_hash, expand, load_sweep, split_overrides, state, write_trial_record
-from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
+from aiayn.builder.cli import main
+from aiayn.builder.errors import UserError
+from aiayn.builder.model.size import count_params
+from aiayn.builder.sweep import runner
+from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launcher_overrides, run_job, trial_argv
+from aiayn.builder.sweep.plan import TrialState, config_hash, expand, load_sweep, split_overrides, state, write_trial_record
+from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
 from tests.conftest import EXPERIMENTS
 
 DEMO = (EXPERIMENTS / "demo.yaml").as_posix()
@@ -218,7 +218,7 @@ def test_launcher_overrides():
 
 def test_trial_command(tmp_path):
     assert trial_argv(tmp_path / "e.yaml", ["dims.h=2"], tmp_path / "r") == (
-        sys.executable, "-m", "builder.cli", "train", str(tmp_path / "e.yaml"), "dims.h=2", "--run-dir", str(tmp_path / "r"),
+        sys.executable, "-m", "aiayn", "train", str(tmp_path / "e.yaml"), "dims.h=2", "--run-dir", str(tmp_path / "r"),
     )  # fmt: skip
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from builder.cli import main
-from builder.errors import UserError
-from builder.sweep.results import CSV_FIELDS, collect, write_results
+from aiayn.builder.cli import main
+from aiayn.builder.errors import UserError
+from aiayn.builder.sweep.results import CSV_FIELDS, collect, write_results
 
 BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100000)
 

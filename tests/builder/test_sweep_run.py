@@ -11,8 +11,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
-from builder.cli import main
-from builder.sweep.plan import expand, load_sweep
+from aiayn.builder.cli import main
+from aiayn.builder.sweep.plan import expand, load_sweep
 from tests.conftest import EXPERIMENTS
 
 # a few steps on a few hundred pairs: what is tested is the plumbing, not the model

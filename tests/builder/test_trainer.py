@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from builder.run.config import load_experiment
-from builder.train.trainer import AtomicCheckpointIO, batching
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.train.trainer import AtomicCheckpointIO, batching
 from tests.conftest import EXPERIMENTS
 
 

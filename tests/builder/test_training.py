@@ -13,9 +13,9 @@ import sacrebleu
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from builder.cli import main
-from builder.run.config import load_experiment
-from builder.run.rundir import RunDir
+from aiayn.builder.cli import main
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.run.rundir import RunDir
 from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")

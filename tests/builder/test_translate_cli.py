@@ -9,14 +9,14 @@ import pytest
 import sacrebleu
 import torch
 
-from builder.cli import main
-from builder.data.demo import generate_demo
-from builder.decode.checkpoint import load_for_inference
-from builder.decode.metrics import literature_bleu, tokenized_bleu
-from builder.decode.search import greedy_search
-from builder.decode.translate import padded as source_tensor
-from builder.decode.translate import translate_texts
-from schemas.decode import DecodeSpec
+from aiayn.builder.cli import main
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.metrics import literature_bleu, tokenized_bleu
+from aiayn.builder.decode.search import greedy_search
+from aiayn.builder.decode.translate import padded as source_tensor
+from aiayn.builder.decode.translate import translate_texts
+from aiayn.schemas.decode import DecodeSpec
 from tests.builder.test_checkpoint import SMALL, make_run
 
 # different lengths, so that batching by length reorders them; blank lines in between

@@ -2,9 +2,9 @@
 
 import pytest
 
-from builder.model.size import count_params
-from builder.run.config import load_experiment
-from builder.train.schedule import noam_lr
+from aiayn.builder.model.size import count_params
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.train.schedule import noam_lr
 from tests.conftest import EXPERIMENTS
 
 

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from builder.cli import main
-from builder.model.build import build_model
-from builder.model.size import count_params
-from builder.run.config import load_experiment
+from aiayn.builder.cli import main
+from aiayn.builder.model.build import build_model
+from aiayn.builder.model.size import count_params
+from aiayn.builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS
 
 SHIPPED = sorted(p.relative_to(EXPERIMENTS).as_posix() for p in EXPERIMENTS.rglob("*.yaml") if not p.name.endswith(".sweep.yaml"))

@@ -7,10 +7,10 @@ no biases, an output bias, untied tables)."""
 import pytest
 import torch
 
-from builder.data.demo import generate_demo
-from builder.decode.checkpoint import load_for_inference
-from builder.decode.translate import padded
-from builder.export import export
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.translate import padded
+from aiayn.builder.export import export
 from tests.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
 
 PRE_NORM = ("model.encoder.add_norm.placement=pre", "model.decoder.add_norm.placement=pre")

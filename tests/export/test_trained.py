@@ -10,12 +10,12 @@ import sys
 import pytest
 import torch
 
-from builder.cli import main
-from builder.data.demo import generate_demo
-from builder.decode.checkpoint import load_for_inference
-from builder.decode.translate import padded, translate_texts
-from builder.export import export
-from schemas.decode import DecodeSpec
+from aiayn.builder.cli import main
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.translate import padded, translate_texts
+from aiayn.builder.export import export
+from aiayn.schemas.decode import DecodeSpec
 from tests.conftest import EXPERIMENTS, ROOT
 from tests.export.runs import aiayn_outputs, ct2_outputs, hf_outputs
 

@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from schemas._base import FieldError
-from schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec, SweepSpec, VariantSpec
+from aiayn.schemas._base import FieldError
+from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec, SweepSpec, VariantSpec
 
 
 def sweep(**fields) -> SweepSpec:

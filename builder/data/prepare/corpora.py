@@ -7,7 +7,7 @@ train/newstest2013/newstest2014; experiments/multi30k/*.yaml: train/valid/test20
 
 from dataclasses import dataclass
 
-from builder.data.prepare.sources import Place
+from aiayn.builder.data.prepare.sources import Place
 
 LANGS = ("en", "de")
 

@@ -7,8 +7,8 @@ a folder of the downloaded files.
 
 from collections.abc import Iterator
 
-from builder.data.prepare.corpora import Corpus, Split
-from builder.errors import UserError
+from aiayn.builder.data.prepare.corpora import Corpus, Split
+from aiayn.builder.errors import UserError
 
 
 def unavailable(corpus: Corpus, reason: str) -> UserError:

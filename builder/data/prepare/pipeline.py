@@ -14,11 +14,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from builder.data.prepare.clean import REASONS, CleanRules, judge
-from builder.data.prepare.corpora import LANGS, Corpus, Split
-from builder.data.prepare.sources import chain_pairs, locate
-from builder.errors import UserError
-from builder.run.atomic import check_folder_output, staged_folder
+from aiayn.builder.data.prepare.clean import REASONS, CleanRules, judge
+from aiayn.builder.data.prepare.corpora import LANGS, Corpus, Split
+from aiayn.builder.data.prepare.sources import chain_pairs, locate
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import check_folder_output, staged_folder
 
 Pairs = Callable[[], Iterator[tuple[str, str]]]
 
@@ -116,7 +116,7 @@ def first_place(places) -> str:
 
 
 def hub_plan(corpus: Corpus) -> tuple[list[Planned], str]:
-    from builder.data.prepare.hub import hub_pairs, load_splits
+    from aiayn.builder.data.prepare.hub import hub_pairs, load_splits
 
     loaded = load_splits(corpus)
     plan = []

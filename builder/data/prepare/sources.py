@@ -13,7 +13,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import BinaryIO
 
-from builder.errors import UserError
+from aiayn.builder.errors import UserError
 
 # One segment per line, as WMT writes them: <seg id="1">text</seg>. The text is taken as
 # sacreBLEU takes it for its references (no unescaping; whitespace stripped and collapsed).

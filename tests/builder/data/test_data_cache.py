@@ -5,12 +5,12 @@ import pickle
 import numpy as np
 import pytest
 
-from builder.data.cache import _store, encode_blocks, encode_cached, encode_lines
-from builder.data.corpus import line_blocks
-from builder.data.demo import generate_demo
-from builder.data.ragged import RaggedIds
-from builder.data.tokenizer import Tokenizer, train_tokenizer
-from builder.errors import UserError
+from aiayn.builder.data.cache import _store, encode_blocks, encode_cached, encode_lines
+from aiayn.builder.data.corpus import line_blocks
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer
+from aiayn.builder.errors import UserError
 
 
 @pytest.fixture(scope="module")

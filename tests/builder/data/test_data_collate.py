@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from builder.data.collate import Batch, TranslationCollator
-from builder.data.dataset import Example, TranslationDataset
-from builder.data.ragged import RaggedIds
+from aiayn.builder.data.collate import Batch, TranslationCollator
+from aiayn.builder.data.dataset import Example, TranslationDataset
+from aiayn.builder.data.ragged import RaggedIds
 
 PAD, BOS, EOS = 0, 1, 2
 

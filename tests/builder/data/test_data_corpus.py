@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builder.data.corpus import (
+from aiayn.builder.data.corpus import (
     count_lines,
     count_parallel,
     filter_by_length,
@@ -14,8 +14,8 @@ from builder.data.corpus import (
     read_parallel,
     sampled_lines,
 )
-from builder.data.ragged import RaggedIds
-from builder.errors import UserError
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.errors import UserError
 
 
 def write(path: Path, data: bytes) -> Path:

@@ -9,13 +9,13 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
-from builder.data import datamodule as datamodule_module
-from builder.data.corpus import read_lines
-from builder.data.datamodule import TranslationDataModule
-from builder.data.spec import make_datamodule
-from builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
-from builder.errors import UserError
-from builder.run.config import load_experiment
+from aiayn.builder.data import datamodule as datamodule_module
+from aiayn.builder.data.corpus import read_lines
+from aiayn.builder.data.datamodule import TranslationDataModule
+from aiayn.builder.data.spec import make_datamodule
+from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS
 
 DEMO = (400, 50, 40)

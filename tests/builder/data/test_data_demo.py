@@ -2,7 +2,7 @@
 
 import pytest
 
-from builder.data.demo import (
+from aiayn.builder.data.demo import (
     ADVERBS,
     MATRIX_CLAUSES,
     NOUNS,
@@ -16,7 +16,7 @@ from builder.data.demo import (
     translate,
     write_demo,
 )
-from builder.errors import UserError
+from aiayn.builder.errors import UserError
 
 
 def parts(subject: str, verb: str, noun: str, n: int, adverb: int = 0, matrix: int = 0) -> Parts:

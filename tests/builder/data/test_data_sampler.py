@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from builder.data.sampler import TokenBatchSampler, even_out, pack
-from builder.errors import UserError
+from aiayn.builder.data.sampler import TokenBatchSampler, even_out, pack
+from aiayn.builder.errors import UserError
 
 N = 1000
 RNG = np.random.default_rng(0)

@@ -4,16 +4,16 @@ import unicodedata
 
 import pytest
 
-from builder.data.corpus import read_lines
-from builder.data.demo import generate_demo
-from builder.data.tokenizer import (
+from aiayn.builder.data.corpus import read_lines
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.tokenizer import (
     Tokenizer,
     load_run_tokenizers,
     train_tokenizer,
     training_sample,
 )
-from builder.errors import UserError
-from builder.run.rundir import RunDir
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.rundir import RunDir
 from tests.conftest import SHARED_DATA
 
 MULTI30K = SHARED_DATA / "multi30k"

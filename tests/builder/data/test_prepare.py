@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
-from builder.data.prepare.clean import Cleaner, CleanRules, judge
-from builder.data.prepare.sources import Found, read_lines
-from builder.run.atomic import staged_folder
+from aiayn.builder.cli import main
+from aiayn.builder.data.prepare.clean import Cleaner, CleanRules, judge
+from aiayn.builder.data.prepare.sources import Found, read_lines
+from aiayn.builder.run.atomic import staged_folder
 from tests.conftest import EXPERIMENTS
 
 EUROPARL = [("Resumption of the session", "Wiederaufnahme der Sitzungsperiode"), ("", ""), ("Yes.", "Ja.")]
@@ -389,7 +389,7 @@ def test_from_the_hub(tmp_path, monkeypatch):
 def test_prepared_multi30k_trains(tmp_path, monkeypatch):
     """The issue's end to end: `aiayn data multi30k --from FILES` fills $AIAYN_DATA/multi30k, and
     the shipped experiment trains on it (tiny and 2 steps here)."""
-    from builder.data.demo import generate_demo
+    from aiayn.builder.data.demo import generate_demo
 
     raw = tmp_path / "dataset" / "data" / "task1" / "raw"
     raw.mkdir(parents=True)

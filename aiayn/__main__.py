@@ -1,0 +1,7 @@
+"""`python -m aiayn VERB ...`: the console script (multi-node launchers and sweeps use it)."""
+
+import sys
+
+from aiayn.builder.cli import main
+
+sys.exit(main())
