@@ -1,4 +1,5 @@
-"""nn.Modules of the Transformer (Vaswani et al., 2017). No schema or builder imports here."""
+"""nn.Modules of the Transformer (Vaswani et al., 2017) and its seams. No schema or builder
+imports here: blocks take numbers and ready modules through keyword-only constructors."""
 
 from aiayn.blocks.add_norm import AddNorm
 from aiayn.blocks.attention import AttentionKind, MultiHeadAttention
@@ -11,6 +12,7 @@ from aiayn.blocks.layer import TransformerLayer
 from aiayn.blocks.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, SinusoidLayout
 from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
+from aiayn.blocks.sublayer import Sublayer
 from aiayn.blocks.transformer import EncoderDecoder
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "ScaledEmbedding",
     "SinusoidLayout",
     "SinusoidalPositionalEncoding",
+    "Sublayer",
     "TransformerLayer",
     "TransformerStack",
 ]

@@ -1,4 +1,4 @@
-"""Residual connection, dropout and layer normalisation around a sub-layer (Sec 3.1, 5.4)."""
+"""Residual connection, dropout and normalisation around a sub-layer (Sec 3.1, 5.4)."""
 
 from __future__ import annotations
 
@@ -9,29 +9,20 @@ from aiayn.blocks.dropout import Dropout
 
 
 class AddNorm(nn.Module):
-    """Post-norm (the paper): LayerNorm(x + Dropout(Sublayer(x))) (Sec 3.1; dropout Sec 5.4).
+    """Post-norm (the paper): Norm(x + Dropout(Sublayer(x))) (Sec 3.1; dropout Sec 5.4).
 
-    norm_first=True gives the pre-norm variant x + Dropout(Sublayer(LayerNorm(x))); a stack of
-    pre-norm layers then needs a final LayerNorm (see TransformerStack).
+    `norm` is the normaliser, built from its spec (nn.LayerNorm is the paper's). norm_first=True
+    gives the pre-norm variant x + Dropout(Sublayer(Norm(x))); a stack of pre-norm layers then
+    needs a final norm (see TransformerStack).
     """
 
-    def __init__(
-        self,
-        *,
-        sublayer: nn.Module,
-        d_model: int,
-        dropout: float,
-        eps: float,
-        norm_first: bool = False,
-    ) -> None:
+    def __init__(self, *, sublayer: nn.Module, norm: nn.Module, dropout: float, norm_first: bool = False) -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout ({dropout}) must be in [0, 1)")
-        if eps <= 0:
-            raise ValueError(f"eps ({eps}) must be > 0")
         self.sublayer = sublayer
         self.dropout = Dropout(dropout)
-        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.norm = norm
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:

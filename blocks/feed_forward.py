@@ -6,9 +6,10 @@ from torch import Tensor, nn
 
 from aiayn.blocks.context import LayerContext
 from aiayn.blocks.dropout import Dropout
+from aiayn.blocks.sublayer import Sublayer
 
 
-class PositionwiseFeedForward(nn.Module):
+class PositionwiseFeedForward(Sublayer):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately (eq. 2).
 
     The activation is passed in (nn.ReLU() is the paper's); `activation_dropout` (off in the

@@ -23,11 +23,11 @@ class TransformerLayer(nn.Module):
         │              │
         (+) <──────────┘
         │
-        LayerNorm
+        Norm (LayerNorm, the paper's)
         │
         x' ──> next sub-layer
 
-    Pre-norm moves LayerNorm onto the branch: x' = x + Dropout(Sublayer(LayerNorm(x), ctx)).
+    Pre-norm moves the norm onto the branch: x' = x + Dropout(Sublayer(Norm(x), ctx)).
     """
 
     def __init__(self, *, sublayers: Sequence[nn.Module]) -> None:

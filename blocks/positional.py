@@ -27,6 +27,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         if layout not in get_args(SinusoidLayout):
             raise ValueError(f"layout ({layout!r}) must be one of {get_args(SinusoidLayout)}")
         self.d_model, self.layout = d_model, layout
+        self.max_positions: int | None = None  # any position
         self.register_buffer("table", self._rows(0, max_len), persistent=False)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
@@ -58,7 +59,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         if max_len < 1 or d_model < 1:
             raise ValueError(f"max_len ({max_len}) and d_model ({d_model}) must be >= 1")
-        self.max_len = max_len
+        self.max_len = self.max_positions = max_len
         self.table = nn.Embedding(max_len, d_model)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:

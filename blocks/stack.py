@@ -1,7 +1,8 @@
-"""A stack of N identical-shaped layers (Sec 3.1: N = 6 for encoder and decoder)."""
+"""A stack of N layers (Sec 3.1: N = 6 for encoder and decoder)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from torch import Tensor, nn
@@ -13,17 +14,24 @@ class TransformerStack(nn.Module):
     """Applies `layers` in order, then `final_norm` if given (Sec 3.1).
 
     The paper's post-norm stacks have no final norm; pre-norm stacks need one, because their
-    residual stream is otherwise never normalised.
+    residual stream is otherwise never normalised. `position_bias`, a module the stack owns once,
+    is handed to every layer through the context (`ctx.position_bias`), as T5 shares one relative
+    position bias among the layers of a stack.
     """
 
-    def __init__(self, *, layers: Sequence[nn.Module], final_norm: nn.Module | None = None) -> None:
+    def __init__(
+        self, *, layers: Sequence[nn.Module], final_norm: nn.Module | None = None, position_bias: nn.Module | None = None
+    ) -> None:
         super().__init__()
         if len(layers) == 0:
             raise ValueError("layers is empty: a stack needs at least one layer (N >= 1)")
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
+        self.position_bias = position_bias
 
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
+        if self.position_bias is not None:
+            ctx = dataclasses.replace(ctx, position_bias=self.position_bias)
         for layer in self.layers:
             x = layer(x, ctx)  # (B, T, d_model)
         return x if self.final_norm is None else self.final_norm(x)

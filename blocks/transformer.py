@@ -37,18 +37,18 @@ class EncoderDecoder(nn.Module):
         self.generator = generator
         self.pad_id = pad_id
 
-    def encode(self, src: Tensor, positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def encode(self, src: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """src (B, S) -> memory (B, S, d_model), src_padding_mask (B, S) True at padding.
 
-        `positions` (n,): flat indices into B * S of the non-padding tokens (in each row a prefix
-        of it), counted on the host. Then a batch without padding has no mask at all (None: SDPA
+        `rows` (n,): flat indices into B * S of the non-padding tokens (in each row a prefix of
+        it), counted on the host. Then a batch without padding has no mask at all (None: SDPA
         may take its fused kernels), and a batch with padding runs the encoder's position-wise
         layers on those n rows alone: memory is (n, d_model), to be decoded with `memory_rows`
         (`encoded_rows` gives it)."""
         x = self.src_embed(src)  # (B, S, d_model)
-        packed = self.encoded_rows(src, positions)
-        if positions is not None and packed is None:
-            padding = None  # every token is real: read from positions' length, no device sync
+        packed = self.encoded_rows(src, rows)
+        if rows is not None and packed is None:
+            padding = None  # every token is real: read from rows' length, no device sync
         else:
             padding = src.eq(self.pad_id)  # (B, S)
         if packed is not None:
@@ -57,11 +57,11 @@ class EncoderDecoder(nn.Module):
         return memory, padding
 
     @staticmethod
-    def encoded_rows(src: Tensor, positions: Tensor | None) -> PackedRows | None:
-        """The rows `encode(src, positions)` keeps, or None where it keeps them all."""
-        if positions is None or positions.numel() == src.numel():
+    def encoded_rows(src: Tensor, rows: Tensor | None) -> PackedRows | None:
+        """The rows `encode(src, rows)` keeps, or None where it keeps them all."""
+        if rows is None or rows.numel() == src.numel():
             return None
-        return PackedRows(positions, src.size(0), src.size(1))
+        return PackedRows(rows, src.size(0), src.size(1))
 
     def decode(
         self,
@@ -69,20 +69,20 @@ class EncoderDecoder(nn.Module):
         memory: Tensor,
         memory_padding_mask: Tensor | None,
         state: DecoderState | None = None,
-        positions: Tensor | None = None,
+        rows: Tensor | None = None,
         memory_rows: PackedRows | None = None,
     ) -> Tensor:
         """tgt (B, T), right-padded -> logits (B, T, V). With `state`, tgt holds only the new
-        tokens. With `positions` (n,), flat indices into B * T of a prefix of each row (its
+        tokens. With `rows` (n,), flat indices into B * T of a prefix of each row (its
         non-padding tokens), the decoder computes those rows only and returns their logits (n, V).
         `memory_rows`: the memory holds only these rows of (B, S) (a packed `encode`)."""
         offset = 0 if state is None else state.length
         x = self.tgt_embed(tgt, offset)  # (B, T, d_model)
         packed = None
-        if positions is not None:
+        if rows is not None:
             if state is not None:
-                raise ValueError("positions select rows of a whole teacher-forced target: call decode without state")
-            packed = PackedRows(positions, tgt.size(0), tgt.size(1))
+                raise ValueError("rows select rows of a whole teacher-forced target: call decode without state")
+            packed = PackedRows(rows, tgt.size(0), tgt.size(1))
             x = packed.pack(x)  # (n, d_model)
         ctx = LayerContext(
             # The causal mask alone is exact for a right-padded target: position i sees keys <= i,
@@ -100,18 +100,15 @@ class EncoderDecoder(nn.Module):
             state.advance(tgt.size(1))
         return self.generator(y)  # (B, T, V) or (n, V)
 
-    def forward(
-        self, src: Tensor, tgt_in: Tensor, positions: Tensor | None = None, src_positions: Tensor | None = None
-    ) -> Tensor:
+    def forward(self, src: Tensor, tgt_in: Tensor, rows: Tensor | None = None, src_rows: Tensor | None = None) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T) (the target shifted right) -> logits (B, T, V).
 
-        `positions` (n,): flat indices into B * T of the non-padding targets (in each row a
+        `rows` (n,): flat indices into B * T of the non-padding targets (in each row a
         prefix of it): then logits (n, V), and the decoder's position-wise layers, the output
         projection (the largest matrix product of a small model) and the loss skip the padding.
-        `src_positions`: the same for the source (see `encode`): the encoder skips its padding."""
-        memory, src_padding = self.encode(src, src_positions)
-        rows = self.encoded_rows(src, src_positions)
-        return self.decode(tgt_in, memory, src_padding, positions=positions, memory_rows=rows)
+        `src_rows`: the same for the source (see `encode`): the encoder skips its padding."""
+        memory, src_padding = self.encode(src, src_rows)
+        return self.decode(tgt_in, memory, src_padding, rows=rows, memory_rows=self.encoded_rows(src, src_rows))
 
     def init_state(self) -> DecoderState:
         """A fresh, empty cache for incremental decoding."""

@@ -1,7 +1,8 @@
 """The base every schema shares: unknown keys are errors, specs are immutable, numbers are finite."""
 
 import re
-from typing import Annotated
+import weakref
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,7 +14,19 @@ DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    """The base of every spec, a plugin's included. Validation schemas are built on first use
+    (`defer_build`), so the open unions of schemas/slots.py hold every registered type by then."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        DEFINED.append(weakref.ref(cls))
+
+
+# every Spec class in the order defined (schemas/slots.py rebuilds them in this order)
+DEFINED: list[weakref.ref[type[Spec]]] = []
 
 
 class FieldError(ValueError):

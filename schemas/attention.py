@@ -2,10 +2,11 @@
 
 from typing import Literal
 
-from aiayn.schemas._base import PositiveInt, Probability, Spec
+from aiayn.schemas._base import PositiveInt, Probability
+from aiayn.schemas.sublayer import SublayerSpec
 
 
-class _AttentionSpec(Spec):
+class _AttentionSpec(SublayerSpec):
     h: PositiveInt
     d_k: PositiveInt
     d_v: PositiveInt
@@ -14,13 +15,26 @@ class _AttentionSpec(Spec):
 
     @property
     def kind(self) -> str:
+        """self, causal_self or cross: what the block's queries may read."""
         return self.type.removesuffix("_attention")  # type: ignore[attr-defined]
+
+    @property
+    def table3(self) -> dict[str, int]:
+        return {"h": self.h, "d_k": self.d_k, "d_v": self.d_v}
+
+    @property
+    def export_as(self) -> str | None:
+        return self.type  # type: ignore[attr-defined]
 
 
 class SelfAttentionSpec(_AttentionSpec):
     """Every position attends to every non-padding position of the same sequence."""
 
     type: Literal["self_attention"] = "self_attention"
+
+    @property
+    def looks_ahead(self) -> bool:
+        return True
 
 
 class CausalSelfAttentionSpec(_AttentionSpec):
@@ -34,5 +48,6 @@ class CrossAttentionSpec(_AttentionSpec):
 
     type: Literal["cross_attention"] = "cross_attention"
 
-
-AttentionSpec = SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec
+    @property
+    def reads_memory(self) -> bool:
+        return True

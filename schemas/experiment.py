@@ -8,7 +8,6 @@ from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 from aiayn.schemas.data import DataSpec
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.model import ModelSpec
-from aiayn.schemas.positional import LearnedSpec
 from aiayn.schemas.train import TrainSpec
 from aiayn.schemas.trainer import TrainerSpec
 
@@ -53,14 +52,14 @@ class ExperimentSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> "ExperimentSpec":
         positional = self.model.positional
-        needed = self.data.max_len + 1  # the decoder input is <s> followed by up to max_len tokens
-        if isinstance(positional, LearnedSpec) and positional.max_len < needed:
+        covered, needed = positional.max_positions, self.data.max_len + 1  # the decoder input is <s> + max_len tokens
+        if covered is not None and covered < needed:
             raise FieldError(
-                "model.positional.max_len",
-                f"the learned position table has {positional.max_len} rows but data.max_len "
+                "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",
+                f"the {positional.type} position table has {covered} rows but data.max_len "  # type: ignore[attr-defined]
                 f"{self.data.max_len} needs {needed} (the decoder input starts with <s>), so longer "
                 f"sentences would have no position; set model.positional.max_len >= {needed} or "
-                f"data.max_len <= {positional.max_len - 1}",
+                f"data.max_len <= {covered - 1}",
             )
         if self.data.min_len > self.data.max_len:
             raise FieldError(

@@ -3,25 +3,30 @@
 from pydantic import model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
-from aiayn.schemas.attention import CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.embedding import EmbeddingSpec
-from aiayn.schemas.positional import PositionalSpec, SinusoidalSpec
+from aiayn.schemas.positional import SinusoidalSpec
+from aiayn.schemas.slots import AnyPositional
 from aiayn.schemas.stacks import StackSpec
+from aiayn.schemas.sublayer import SublayerSpec
 
-# (stack, a sub-layer kind it must not hold, why and the fix)
-_MISPLACED = (
-    ("encoder", CrossAttentionSpec, "cross_attention needs an encoder output to attend to and is only allowed "
-     "in the decoder; use self_attention here"),
-    ("decoder", SelfAttentionSpec, "self_attention in the decoder lets a position see later target tokens, "
-     "which are not known when translating; use causal_self_attention"),
-)  # fmt: skip
+
+def _misplaced(stack: str, sub: SublayerSpec) -> str | None:
+    """Why `stack` may not hold `sub`, with the fix; None where it may."""
+    if stack == "encoder" and sub.reads_memory:
+        return f"{sub.type} needs an encoder output to attend to and is only allowed in the decoder; use self_attention here"  # type: ignore[attr-defined]
+    if stack == "decoder" and sub.looks_ahead:
+        return (
+            f"{sub.type} in the decoder lets a position see later target tokens, which are not known when "  # type: ignore[attr-defined]
+            "translating; use causal_self_attention"
+        )
+    return None
 
 
 class ModelSpec(Spec):
     d_model: PositiveInt
     dropout: Probability = 0.1  # on the sums of embeddings and positional encodings
     embedding: EmbeddingSpec
-    positional: PositionalSpec = SinusoidalSpec()
+    positional: AnyPositional = SinusoidalSpec()
     encoder: StackSpec
     decoder: StackSpec
 
@@ -33,11 +38,11 @@ class ModelSpec(Spec):
                 f"sinusoidal positions pair a sine with a cosine, so d_model must be even, "
                 f"got {self.d_model}",
             )
-        for stack, kind, message in _MISPLACED:
+        for stack in ("encoder", "decoder"):
             for path, sub in getattr(self, stack).located():
-                if isinstance(sub, kind):
+                if message := _misplaced(stack, sub):
                     raise FieldError(f"{stack}.{path}.type", message)
-        if not any(isinstance(s, CrossAttentionSpec) for _, s in self.decoder.located()):
+        if not any(s.reads_memory for _, s in self.decoder.located()):
             raise FieldError(
                 "decoder.layer",
                 "the decoder has no cross_attention sub-layer, so it never sees the source "

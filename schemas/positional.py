@@ -1,23 +1,45 @@
 """Positional encodings (Sec. 3.5): sinusoids, or learned embeddings (Table 3 row E)."""
 
-from typing import Annotated, Literal
-
-from pydantic import Field
+from typing import Literal
 
 from aiayn.schemas._base import PositiveInt, Spec
 
 
-class SinusoidalSpec(Spec):
+class PositionalSpec(Spec):
+    """The base of a positional spec (a plugin's too): the module added to the scaled token
+    embeddings of each side, forward(length, offset) -> (length, d_model)."""
+
+    @property
+    def max_positions(self) -> int | None:
+        """How many positions it covers (None: any number)."""
+        return None
+
+    @property
+    def export_as(self) -> str | None:
+        """sinusoidal or learned where other runtimes have it, else None."""
+        return None
+
+
+class SinusoidalSpec(PositionalSpec):
     """interleaved: sin at 2i, cos at 2i+1 (the paper's equation); concatenated: all sines,
     then all cosines (tensor2tensor and fairseq)."""
 
     type: Literal["sinusoidal"] = "sinusoidal"
     layout: Literal["interleaved", "concatenated"] = "interleaved"
 
+    @property
+    def export_as(self) -> str | None:
+        return "sinusoidal"
 
-class LearnedSpec(Spec):
+
+class LearnedSpec(PositionalSpec):
     type: Literal["learned"] = "learned"
     max_len: PositiveInt
 
+    @property
+    def max_positions(self) -> int | None:
+        return self.max_len
 
-PositionalSpec = Annotated[SinusoidalSpec | LearnedSpec, Field(discriminator="type")]
+    @property
+    def export_as(self) -> str | None:
+        return "learned"

@@ -6,14 +6,11 @@ from pydantic import Field, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Spec
 from aiayn.schemas.add_norm import AddNormSpec
-from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from aiayn.schemas.feed_forward import FeedForwardSpec
+from aiayn.schemas.slots import AnyStackBias, AnySublayer
+from aiayn.schemas.sublayer import SublayerSpec
 
-SublayerSpec = Annotated[
-    SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec | FeedForwardSpec,
-    Field(discriminator="type"),
-]
-LayerSpec = Annotated[list[SublayerSpec], Field(min_length=1)]
+# a layer: its sub-layers in order, each any registered sub-layer type
+LayerSpec = Annotated[list[AnySublayer], Field(min_length=1)]
 
 
 class StackSpec(Spec):
@@ -24,7 +21,8 @@ class StackSpec(Spec):
     layer: LayerSpec
     overrides: dict[int, LayerSpec] = {}
     add_norm: AddNormSpec = AddNormSpec()
-    final_norm: bool | None = None  # None: a final LayerNorm exactly when add_norm is pre-norm
+    final_norm: bool | None = None  # None: a final norm (add_norm.norm) exactly when add_norm is pre-norm
+    position_bias: AnyStackBias | None = None  # a score bias the stack's self-attentions share (none built in)
 
     @model_validator(mode="after")
     def _overrides_in_range(self) -> "StackSpec":
@@ -43,13 +41,14 @@ class StackSpec(Spec):
         return [self.overrides.get(i, self.layer) for i in range(self.num_layers)]
 
     @property
-    def groups(self) -> list[tuple[str, list[SublayerSpec], int]]:
-        """(where, sub-layers, how many layers) of each distinct declared layer: `layer` for every
-        layer not overridden, then each override once. Sizes and costs sum over these, so a stack
-        of any num_layers costs no time to count."""
+    def groups(self) -> list[tuple[str, list[SublayerSpec], int, int]]:
+        """(where, sub-layers, how many layers, the first one's index) of each distinct declared
+        layer: `layer` for every layer not overridden, then each override once. Sizes and costs
+        sum over these, so a stack of any num_layers costs no time to count."""
         rest = self.num_layers - len(self.overrides)
-        found = [("layer", self.layer, rest)] if rest else []
-        return found + [(f"overrides.{i}", layer, 1) for i, layer in sorted(self.overrides.items())]
+        first = next((i for i in range(self.num_layers) if i not in self.overrides), 0)
+        found = [("layer", self.layer, rest, first)] if rest else []
+        return found + [(f"overrides.{i}", layer, 1, i) for i, layer in sorted(self.overrides.items())]
 
     @property
     def has_final_norm(self) -> bool:

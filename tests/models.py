@@ -29,7 +29,7 @@ def tiny_model(
     else it has its own weight and a bias."""
 
     def add_norm(sublayer: nn.Module) -> AddNorm:
-        return AddNorm(sublayer=sublayer, d_model=d_model, dropout=dropout, eps=1e-6, norm_first=norm_first)
+        return AddNorm(sublayer=sublayer, norm=nn.LayerNorm(d_model, eps=1e-6), dropout=dropout, norm_first=norm_first)
 
     def attention(kind: str) -> AddNorm:
         return add_norm(MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind=kind))

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from aiayn.builder.errors import UserError
+from aiayn.schemas.slots import PluginError
 
 # verb -> (module, handler, help)
 VERBS = {
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"aiayn {verb}: error: {e}", file=sys.stderr)
         return e.exit_code
+    except PluginError as e:  # a plugin that fails to load, or a type registered twice
+        print(f"aiayn {verb}: error: {e}", file=sys.stderr)
+        return UserError.exit_code
     except KeyboardInterrupt:
         print(f"aiayn {verb}: interrupted", file=sys.stderr)
         return 130

@@ -18,8 +18,8 @@ class Batch(NamedTuple):
     ids: torch.Tensor  # (B,) long: line numbers in the corpus files, to restore input order
     n_src_tokens: int  # non-pad tokens in src
     n_tgt_tokens: int  # non-pad tokens in tgt_out: the number of predictions the loss averages
-    tgt_positions: torch.Tensor  # (n_tgt_tokens,) long: flat indices into tgt_out of its non-pad tokens
-    src_positions: torch.Tensor  # (n_src_tokens,) long: flat indices into src of its non-pad tokens
+    tgt_rows: torch.Tensor  # (n_tgt_tokens,) long: flat indices into tgt_out of its non-pad tokens
+    src_rows: torch.Tensor  # (n_src_tokens,) long: flat indices into src of its non-pad tokens
 
 
 def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1) -> torch.Tensor:
@@ -55,12 +55,12 @@ class TranslationCollator:
             ids=torch.tensor([e.id for e in examples], dtype=torch.long),
             n_src_tokens=sum(len(s) for s in src),
             n_tgt_tokens=sum(len(t) + 1 for t in tgt),
-            tgt_positions=_positions([len(t) + 1 for t in tgt], tgt_out.size(1)),
-            src_positions=_positions([len(s) for s in src], padded_src.size(1)),
+            tgt_rows=_rows([len(t) + 1 for t in tgt], tgt_out.size(1)),
+            src_rows=_rows([len(s) for s in src], padded_src.size(1)),
         )
 
 
-def _positions(lengths: Sequence[int], width: int) -> torch.Tensor:
+def _rows(lengths: Sequence[int], width: int) -> torch.Tensor:
     """Flat indices into a (len(lengths), width) right-padded matrix of its first lengths[b] columns."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - np.cumsum(lengths) + lengths, lengths)

@@ -1,9 +1,10 @@
 """aiayn's EncoderDecoder read into the plain tensors every exporter needs (target-neutral).
 
-Exporters never walk our modules themselves: `transformer_weights` reads each stack into
-per-layer attention, feed-forward and LayerNorm tensors (Q, K and V split out of our fused
-projections, head-major as `MultiHeadAttention` lays them out), so a change of our blocks touches
-one file.
+Exporters never walk our modules themselves: `transformer_weights` reads each stack of a model
+that export/limits.py accepted (the paper's layout: attention sub-layers, then the feed-forward)
+into per-layer attention, feed-forward and LayerNorm tensors. The blocks hand out their own
+tensors (`MultiHeadAttention.projections()` splits Q, K and V out of its fused projections), so
+a change of our blocks touches the block and this file.
 """
 
 from __future__ import annotations
@@ -13,14 +14,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from aiayn.blocks import (
-    AddNorm,
-    EncoderDecoder,
-    LearnedPositionalEmbedding,
-    MultiHeadAttention,
-    PositionwiseFeedForward,
-    SinusoidalPositionalEncoding,
-)
+from aiayn.blocks import AddNorm, EncoderDecoder
 
 
 @dataclass(frozen=True)
@@ -83,12 +77,10 @@ def transformer_weights(model: EncoderDecoder, position_rows: int) -> Transforme
 
 
 def position_table(positional: nn.Module, rows: int) -> Tensor:
-    """(rows, d_model) for a sinusoid (its own layout), the learned table as it is."""
-    if isinstance(positional, LearnedPositionalEmbedding):
-        return _t(positional.table.weight)
-    if isinstance(positional, SinusoidalPositionalEncoding):
-        return _t(positional(rows, 0))
-    raise TypeError(f"no position table for {type(positional).__name__}")
+    """(rows, d_model) of a table without end (sinusoids, in their own layout); a bounded table
+    (learned) as it is."""
+    bound = getattr(positional, "max_positions", None)
+    return _t(positional(rows if bound is None else bound, 0))
 
 
 def permuted(weights: TransformerWeights, perm: Tensor) -> TransformerWeights:
@@ -130,9 +122,8 @@ def interleaved_to_concatenated(d_model: int) -> Tensor:
 def _stack(embed: nn.Module, stack: nn.Module, position_rows: int) -> Stack:
     layers = []
     for layer in stack.layers:
-        subs: list[AddNorm] = list(layer.sublayers)
-        attentions = [_attention(s) for s in subs if isinstance(s.sublayer, MultiHeadAttention)]
-        ffn = next(s for s in subs if isinstance(s.sublayer, PositionwiseFeedForward))
+        *attention, ffn = layer.sublayers  # [self, (cross,) feed-forward]: the layouts limits.py allows
+        attentions = [_attention(s) for s in attention]
         layers.append(Layer(attentions[0], attentions[1] if len(attentions) > 1 else None, _ffn(ffn)))
     final = None if stack.final_norm is None else _norm(stack.final_norm)
     positions = position_table(embed.positional, position_rows)
@@ -140,33 +131,21 @@ def _stack(embed: nn.Module, stack: nn.Module, position_rows: int) -> Stack:
 
 
 def _attention(sub: AddNorm) -> Attention:
-    mha: MultiHeadAttention = sub.sublayer
-    hk, hv = mha.h * mha.d_k, mha.h * mha.d_v
-    if mha.kind == "cross":
-        q = _linear(mha.w_q)
-        k, v = _split(mha.w_kv, [hk, hv])
-    else:
-        q, k, v = _split(mha.w_qkv, [hk, hk, hv])
-    return Attention(q=q, k=k, v=v, o=_linear(mha.w_o), norm=_norm(sub.norm))
+    projections = {name: Linear(_t(w), _maybe(b)) for name, (w, b) in sub.sublayer.projections().items()}
+    return Attention(**projections, norm=_norm(sub.norm))
 
 
 def _ffn(sub: AddNorm) -> FeedForward:
-    ffn: PositionwiseFeedForward = sub.sublayer
-    return FeedForward(w_1=_linear(ffn.w_1), w_2=_linear(ffn.w_2), norm=_norm(sub.norm))
-
-
-def _split(lin: nn.Linear, sizes: list[int]) -> list[Linear]:
-    weights = _t(lin.weight).split(sizes, dim=0)
-    biases = _t(lin.bias).split(sizes, dim=0) if lin.bias is not None else [None] * len(sizes)
-    return [Linear(w, b) for w, b in zip(weights, biases)]
+    return FeedForward(w_1=_linear(sub.sublayer.w_1), w_2=_linear(sub.sublayer.w_2), norm=_norm(sub.norm))
 
 
 def _linear(lin: nn.Linear) -> Linear:
     return Linear(_t(lin.weight), _maybe(lin.bias))
 
 
-def _norm(ln: nn.LayerNorm) -> Norm:
-    return Norm(_t(ln.weight), _t(ln.bias))
+def _norm(norm: nn.Module) -> Norm:
+    """A LayerNorm's gamma and beta (the only norm limits.py lets through)."""
+    return Norm(_t(norm.weight), _t(norm.bias))
 
 
 def _t(x: Tensor) -> Tensor:

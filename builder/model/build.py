@@ -1,28 +1,22 @@
 """ModelSpec -> EncoderDecoder, wired from blocks through the registry.
 
-The pieces (`embeddings`, `layer`, `final_norm`) are built by the same functions whether for
-training or, on the meta device, for counting parameters (size.py), so a count can never drift
-from the model.
+The pieces (`embeddings`, `layer`, `final_norm`, `position_bias`) are built by the same functions
+whether for training or, on the meta device, for counting parameters (size.py), so a count can
+never drift from the model.
 """
+
+from typing import Literal
 
 import torch
 from torch import nn
 
-from aiayn.blocks import (
-    AddNorm,
-    EncoderDecoder,
-    InputEmbedding,
-    OutputProjection,
-    ScaledEmbedding,
-    TransformerLayer,
-    TransformerStack,
-)
-from aiayn.builder.model.registry import entry
-from aiayn.schemas.add_norm import AddNormSpec
+from aiayn.blocks import AddNorm, EncoderDecoder, InputEmbedding, OutputProjection, ScaledEmbedding, TransformerLayer, TransformerStack
+from aiayn.builder.model.registry import BuildContext, build
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import LayerSpec, StackSpec
 
 PAD_ID = 0  # the tokenizer reserves id 0 for padding
+Side = Literal["encoder", "decoder"]
 
 
 def build_model(spec: ModelSpec, *, device: torch.device | str | None = None) -> EncoderDecoder:
@@ -32,8 +26,8 @@ def build_model(spec: ModelSpec, *, device: torch.device | str | None = None) ->
         model = EncoderDecoder(
             src_embed=src_embed,
             tgt_embed=tgt_embed,
-            encoder=_stack(spec.encoder, spec.d_model),
-            decoder=_stack(spec.decoder, spec.d_model),
+            encoder=_stack(spec.encoder, spec.d_model, "encoder"),
+            decoder=_stack(spec.decoder, spec.d_model, "decoder"),
             generator=generator,
             pad_id=PAD_ID,
         )
@@ -55,31 +49,35 @@ def embeddings(spec: ModelSpec) -> tuple[InputEmbedding, InputEmbedding, OutputP
 def _input(spec: ModelSpec, table: nn.Embedding) -> InputEmbedding:
     return InputEmbedding(
         token=ScaledEmbedding(table=table, scale=spec.embedding.scale),
-        positional=entry(spec.positional).build(spec.positional, spec.d_model),
+        positional=build(spec.positional, BuildContext(d_model=spec.d_model)),
         dropout=spec.dropout,
     )
 
 
-def layer(spec: LayerSpec, norm: AddNormSpec, d_model: int) -> TransformerLayer:
-    """One layer: each sub-layer of `spec` wrapped in add & norm."""
+def layer(spec: LayerSpec, stack: StackSpec, ctx: BuildContext) -> TransformerLayer:
+    """One layer: each sub-layer of `spec` wrapped in the stack's add & norm."""
+    norm = stack.add_norm
     return TransformerLayer(
         sublayers=[
-            AddNorm(
-                sublayer=entry(sub).build(sub, d_model), d_model=d_model, dropout=norm.dropout,
-                eps=norm.eps, norm_first=norm.placement == "pre",
-            )
+            AddNorm(sublayer=build(sub, ctx), norm=build(norm.norm, ctx), dropout=norm.dropout, norm_first=norm.placement == "pre")
             for sub in spec
         ]
     )
 
 
-def final_norm(spec: StackSpec, d_model: int) -> nn.LayerNorm | None:
-    return nn.LayerNorm(d_model, eps=spec.add_norm.eps) if spec.has_final_norm else None
+def final_norm(spec: StackSpec, ctx: BuildContext) -> nn.Module | None:
+    return build(spec.add_norm.norm, ctx) if spec.has_final_norm else None
 
 
-def _stack(spec: StackSpec, d_model: int) -> TransformerStack:
-    layers = [layer(sublayers, spec.add_norm, d_model) for sublayers in spec.layers]
-    return TransformerStack(layers=layers, final_norm=final_norm(spec, d_model))
+def position_bias(spec: StackSpec, ctx: BuildContext) -> nn.Module | None:
+    return build(spec.position_bias, ctx) if spec.position_bias is not None else None
+
+
+def _stack(spec: StackSpec, d_model: int, side: Side) -> TransformerStack:
+    shared: dict[str, nn.Module] = {}
+    layers = [layer(subs, spec, BuildContext(d_model, side, i, shared)) for i, subs in enumerate(spec.layers)]
+    ctx = BuildContext(d_model, side, None, shared)
+    return TransformerStack(layers=layers, final_norm=final_norm(spec, ctx), position_bias=position_bias(spec, ctx))
 
 
 def init_weights(model: nn.Module) -> None:

@@ -70,10 +70,10 @@ def smoothed_nll_fusable(logits: Tensor, target: Tensor, *, eps: float, pad_id: 
 def batch_loss(model: nn.Module, batch: Any, *, eps: float, pad_id: int, loss: Any = smoothed_nll_chunked) -> tuple[Tensor, Tensor, Tensor]:
     """`loss` (the chunked one, or a compiled `smoothed_nll_fusable`) of a teacher-forced batch
     (a builder.data.collate.Batch), with logits for its non-padding targets only
-    (`batch.tgt_positions`), the encoder on the non-padding sources only (`batch.src_positions`),
+    (`batch.tgt_rows`), the encoder on the non-padding sources only (`batch.src_rows`),
     as training computes it."""
-    logits = model(batch.src, batch.tgt_in, batch.tgt_positions, batch.src_positions)  # (n, V)
-    target = batch.tgt_out.flatten().index_select(0, batch.tgt_positions)  # (n,)
+    logits = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows)  # (n, V)
+    target = batch.tgt_out.flatten().index_select(0, batch.tgt_rows)  # (n,)
     return loss(logits, target, eps=eps, pad_id=pad_id)
 
 

@@ -1,94 +1,132 @@
-"""One registry from schema class to block: how to build it, and its closed-form cost.
+"""One way to register a block: `register(SpecClass, slot=..., build=..., flops=..., activations=...)`.
 
-Parameter counts are not written here: `size.py` counts the parameters of modules built on the
+The slot (schemas/slots.py) is where a YAML file may use the spec: `sublayer` (an entry of a
+layer), `norm` (add & norm's normaliser and the final norm), `positional` (added to each side's
+embeddings), `stack_bias` (a score bias a stack shares among its self-attentions). Registering
+extends the unions the YAML is validated against, `aiayn schema` and the "did you mean" lists;
+`build(spec, ctx)` then turns a validated spec into its module. aiayn's own blocks register here
+(builtin.py) from the entry point group `aiayn.blocks`, exactly as a plugin's do.
+
+Parameter counts are not written here: size.py counts the parameters of modules built on the
 meta device, so they cannot drift from what `build` makes. FLOPs and the activation memory a
-block keeps for backward cannot be read off a module, so each entry states them.
+block keeps for backward cannot be read off a module, so a sub-layer's registration states them.
 """
 
+from __future__ import annotations
+
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from torch import nn
 
-from aiayn.blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward, SinusoidalPositionalEncoding
+from aiayn.blocks import Sublayer
+from aiayn.builder.errors import UserError
+from aiayn.schemas import slots
 from aiayn.schemas._base import Spec
-from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from aiayn.schemas.feed_forward import FeedForwardSpec
-from aiayn.schemas.positional import LearnedSpec, SinusoidalSpec
+from aiayn.schemas.slots import PluginError
 
 
 @dataclass(frozen=True)
-class Entry:
-    build: Callable[[Any, int], nn.Module]  # (spec, d_model) -> module
-    flops: Callable[[Any, int, int], float]  # (spec, d_model, context length L) -> forward FLOPs per token
-    activations: Callable[[Any, int], int]  # (spec, d_model) -> values per token kept for backward
+class BuildContext:
+    """What `build` receives besides its spec."""
+
+    d_model: int
+    stack: Literal["encoder", "decoder"] | None = None  # None: a block of the whole model (positions)
+    # the index of the layer in its stack (sub-layers and their norms); layers alike are built once
+    # to be counted, at the first index, so a block's parameters must not depend on it
+    layer: int | None = None
+    # modules the blocks of one stack share (e.g. a rotary table): the first builder to need one
+    # puts it here, the others take it. Hold no parameters in them (a parameter shared by layers
+    # would be counted once per layer): a shared module with parameters is a stack_bias.
+    shared: dict[str, nn.Module] = field(default_factory=dict)
 
 
-REGISTRY: dict[type[Spec], Entry] = {}
-
-_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
-
-
-def entry(spec: Spec) -> Entry:
-    try:
-        return REGISTRY[type(spec)]
-    except KeyError:
-        raise TypeError(f"no builder registered for {type(spec).__name__}") from None
+Build = Callable[[Any, BuildContext], nn.Module]
+Flops = Callable[[Any, int, int], float]  # (spec, d_model, context length L) -> forward FLOPs per token
+Activations = Callable[[Any, int], int]  # (spec, d_model) -> values per token kept for backward
 
 
-# ---- attention (Sec. 3.2.2) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Registration:
+    spec: type[Spec]
+    slot: str
+    type: str  # the spec's `type` tag
+    build: Build
+    flops: Flops
+    activations: Activations
+    label: Callable[[Any], str]  # how `aiayn show` names the block
 
 
-def _build_attention(spec: SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec, d_model: int) -> nn.Module:
-    return MultiHeadAttention(
-        d_model=d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v, bias=spec.bias,
-        attn_dropout=spec.attn_dropout, kind=spec.kind,  # type: ignore[arg-type]
+_REGISTRY: dict[type[Spec], Registration] = {}
+
+
+def register(
+    spec: type[Spec],
+    *,
+    slot: str,
+    build: Build,
+    flops: Flops | None = None,
+    activations: Activations | None = None,
+    label: Callable[[Any], str] | None = None,
+) -> None:
+    """Register `spec` (a subclass of the slot's base: SublayerSpec, NormSpec, PositionalSpec or
+    StackBiasSpec, with a `type: Literal["name"]` field) with the function that builds its block.
+
+    build(spec, ctx) -> nn.Module: a sub-layer is an aiayn.Sublayer (forward(x, ctx)); a norm maps
+    (..., d_model) to the same shape; positions are forward(length, offset) -> (length, d_model);
+    a stack bias is forward(T, S) -> (h or 1, T, S). flops(spec, d_model, length): forward FLOPs
+    per token (2 per multiply-add) with `length` tokens of context; activations(spec, d_model):
+    values per token kept for backward. Both are required for a sub-layer; elsewhere they default
+    to none (aiayn does not count its norms and positions either). label(spec): the block's name
+    in `aiayn show` (default: its type). A type registered twice is a PluginError."""
+    if not callable(build):
+        raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): build must be a function (spec, ctx) -> nn.Module")
+    if slot == "sublayer" and (flops is None or activations is None):
+        raise PluginError(
+            f"register({getattr(spec, '__name__', spec)!r}, slot='sublayer'): give flops= and activations= "
+            "(forward FLOPs per token and values per token kept for backward), which aiayn show and sweeps report"
+        )
+    tag = slots.add(slot, spec)
+    _REGISTRY[spec] = Registration(
+        spec=spec,
+        slot=slot,
+        type=tag,
+        build=build,
+        flops=flops or _none,
+        activations=activations or _none,
+        label=label or (lambda s: s.type),
     )
 
 
-def _attention_flops(spec: SelfAttentionSpec, d_model: int, length: int) -> float:
-    keys = (length + 1) / 2 if isinstance(spec, CausalSelfAttentionSpec) else length
-    projections = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
-    scores_and_mix = 2 * spec.h * (spec.d_k + spec.d_v) * keys
-    return projections + scores_and_mix
+def unregister(spec: type[Spec]) -> None:
+    """Take a registration back (tests that register a block of their own)."""
+    entry = _REGISTRY.pop(spec, None)
+    if entry is not None:
+        slots.remove(entry.type)
 
 
-def _attention_activations(spec: SelfAttentionSpec, d_model: int) -> int:
-    # Q, K, V and the heads' output (fused attention keeps no L x L scores); input and residual
-    return spec.h * 2 * (spec.d_k + spec.d_v) + 4 * d_model
+def registration(spec: Spec | type[Spec]) -> Registration:
+    """The registration of a spec (or spec class)."""
+    slots.load()
+    cls = spec if isinstance(spec, type) else type(spec)
+    entry = _REGISTRY.get(cls)
+    if entry is None:
+        raise UserError(f"no block is registered for {cls.__name__}; register it with aiayn.register")
+    return entry
 
 
-for _cls in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
-    REGISTRY[_cls] = Entry(_build_attention, _attention_flops, _attention_activations)
+def build(spec: Spec, ctx: BuildContext) -> nn.Module:
+    """The module of `spec`, built by its registration."""
+    entry = registration(spec)
+    module = entry.build(spec, ctx)
+    if entry.slot == "sublayer" and not isinstance(module, Sublayer):
+        raise PluginError(
+            f"the builder of {entry.type!r} returned a {type(module).__name__}; a sub-layer's block must subclass "
+            "aiayn.Sublayer (forward(x, ctx))"
+        )
+    return module
 
 
-# ---- feed-forward (Sec. 3.3) ---------------------------------------------------------------
-
-
-def _build_feed_forward(spec: FeedForwardSpec, d_model: int) -> nn.Module:
-    return PositionwiseFeedForward(
-        d_model=d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
-        activation_dropout=spec.activation_dropout, bias=spec.bias,
-    )
-
-
-REGISTRY[FeedForwardSpec] = Entry(
-    _build_feed_forward,
-    lambda spec, d, length: 4.0 * d * spec.d_ff,
-    lambda spec, d: 2 * spec.d_ff + 4 * d,  # the inner layer before and after the activation
-)
-
-
-# ---- positions (Sec. 3.5, Table 3 row E), one per side -------------------------------------
-
-REGISTRY[SinusoidalSpec] = Entry(
-    lambda spec, d: SinusoidalPositionalEncoding(d_model=d, layout=spec.layout),
-    lambda spec, d, length: 0.0,
-    lambda spec, d: 0,
-)
-REGISTRY[LearnedSpec] = Entry(
-    lambda spec, d: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=d),
-    lambda spec, d, length: 0.0,
-    lambda spec, d: 0,
-)
+def _none(*args: Any) -> int:
+    return 0

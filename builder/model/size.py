@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from aiayn.builder.errors import UserError
-from aiayn.builder.model.build import embeddings, final_norm, layer
-from aiayn.builder.model.registry import entry
+from aiayn.builder.model.build import Side, embeddings, final_norm, layer, position_bias
+from aiayn.builder.model.registry import BuildContext, registration
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
@@ -22,7 +22,7 @@ def param_table(spec: ModelSpec) -> list[Row]:
     built model's `sum(p.numel() for p in model.parameters())`."""
     rows = _embedding_rows(spec)
     for name, stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
-        rows += _stack_rows(name, stack, spec.d_model)
+        rows += _stack_rows(name, stack, spec.d_model)  # type: ignore[arg-type]
     return rows
 
 
@@ -61,23 +61,26 @@ def _embedding_rows(spec: ModelSpec) -> list[Row]:
             label = {"source": "embedding.source", "target": "embedding.target", "output": "output projection"}[sides[0]]
         rows.append((label, p.numel(), 1))
     if positions := _numel(src.positional):
-        rows.append((f"positional ({spec.positional.type}, per side)", positions, 2))
+        rows.append((f"positional ({registration(spec.positional).label(spec.positional)}, per side)", positions, 2))
     return rows
 
 
-def _stack_rows(name: str, stack: StackSpec, d_model: int) -> list[Row]:
+def _stack_rows(name: Side, stack: StackSpec, d_model: int) -> list[Row]:
     rows = []
-    for where, sublayers, times in stack.groups:
+    norm_label = registration(stack.add_norm.norm).label(stack.add_norm.norm)
+    for where, sublayers, times, first in stack.groups:
         with _on_meta():
-            built = layer(sublayers, stack.add_norm, d_model)
+            built = layer(sublayers, stack, BuildContext(d_model, name, first))
         for j, (sub, block) in enumerate(zip(sublayers, built.sublayers)):
-            rows.append((f"{name}.{where}[{j}] {sub.type}", _numel(block.sublayer), times))
+            rows.append((f"{name}.{where}[{j}] {registration(sub).label(sub)}", _numel(block.sublayer), times))
         norms = sum(_numel(block.norm) for block in built.sublayers)
-        rows.append((f"{name}.{where} add & norm (LayerNorm x{len(sublayers)})", norms, times))
+        rows.append((f"{name}.{where} add & norm ({norm_label} x{len(sublayers)})", norms, times))
     with _on_meta():
-        norm = final_norm(stack, d_model)
+        norm, bias = final_norm(stack, BuildContext(d_model, name)), position_bias(stack, BuildContext(d_model, name))
     if norm is not None:
-        rows.append((f"{name} final LayerNorm", _numel(norm), 1))
+        rows.append((f"{name} final {norm_label}", _numel(norm), 1))
+    if bias is not None:
+        rows.append((f"{name} position bias ({registration(stack.position_bias).label(stack.position_bias)})", _numel(bias), 1))
     return rows
 
 
@@ -88,8 +91,10 @@ def flops_per_token(spec: ModelSpec, length: int) -> float:
     d = spec.d_model
     total = 2.0 * d * spec.embedding.vocab_size  # pre-softmax projection
     for stack in (spec.encoder, spec.decoder):
-        for _, sublayers, times in stack.groups:
-            total += times * sum(entry(sub).flops(sub, d, length) for sub in sublayers)
+        for _, sublayers, times, _ in stack.groups:
+            total += times * sum(registration(sub).flops(sub, d, length) for sub in sublayers)
+        if stack.position_bias is not None:
+            total += registration(stack.position_bias).flops(stack.position_bias, d, length)
     return total
 
 
@@ -100,8 +105,8 @@ def memory_estimate(spec: ModelSpec, tokens_per_batch: int) -> dict[str, int]:
     params = count_params(spec)
     per_token = 3 * spec.embedding.vocab_size  # logits, log-softmax and its gradient (target side)
     for stack in (spec.encoder, spec.decoder):
-        for _, sublayers, times in stack.groups:
-            per_token += times * sum(entry(sub).activations(sub, spec.d_model) for sub in sublayers)
+        for _, sublayers, times, _ in stack.groups:
+            per_token += times * sum(registration(sub).activations(sub, spec.d_model) for sub in sublayers)
     activations = 4 * tokens_per_batch * per_token
     return {
         "weights": 4 * params,

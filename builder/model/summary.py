@@ -3,9 +3,9 @@
 from typing import Any
 
 from aiayn.builder.model.size import count_params, flops_per_token, memory_estimate, param_table
-from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.feed_forward import FeedForwardSpec
+
+_SUBLAYER_COLUMNS = ("d_ff", "h", "d_k", "d_v")  # what sub-layers say of themselves (SublayerSpec.table3)
 
 
 def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
@@ -14,26 +14,24 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     model = spec.model
     subs = []  # every kind of layer once, the first layer's first
     for stack in (model.encoder, model.decoder):
-        subs += [*stack.overrides.get(0, stack.layer), *(s for _, layer, _ in stack.groups for s in layer)]
-    attention = [s for s in subs if isinstance(s, AttentionSpec)]
-    ffn = [s for s in subs if isinstance(s, FeedForwardSpec)]
+        subs += [*stack.overrides.get(0, stack.layer), *(s for _, layer, _, _ in stack.groups for s in layer)]
+    values: dict[str, list[int]] = {column: [] for column in _SUBLAYER_COLUMNS}
+    for sub in subs:
+        for column, value in sub.table3.items():
+            values.setdefault(column, []).append(value)
     drops = {model.dropout, model.encoder.add_norm.dropout, model.decoder.add_norm.dropout}
     columns: dict[str, Any] = {
         "N": model.encoder.num_layers,
         "d_model": model.d_model,
-        "d_ff": ffn[0].d_ff if ffn else None,
-        "h": attention[0].h if attention else None,
-        "d_k": attention[0].d_k if attention else None,
-        "d_v": attention[0].d_v if attention else None,
+        **{column: values[column][0] if values[column] else None for column in _SUBLAYER_COLUMNS},
         "P_drop": model.encoder.add_norm.dropout,
         "eps_ls": spec.train.label_smoothing,
-        "positional": model.positional.type,
+        "positional": model.positional.type,  # type: ignore[attr-defined]
         "train_steps": spec.trainer.max_steps,
     }
     uniform = (
         model.encoder.num_layers == model.decoder.num_layers
-        and len({(a.h, a.d_k, a.d_v) for a in attention}) <= 1
-        and len({f.d_ff for f in ffn}) <= 1
+        and all(len(set(found)) <= 1 for found in values.values())
         and len(drops) == 1
     )
     if not uniform:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.validation import format_validation_error, union_args
+from aiayn.schemas import slots
 from aiayn.schemas._base import DOTLIST_KEY
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -204,15 +205,16 @@ def _drop_retyped(base: dict[str, Any], child: dict[str, Any]) -> None:
 def _keep_fields_of(node: dict[str, Any] | DictConfig, new_type: Any) -> None:
     if node["type"] == new_type:
         return
-    fields = _fields_by_tag().get(new_type)
+    fields = _fields_by_tag(slots.version()).get(new_type)
     for key in list(node.keys()):
         if fields is None or key not in fields:
             node.pop(key)
 
 
 @functools.cache
-def _fields_by_tag() -> dict[str, set[str]]:
-    """type tag -> the keys its schema accepts, for every tagged schema an experiment can hold."""
+def _fields_by_tag(version: int) -> dict[str, set[str]]:
+    """type tag -> the keys its schema accepts, for every tagged schema an experiment can hold
+    (plugins' too: `version` counts the registrations, so a new one is seen)."""
     found: dict[str, set[str]] = {}
     todo: list[Any] = [ExperimentSpec]
     seen: set[Any] = set()

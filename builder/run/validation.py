@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from aiayn.schemas._base import FieldError
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.slots import slot_of
 
 
 def format_validation_error(error: ValidationError, root: type[BaseModel] = ExperimentSpec) -> list[str]:
@@ -75,9 +76,13 @@ def _strip(hint: Any) -> Any:
 
 
 def union_args(hint: Any) -> tuple[Any, ...]:
+    """The members of a union (a slot's registered classes included), or (hint,)."""
+    slot = slot_of(hint)
+    if slot is not None:
+        return tuple(slot.classes())
     hint = _strip(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return tuple(_strip(a) for a in typing.get_args(hint))
+        return tuple(m for a in typing.get_args(hint) for m in union_args(a))
     return (hint,)
 
 
@@ -135,6 +140,8 @@ def _describe(item: dict[str, Any], holder: type[BaseModel] | None) -> str:
         return f"type {item['ctx']['tag']!r} is not one of {', '.join(tags)}{hint}"
     if kind == "union_tag_not_found":
         return "a 'type' key is required to say which kind this is"
+    if kind == "slot_empty":
+        return f"{item['msg']}; none of the installed packages registers one"
     if kind == "value_error":
         return item["msg"].removeprefix("Value error, ")
     return f"{item['msg'][0].lower()}{item['msg'][1:]}, got {value!r}"

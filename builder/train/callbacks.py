@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from matplotlib.figure import Figure
 
-from aiayn.blocks import EncoderDecoder, LayerContext, MultiHeadAttention
+from aiayn.blocks import EncoderDecoder, LayerContext, Sublayer
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.metrics import score
@@ -75,9 +75,9 @@ class ValidationTranslations(L.Callback):
 def attention_figures(
     model: EncoderDecoder, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
 ) -> dict[str, Figure]:
-    """One figure per attention sub-layer (a panel per head) for the model's own translation of
-    `sentence`, teacher-forced to read out the weights. Tags name the stack, the layer and the
-    kind: valid/attention/decoder.layer0.cross."""
+    """One figure per sub-layer with attention maps (a panel per head) for the model's own
+    translation of `sentence`, teacher-forced to read out the weights. Tags name the stack, the
+    layer and the block's `map_name`: valid/attention/decoder.layer0.cross."""
     src_ids = src_tokenizer.encode(sentence)
     [hyp] = translate_ids(model, [src_ids], decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id)
     tgt_in = [tgt_tokenizer.bos_id, *hyp]
@@ -85,30 +85,33 @@ def attention_figures(
     tgt_tokens = [tgt_tokenizer.hf.id_to_token(i) for i in tgt_in]
     weights = attention_weights(model, src_ids, tgt_in)
     figures = {}
-    for (stack, i, kind), w in weights.items():
+    for (stack, i, name), (w, reads_memory) in weights.items():
         queries = src_tokens if stack == "encoder" else tgt_tokens
-        keys = src_tokens if stack == "encoder" or kind == "cross" else tgt_tokens
-        figures[f"valid/attention/{stack}.layer{i}.{kind}"] = _heads_figure(w[0].float().cpu(), queries, keys)
+        keys = src_tokens if stack == "encoder" or reads_memory else tgt_tokens
+        figures[f"valid/attention/{stack}.layer{i}.{name}"] = _heads_figure(w[0].float().cpu(), queries, keys)
     return figures
 
 
-def attention_weights(model: EncoderDecoder, src_ids: list[int], tgt_in: list[int]) -> dict[tuple[str, int, str], torch.Tensor]:
-    """{(stack, layer index, attention kind): weights (1, h, T, S)} of one teacher-forced pass."""
+def attention_weights(
+    model: EncoderDecoder, src_ids: list[int], tgt_in: list[int]
+) -> dict[tuple[str, int, str], tuple[torch.Tensor, bool]]:
+    """{(stack, layer index, map name): (weights (1, heads, T, S), whether its keys are the
+    source)} of one teacher-forced pass, for every sub-layer that has attention maps."""
     device = next(model.parameters()).device
-    found: dict[tuple[str, int, str], torch.Tensor] = {}
+    found: dict[tuple[str, int, str], tuple[torch.Tensor, bool]] = {}
 
     def recorder(key: tuple[str, int, str]) -> Any:
-        def hook(module: MultiHeadAttention, args: tuple[torch.Tensor, LayerContext], output: Any) -> None:
-            found[key] = module.attention_weights(*args)
+        def hook(module: Sublayer, args: tuple[torch.Tensor, LayerContext], output: Any) -> None:
+            found[key] = module.attention_weights(*args), module.reads_memory
 
         return hook
 
     handles = [
-        addnorm.sublayer.register_forward_hook(recorder((name, i, addnorm.sublayer.kind)))
+        addnorm.sublayer.register_forward_hook(recorder((name, i, addnorm.sublayer.map_name)))
         for name, stack in (("encoder", model.encoder), ("decoder", model.decoder))
         for i, layer in enumerate(stack.layers)
         for addnorm in layer.sublayers
-        if isinstance(addnorm.sublayer, MultiHeadAttention)
+        if getattr(addnorm.sublayer, "attention_maps", False)
     ]
     try:
         with evaluating(model):

@@ -43,7 +43,7 @@ def _ffn(ref: nn.Module) -> PositionwiseFeedForward:
 
 
 def _add_norm(sublayer: nn.Module, norm: nn.LayerNorm, norm_first: bool) -> AddNorm:
-    wrapped = AddNorm(sublayer=sublayer, d_model=D_MODEL, dropout=0.1, eps=EPS, norm_first=norm_first)
+    wrapped = AddNorm(sublayer=sublayer, norm=nn.LayerNorm(D_MODEL, eps=EPS), dropout=0.1, norm_first=norm_first)
     wrapped.norm.load_state_dict(norm.state_dict())
     return wrapped
 
@@ -140,7 +140,7 @@ def test_add_norm_applies_dropout_to_the_sublayer_output_only_in_training():
         def forward(self, x, ctx):
             return torch.ones_like(x)
 
-    block = AddNorm(sublayer=Constant(), d_model=8, dropout=0.5, eps=EPS)
+    block = AddNorm(sublayer=Constant(), norm=nn.LayerNorm(8, eps=EPS), dropout=0.5)
     x = torch.randn(2, 3, 8)
     assert_close(block.eval()(x, LayerContext()), nn.functional.layer_norm(x + 1, (8,), eps=EPS))
     torch.manual_seed(0)
@@ -156,9 +156,7 @@ def test_constructor_messages():
     with pytest.raises(ValueError, match=r"^layers is empty: a stack needs at least one layer \(N >= 1\)$"):
         TransformerStack(layers=[])
     with pytest.raises(ValueError, match=r"^dropout \(1.0\) must be in \[0, 1\)$"):
-        AddNorm(sublayer=nn.Identity(), d_model=8, dropout=1.0, eps=EPS)
-    with pytest.raises(ValueError, match=r"^eps \(0.0\) must be > 0$"):
-        AddNorm(sublayer=nn.Identity(), d_model=8, dropout=0.1, eps=0.0)
+        AddNorm(sublayer=nn.Identity(), norm=nn.LayerNorm(8), dropout=1.0)
     with pytest.raises(ValueError, match=r"^d_ff \(0\) must be >= 1$"):
         PositionwiseFeedForward(d_model=8, d_ff=0, activation=nn.ReLU())
     with pytest.raises(ValueError, match=r"^activation_dropout \(-0.1\) must be in \[0, 1\)$"):

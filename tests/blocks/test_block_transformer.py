@@ -41,13 +41,13 @@ def test_incremental_decoding_equals_teacher_forcing(options):
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
-def test_logits_at_positions_are_those_rows_of_the_full_logits(norm_first):
+def test_logits_of_packed_rows_are_those_rows_of_the_full_logits(norm_first):
     # the decoder computes only these rows (a prefix of each target), as a right-padded target's tokens
     torch.manual_seed(0)
     model = make_model(norm_first=norm_first).eval()
     src, tgt = _batch()
-    positions = torch.tensor([0, 1, 2, 6, 7, 12, 13, 14, 15, 16, 17])  # flat indices into (3, 6): 3, 2 and 6 per row
-    assert_close(model(src, tgt, positions), model(src, tgt).flatten(0, 1)[positions])
+    rows = torch.tensor([0, 1, 2, 6, 7, 12, 13, 14, 15, 16, 17])  # flat indices into (3, 6): 3, 2 and 6 per row
+    assert_close(model(src, tgt, rows), model(src, tgt).flatten(0, 1)[rows])
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
@@ -56,13 +56,13 @@ def test_packed_source_gives_the_logits_of_the_padded_one(norm_first):
     torch.manual_seed(0)
     model = make_model(norm_first=norm_first).eval()
     src, tgt = _batch()  # sources of 7, 5 and 3 tokens in (3, 7)
-    src_positions = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14, 15, 16])
-    positions = torch.tensor([0, 1, 2, 6, 7, 12, 13, 14, 15, 16, 17])
-    assert model.encoded_rows(src, src_positions) is not None
-    memory, padding = model.encode(src, src_positions)
+    src_rows = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14, 15, 16])
+    rows = torch.tensor([0, 1, 2, 6, 7, 12, 13, 14, 15, 16, 17])
+    assert model.encoded_rows(src, src_rows) is not None
+    memory, padding = model.encode(src, src_rows)
     assert memory.shape == (15, 8) and torch.equal(padding, src.eq(PAD))
-    assert_close(model(src, tgt, None, src_positions), model(src, tgt))
-    assert_close(model(src, tgt, positions, src_positions), model(src, tgt).flatten(0, 1)[positions])
+    assert_close(model(src, tgt, None, src_rows), model(src, tgt))
+    assert_close(model(src, tgt, rows, src_rows), model(src, tgt).flatten(0, 1)[rows])
 
 
 def test_a_source_without_padding_is_encoded_without_a_mask():
@@ -77,12 +77,12 @@ def test_a_source_without_padding_is_encoded_without_a_mask():
     assert_close(model(src, tgt, None, every), model(src, tgt))
 
 
-def test_positions_and_incremental_state_are_exclusive():
+def test_rows_and_incremental_state_are_exclusive():
     model = make_model().eval()
     src, tgt = _batch()
     memory, src_pad = model.encode(src)
-    with pytest.raises(ValueError, match=r"^positions select rows of a whole teacher-forced target: call decode without state$"):
-        model.decode(tgt, memory, src_pad, model.init_state(), positions=torch.tensor([0]))
+    with pytest.raises(ValueError, match=r"^rows select rows of a whole teacher-forced target: call decode without state$"):
+        model.decode(tgt, memory, src_pad, model.init_state(), rows=torch.tensor([0]))
 
 
 def test_incremental_decoding_with_several_tokens_per_call():

@@ -1,17 +1,14 @@
 """The registry covers every schema type; closed-form counts equal the built model's."""
 
-import typing
-
 import pytest
 import torch
 
 from aiayn.builder.model.build import build_model
-from aiayn.builder.model.registry import REGISTRY
+from aiayn.builder.model.registry import registration
 from aiayn.builder.model.size import count_params, flops_per_token, param_table
 from aiayn.builder.model.summary import paper_columns
 from aiayn.builder.run.config import load_experiment
-from aiayn.schemas.positional import PositionalSpec
-from aiayn.schemas.stacks import SublayerSpec
+from aiayn.schemas.slots import SLOTS
 from tests.conftest import EXPERIMENTS
 
 SMALL = ["dims.vocab_size=50", "dims.d_model=16", "dims.d_ff=24", "dims.h=2", "dims.d_k=5", "dims.d_v=3", "dims.N=2"]
@@ -21,13 +18,17 @@ def small(*overrides):
     return load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, *overrides])
 
 
-def union_members(annotated):
-    return typing.get_args(typing.get_args(annotated)[0])
+def subclasses(cls):
+    return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
 
 
-def test_every_layer_and_position_type_has_a_builder():
-    for cls in (*union_members(SublayerSpec), *union_members(PositionalSpec)):
-        assert cls in REGISTRY, cls.__name__
+def test_every_spec_of_a_slot_is_registered_with_its_builder():
+    for slot in SLOTS.values():
+        ours = [c for c in subclasses(slot.base) if c.__module__.startswith("aiayn.") and "type" in c.model_fields]
+        assert ours == [] if slot.name == "stack_bias" else ours, slot.name
+        for cls in ours:
+            assert slot.members[cls.model_fields["type"].default] is cls
+            assert registration(cls).slot == slot.name
 
 
 VARIANTS = [

@@ -41,8 +41,8 @@ REFUSED = [
     (check_ctranslate2, model_spec("dims.d_v=4"), CT2 + "encoder attention has d_k (8) != d_v (4); CTranslate2 has one head size"),
     (check_ctranslate2, model_spec("model.decoder.final_norm=true"), CT2 + "decoder.final_norm adds a LayerNorm after a post-norm "
      "stack, which CTranslate2 has only for pre-norm (add_norm.placement: pre)"),
-    (check_ctranslate2, model_spec("model.decoder.add_norm.eps=1e-5"), CT2 + "encoder.add_norm.eps (1e-06) != "
-     "decoder.add_norm.eps (1e-05); CTranslate2 has one layer_norm_epsilon"),
+    (check_ctranslate2, model_spec("model.decoder.add_norm.norm.eps=1e-5"), CT2 + "encoder.add_norm.norm.eps (1e-06) != "
+     "decoder.add_norm.norm.eps (1e-05); CTranslate2 has one layer_norm_epsilon"),
     (check_marian, model_spec(edit=lambda m: m.update(positional=LEARNED)), MARIAN + "positional.type: learned; Marian's "
      "positions are fixed sinusoids, so train with positional.type: sinusoidal"),
     (check_marian, model_spec("model.embedding.shared_vocab=false", "model.embedding.share=target_output"), MARIAN +

@@ -22,8 +22,8 @@ def test_collate_exact_tensors():
         "tgt_in": [[1, 20, 0, 0], [1, 21, 22, 23]],
         "tgt_out": [[20, 2, 0, 0], [21, 22, 23, 2]],
         "ids": [7, 3],
-        "tgt_positions": [0, 1, 4, 5, 6, 7],  # flat indices of tgt_out's non-padding tokens
-        "src_positions": [0, 1, 2, 3],  # and of src's
+        "tgt_rows": [0, 1, 4, 5, 6, 7],  # flat indices of tgt_out's non-padding tokens
+        "src_rows": [0, 1, 2, 3],  # and of src's
     }
     for name, value in expected.items():
         tensor = getattr(batch, name)
@@ -39,19 +39,19 @@ def test_collate_other_special_ids():
     assert batch.src.tolist() == [[5, 9], [5, 5]]
     assert batch.tgt_in.tolist() == [[8, 9], [8, 6]]
     assert batch.tgt_out.tolist() == [[7, 9], [6, 7]]
-    assert batch.tgt_positions.tolist() == [0, 2, 3]
-    assert batch.src_positions.tolist() == [0, 2, 3]
+    assert batch.tgt_rows.tolist() == [0, 2, 3]
+    assert batch.src_rows.tolist() == [0, 2, 3]
 
 
-def test_positions_are_the_non_padding_tokens_with_a_multiple():
+def test_rows_are_the_non_padding_tokens_with_a_multiple():
     rng = np.random.default_rng(0)
     examples = [Example(i, rng.integers(3, 9, m), rng.integers(3, 9, n)) for i, (m, n) in enumerate([(4, 5), (9, 0), (1, 11), (3, 2)])]
     batch = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS, pad_to_multiple=8)(examples)
     assert batch.tgt_out.shape == (4, 16) and batch.src.shape == (4, 16)
-    assert torch.equal(batch.tgt_positions, batch.tgt_out.flatten().ne(PAD).nonzero().squeeze(1))
-    assert len(batch.tgt_positions) == batch.n_tgt_tokens == 22
-    assert torch.equal(batch.src_positions, batch.src.flatten().ne(PAD).nonzero().squeeze(1))
-    assert len(batch.src_positions) == batch.n_src_tokens == 17
+    assert torch.equal(batch.tgt_rows, batch.tgt_out.flatten().ne(PAD).nonzero().squeeze(1))
+    assert len(batch.tgt_rows) == batch.n_tgt_tokens == 22
+    assert torch.equal(batch.src_rows, batch.src.flatten().ne(PAD).nonzero().squeeze(1))
+    assert len(batch.src_rows) == batch.n_src_tokens == 17
 
 
 def test_dataset_keeps_line_numbers():

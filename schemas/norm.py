@@ -1,0 +1,27 @@
+"""The normaliser of add & norm and of a stack's final norm (Sec. 3.1: LayerNorm, Ba et al. 2016)."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from aiayn.schemas._base import Spec
+
+
+class NormSpec(Spec):
+    """The base of a norm spec (a plugin's too): a `type: Literal["name"]` field and its own fields."""
+
+    @property
+    def export_as(self) -> str | None:
+        """layer_norm where other runtimes have this norm (with its `eps`), else None."""
+        return None
+
+
+class LayerNormSpec(NormSpec):
+    """LayerNorm(x) = gamma * (x - mean) / sqrt(var + eps) + beta over d_model (the paper's)."""
+
+    type: Literal["layer_norm"] = "layer_norm"
+    eps: float = Field(default=1e-6, gt=0.0)
+
+    @property
+    def export_as(self) -> str | None:
+        return "layer_norm"

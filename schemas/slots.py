@@ -1,0 +1,211 @@
+"""The open unions of the experiment format, and how they are filled.
+
+A slot is a place in an experiment that a registered spec class fills: a sub-layer of a layer
+(`sublayer`), the normaliser of add & norm (`norm`), the positions added to each side's
+embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`). A field
+typed with a slot (`AnySublayer`, ...) validates as a union discriminated by `type` over the
+classes registered for that slot when its schema is built (on first use: specs defer their
+build); a later registration rebuilds the schemas that were built.
+
+Classes are registered by `aiayn.register` (aiayn.builder.model.registry), from the functions
+that the entry points of group `aiayn.blocks` name: aiayn's own blocks are one such entry point
+(pyproject.toml), a plugin distribution's are others, so the built-in blocks register exactly as
+a plugin does. `load()` calls them once, the first time a slot is read. A YAML file never names
+code: only installed distributions register.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Annotated, Any, Literal
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
+
+from aiayn.schemas._base import DEFINED, Spec
+from aiayn.schemas.norm import NormSpec
+from aiayn.schemas.positional import PositionalSpec
+from aiayn.schemas.stack_bias import StackBiasSpec
+from aiayn.schemas.sublayer import SublayerSpec
+
+GROUP = "aiayn.blocks"
+OWN = "aiayn"  # the distribution whose entry point registers the built-in blocks
+
+
+class PluginError(ValueError):
+    """A plugin that cannot be loaded, or a registration that cannot be taken (one line)."""
+
+
+class Slot:
+    """A pydantic annotation: `Annotated[SublayerSpec, SUBLAYER]` validates as the union of the
+    classes registered for the slot, discriminated by their `type`."""
+
+    def __init__(self, name: str, base: type[Spec], what: str) -> None:
+        self.name, self.base, self.what = name, base, what
+        self.members: dict[str, type[Spec]] = {}  # type tag -> class, in registration order
+
+    def classes(self) -> list[type[Spec]]:
+        """The registered classes (aiayn's own and every installed plugin's)."""
+        load()
+        return list(self.members.values())
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        if not self.classes():
+            return core_schema.custom_error_schema(
+                core_schema.none_schema(),
+                custom_error_type="slot_empty",
+                custom_error_message=f"no {self.what} type is installed",
+                custom_error_context={"slot": self.name},
+            )
+        choices = {tag: handler.generate_schema(cls) for tag, cls in self.members.items()}
+        return core_schema.tagged_union_schema(choices, discriminator="type")  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"Slot({self.name!r})"
+
+
+SUBLAYER = Slot("sublayer", SublayerSpec, "sub-layer")
+NORM = Slot("norm", NormSpec, "norm")
+POSITIONAL = Slot("positional", PositionalSpec, "positional encoding")
+STACK_BIAS = Slot("stack_bias", StackBiasSpec, "stack-level bias")
+SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS)}
+
+AnySublayer = Annotated[SublayerSpec, SUBLAYER]
+AnyNorm = Annotated[NormSpec, NORM]
+AnyPositional = Annotated[PositionalSpec, POSITIONAL]
+AnyStackBias = Annotated[StackBiasSpec, STACK_BIAS]
+
+_owners: dict[str, str] = {}  # type tag -> who registered it
+_state: Literal["empty", "loading", "loaded"] = "empty"
+_registrant: str | None = None  # the entry point being loaded, for messages
+_version = 0  # bumped by every registration, for caches of the unions
+
+
+def slot_of(hint: Any) -> Slot | None:
+    """The slot an annotation such as `AnySublayer` stands for, or None."""
+    if typing.get_origin(hint) is Annotated:
+        return next((m for m in typing.get_args(hint)[1:] if isinstance(m, Slot)), None)
+    return None
+
+
+def type_tag(cls: type[Spec]) -> str:
+    """The one value of a spec class's `type: Literal["..."]` field."""
+    field = cls.model_fields.get("type")
+    args = typing.get_args(field.annotation) if field is not None else ()
+    if field is None or typing.get_origin(field.annotation) is not Literal or len(args) != 1 or not isinstance(args[0], str):
+        raise PluginError(f"{_who()}: {cls.__name__} needs a field `type: Literal[\"its-name\"]`, the key YAML selects it by")
+    return args[0]
+
+
+def owner_of(tag: str) -> str | None:
+    return _owners.get(tag)
+
+
+def version() -> int:
+    return _version
+
+
+def add(slot: str, cls: type[Spec]) -> str:
+    """Put `cls` into `slot` (after aiayn's own blocks and the installed plugins); its type tag."""
+    load()
+    global _version
+    if slot not in SLOTS:
+        raise PluginError(f"{_who()}: slot {slot!r} is not one of {', '.join(SLOTS)}")
+    target = SLOTS[slot]
+    if not (isinstance(cls, type) and issubclass(cls, target.base)):
+        name = getattr(cls, "__name__", repr(cls))
+        raise PluginError(f"{_who()}: {name} must subclass aiayn.{target.base.__name__} to fill the {slot} slot")
+    tag = type_tag(cls)
+    if tag in _owners:
+        raise PluginError(f"{_who()}: type {tag!r} is already registered by {_owners[tag]}; give {cls.__name__} another type name")
+    target.members[tag] = cls
+    _owners[tag] = _registrant or cls.__module__
+    _version += 1
+    if _state == "loaded":
+        _rebuild()
+    return tag
+
+
+def remove(tag: str) -> None:
+    """Take a registration back (tests that register a block of their own)."""
+    global _version
+    for slot in SLOTS.values():
+        slot.members.pop(tag, None)
+    _owners.pop(tag, None)
+    _version += 1
+    _rebuild()
+
+
+def load() -> None:
+    """Register aiayn's own blocks and every installed plugin's, once. A failure registers
+    nothing and raises a PluginError naming the distribution."""
+    global _state
+    if _state != "empty":
+        return  # "loading": a registration reads its slot while its plugin is being loaded
+    _state = "loading"
+    try:
+        found = _ordered(entry_points(group=GROUP))
+        if not any(_distribution(ep) == OWN for ep in found):
+            raise PluginError(
+                f"aiayn's own blocks are not registered: its entry point in group {GROUP} is missing, so this "
+                "aiayn was not installed; install it (pip install -e . in its repository)"
+            )
+        for ep in found:
+            _register_from(ep)
+    except BaseException:
+        for slot in SLOTS.values():
+            slot.members.clear()
+        _owners.clear()
+        _state = "empty"
+        raise
+    _state = "loaded"
+
+
+def _register_from(ep: EntryPoint) -> None:
+    global _registrant
+    who = "aiayn" if _distribution(ep) == OWN else f"plugin {ep.name!r} (distribution {_distribution(ep)})"
+    _registrant = who
+    try:
+        try:
+            register = ep.load()
+        except Exception as e:  # whatever a plugin's import raises
+            raise PluginError(f"{who}: cannot import {ep.value}: {type(e).__name__}: {_first_line(e)}") from None
+        if not callable(register):
+            raise PluginError(f"{who}: {ep.value} is not a function; an {GROUP} entry point names a function that calls aiayn.register")
+        try:
+            register()
+        except PluginError:
+            raise
+        except Exception as e:
+            raise PluginError(f"{who}: {ep.value}() failed: {type(e).__name__}: {_first_line(e)}") from None
+    finally:
+        _registrant = None
+
+
+def _who() -> str:
+    return _registrant or "aiayn.register"
+
+
+def _distribution(ep: EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else ep.value.partition(":")[0]
+
+
+def _ordered(found: Iterable[EntryPoint]) -> list[EntryPoint]:
+    """aiayn's own first, then the plugins by distribution and name (a fixed order for messages)."""
+    return sorted(found, key=lambda ep: (_distribution(ep) != OWN, _distribution(ep), ep.name))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+def _rebuild() -> None:
+    """Rebuild every spec schema already built, in the order the classes were defined (a class
+    can hold only classes defined before it), so each picks up its slots' new members."""
+    for ref in list(DEFINED):
+        cls = ref()
+        if cls is not None and cls.__pydantic_complete__:
+            cls.model_rebuild(force=True)
