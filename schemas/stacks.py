@@ -20,7 +20,7 @@ class StackSpec(Spec):
     num_layers: PositiveInt
     layer: LayerSpec
     overrides: dict[int, LayerSpec] = {}
-    add_norm: AddNormSpec = AddNormSpec()
+    add_norm: AddNormSpec = AddNormSpec.model_construct()  # unvalidated: a default must not load the blocks at import
     final_norm: bool | None = None  # None: a final norm (add_norm.norm) exactly when add_norm is pre-norm
     position_bias: AnyStackBias | None = None  # a score bias the stack's self-attentions share (none built in)
 

@@ -10,7 +10,15 @@ from typing import Literal
 import torch
 from torch import nn
 
-from aiayn.blocks import AddNorm, EncoderDecoder, InputEmbedding, OutputProjection, ScaledEmbedding, TransformerLayer, TransformerStack
+from aiayn.blocks import (
+    AddNorm,
+    EncoderDecoder,
+    InputEmbedding,
+    OutputProjection,
+    ScaledEmbedding,
+    TransformerLayer,
+    TransformerStack,
+)
 from aiayn.builder.model.registry import BuildContext, build
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import LayerSpec, StackSpec

@@ -104,8 +104,9 @@ def _lookup(raw: Any, path: str) -> Any:
 
 
 def _blame_override(line: str, given: dict[str, str], source: str) -> str:
-    key = line.partition(": ")[0]
-    return f"{line} (set {source}: {given[key]})" if key in given else line
+    path = line.partition(": ")[0]
+    key = next((k for k in (path, f"{path}.type") if k in given), None)  # a wrong type is reported at its node
+    return f"{line} (set {source}: {given[key]})" if key else line
 
 
 def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (key: value)") -> DictConfig:

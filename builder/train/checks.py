@@ -6,12 +6,14 @@ from typing import Any
 
 import torch
 import yaml
+from pydantic import ValidationError
 
 from aiayn.builder.decode.checkpoint import load_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.size import memory_estimate
 from aiayn.builder.run.rundir import RunDir, differences
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.model import ModelSpec
 
 
 def machine_memory(device: torch.device) -> int:
@@ -37,8 +39,7 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> None:
     """A run directory that already holds a config must hold this model; a run to resume, a
     checkpoint that loads."""
     if run.config.is_file():
-        before = _read_config(run)
-        where = differences(before.get("model"), spec.model.model_dump(mode="json"), "model")
+        where = differences(_stored_model(run), spec.model.model_dump(mode="json"), "model")
         if where:
             shown = "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in where[:5])
             more = f" (and {len(where) - 5} more)" if len(where) > 5 else ""
@@ -48,6 +49,16 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> None:
             )
     if resume:
         load_checkpoint(run.last_checkpoint)  # a clear refusal for a damaged file
+
+
+def _stored_model(run: RunDir) -> Any:
+    """The model of the run's config.yaml as this release writes it (an older release's form,
+    such as 0.1's add_norm.eps, is read as the same model), or as written where it is no valid spec."""
+    stored = _read_config(run).get("model")
+    try:
+        return ModelSpec.model_validate(stored).model_dump(mode="json")
+    except ValidationError:
+        return stored
 
 
 def _read_config(run: RunDir) -> dict[str, Any]:

@@ -127,6 +127,9 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         mode="max",
         save_top_k=ckpt.keep_last,
         save_last=True,
+        # last.ckpt is replaced, never last-v1.ckpt beside it: a run directory that moved (copied
+        # off a cluster, say) and resumes is not the ModelCheckpoint state its checkpoint recorded
+        enable_version_counter=False,
         every_n_train_steps=ckpt.every_n_train_steps,
         train_time_interval=timedelta(minutes=ckpt.minutes) if ckpt.minutes else None,
     )

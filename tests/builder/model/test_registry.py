@@ -1,0 +1,202 @@
+"""A block of one's own through the public `aiayn` API alone: registered, validated (with the usual
+messages), counted exactly by `aiayn show --json`, trained; and what registering refuses."""
+
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+import pytest
+import torch
+from torch import nn
+
+import aiayn
+from aiayn.builder.cli import main
+from aiayn.builder.model.build import build_model
+from aiayn.builder.model.registry import BuildContext, build, unregister
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.train.callbacks import attention_weights
+from tests.conftest import EXPERIMENTS
+
+DEMO = EXPERIMENTS / "demo.yaml"
+D, H, DK, DV, DFF, V = 32, 2, 8, 12, 64, 300
+TINY = [
+    f"dims.d_model={D}", f"dims.d_ff={DFF}", f"dims.h={H}", f"dims.d_k={DK}", f"dims.d_v={DV}", "dims.N=1",
+    f"dims.vocab_size={V}", "data.n_train=400", "data.n_valid=8", "data.n_test=8", "train.tokens_per_step=800",
+    "trainer.enable_progress_bar=false", "decode.beam=2", "decode.max_len_b=5",
+]
+
+
+class ScaledGatedAttentionSpec(aiayn.SublayerSpec):
+    """Self-attention whose output is gated per unit by sigmoid(x W_g + b_g) and scaled by one
+    learned scalar (a made-up block: what matters is that aiayn knows nothing of it)."""
+
+    type: Literal["scaled_gated_attention"] = "scaled_gated_attention"
+    h: aiayn.PositiveInt
+    d_k: aiayn.PositiveInt
+    d_v: aiayn.PositiveInt
+
+    @property
+    def looks_ahead(self) -> bool:
+        return True  # bidirectional: the encoder's
+
+    @property
+    def table3(self) -> dict[str, int]:
+        return {"h": self.h, "d_k": self.d_k, "d_v": self.d_v}
+
+
+class ScaledGatedAttention(aiayn.Sublayer):
+    attention_maps = True
+
+    def __init__(self, *, d_model: int, h: int, d_k: int, d_v: int) -> None:
+        super().__init__()
+        self.attention = aiayn.MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind="self")
+        self.gate = nn.Linear(d_model, d_model)
+        self.scale = nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor, ctx: aiayn.LayerContext) -> torch.Tensor:
+        return self.attention(x, ctx) * torch.sigmoid(self.gate(x)) * self.scale
+
+    def attention_weights(self, x: torch.Tensor, ctx: aiayn.LayerContext) -> torch.Tensor:
+        return self.attention.attention_weights(x, ctx)
+
+
+def build_gated(spec: ScaledGatedAttentionSpec, ctx: aiayn.BuildContext) -> ScaledGatedAttention:
+    return ScaledGatedAttention(d_model=ctx.d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v)
+
+
+def gated_flops(spec: ScaledGatedAttentionSpec, d_model: int, length: int) -> float:
+    attention = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model) + 2 * spec.h * (spec.d_k + spec.d_v) * length
+    return attention + 2 * d_model * d_model
+
+
+@pytest.fixture
+def gated():
+    aiayn.register(
+        ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops,
+        activations=lambda spec, d: spec.h * 2 * (spec.d_k + spec.d_v) + 6 * d,
+    )  # fmt: skip
+    yield ScaledGatedAttentionSpec
+    unregister(ScaledGatedAttentionSpec)
+
+
+def experiment(write, layer: str = f"{{type: scaled_gated_attention, h: {H}, d_k: {DK}, d_v: {DV}}}") -> Path:
+    return write("gated.yaml", f"extends: {DEMO}\nname: gated\nmodel:\n  encoder:\n    layer: [{layer}, {{type: feed_forward, d_ff: {DFF}}}]\n")
+
+
+def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_path, capsys, monkeypatch):
+    path = experiment(write)
+    assert main(["validate", str(path), *TINY]) == 0
+    assert capsys.readouterr().out.startswith(f"{path}: ok: gated, ")
+
+    assert main(["show", str(path), *TINY, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    mha = D * H * (2 * DK + DV) + H * (2 * DK + DV) + H * DV * D + D
+    gated_block = mha + D * D + D + 1  # the attention, the gate's W_g and b_g, the scale
+    ffn, norm = D * DFF + DFF + DFF * D + D, 2 * D
+    decoder = 2 * mha + ffn + 3 * norm
+    assert info["params"] == V * D + (gated_block + ffn + 2 * norm) + decoder
+    assert {"block": "encoder.layer[0] scaled_gated_attention", "params_each": gated_block, "count": 1, "params": gated_block} in info["blocks"]
+    assert info["paper"]["h"] == H and info["paper"]["d_k"] == DK
+    spec = load_experiment(path, TINY)
+    assert info["params"] == sum(p.numel() for p in build_model(spec.model).parameters())
+
+    monkeypatch.chdir(tmp_path)
+    overrides = [*TINY, "trainer.max_steps=2", "trainer.val_check_interval=null", f"data.cache_dir={tmp_path / 'cache'}"]
+    assert main(["train", str(path), *overrides]) == 0
+    results = json.loads((tmp_path / "runs" / "gated" / "version_0" / "results.json").read_text())
+    assert results["steps"] == 2 and results["params"] == info["params"]
+
+    model = build_model(spec.model)
+    maps = attention_weights(model, [5, 6, 7], [1, 8, 9])
+    weights, from_source = maps[("encoder", 0, "ScaledGatedAttention")]
+    assert weights.shape == (1, H, 3, 3) and from_source is False
+    assert torch.allclose(weights.sum(-1), torch.ones(1, H, 3))
+
+
+def test_a_registered_sublayer_gets_the_usual_messages(gated, write, capsys):
+    path = experiment(write, f"{{type: scaled_gated_attention, heads: {H}, d_k: {DK}, d_v: {DV}}}")
+    assert main(["validate", str(path), *TINY]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn validate: error: {path} is not a valid experiment (2 errors):\n"
+        "  model.encoder.layer[0].h: required key is missing\n"
+        "  model.encoder.layer[0].heads: unknown key; did you mean 'h'?\n"
+    )
+    path = experiment(write, f"{{type: scaled_gated_atention, h: {H}, d_k: {DK}, d_v: {DV}}}")
+    assert main(["validate", str(path), *TINY]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn validate: error: {path} is not a valid experiment (1 error):\n"
+        "  model.encoder.layer[0]: type 'scaled_gated_atention' is not one of self_attention, causal_self_attention, "
+        "cross_attention, feed_forward, scaled_gated_attention; did you mean 'scaled_gated_attention'?\n"
+    )
+    path = write("decoder.yaml", f"extends: {DEMO}\nname: d\nmodel:\n  decoder:\n    layer: [{{type: scaled_gated_attention, h: {H}, "
+                 f"d_k: {DK}, d_v: {DV}}}, {{type: cross_attention, h: {H}, d_k: {DK}, d_v: {DV}}}]\n")  # fmt: skip
+    assert main(["validate", str(path), *TINY]) == 2
+    assert capsys.readouterr().err.endswith(
+        "  model.decoder.layer[0].type: scaled_gated_attention in the decoder lets a position see later target tokens, "
+        "which are not known when translating; use causal_self_attention\n"
+    )
+
+
+def test_the_schema_lists_a_registered_type(gated, capsys):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["$defs"]["ScaledGatedAttentionSpec"]["properties"]["type"]["const"] == "scaled_gated_attention"
+    assert schema["$defs"]["ScaledGatedAttentionSpec"]["additionalProperties"] is False
+
+
+def test_unregistered_again_the_type_is_unknown(write, capsys):
+    aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda s, d: 0)
+    unregister(ScaledGatedAttentionSpec)
+    assert main(["validate", str(experiment(write)), *TINY]) == 2
+    assert "type 'scaled_gated_attention' is not one of self_attention, " in capsys.readouterr().err
+
+
+def test_what_registering_refuses(gated):
+    fine = dict(build=build_gated, flops=gated_flops, activations=lambda s, d: 0)
+    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: type 'scaled_gated_attention' is already registered by "
+                       r"tests.builder.model.test_registry; give ScaledGatedAttentionSpec another type name$"):
+        aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", **fine)
+
+    class Again(aiayn.SublayerSpec):
+        type: Literal["self_attention"] = "self_attention"
+
+    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: type 'self_attention' is already registered by aiayn; give Again another type name$"):
+        aiayn.register(Again, slot="sublayer", **fine)
+
+    class Untyped(aiayn.SublayerSpec):
+        d: int = 1
+
+    with pytest.raises(aiayn.PluginError, match=r'^aiayn.register: Untyped needs a field `type: Literal\["its-name"\]`'):
+        aiayn.register(Untyped, slot="sublayer", **fine)
+    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: Again must subclass aiayn.NormSpec to fill the norm slot$"):
+        aiayn.register(Again, slot="norm", build=build_gated)
+    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias$"):
+        aiayn.register(Again, slot="sublayers", **fine)
+    with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):
+        aiayn.register(Again, slot="sublayer", build=build_gated)
+
+
+def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
+    class Unregistered(aiayn.SublayerSpec):
+        type: Literal["unregistered"] = "unregistered"
+
+    with pytest.raises(Exception, match=r"^no block is registered for Unregistered; register it with aiayn.register$"):
+        build(Unregistered(), BuildContext(d_model=8))
+    unregister(ScaledGatedAttentionSpec)
+    aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=lambda spec, ctx: nn.Linear(8, 8), flops=gated_flops, activations=lambda s, d: 0)
+    with pytest.raises(aiayn.PluginError, match=r"^the builder of 'scaled_gated_attention' returned a Linear; a sub-layer's block "
+                       r"must subclass aiayn.Sublayer \(forward\(x, ctx\)\)$"):
+        build(ScaledGatedAttentionSpec(h=1, d_k=1, d_v=1), BuildContext(d_model=8))
+
+
+def test_flops_come_from_the_registration(gated, write):
+    spec = load_experiment(experiment(write), TINY).model
+    from aiayn.builder.model.size import flops_per_token
+
+    paper = load_experiment(DEMO, TINY).model
+    L = 64
+    ours = gated_flops(spec.encoder.layer[0], D, L)
+    theirs = 2 * (D * H * (2 * DK + DV) + H * DV * D) + 2 * H * (DK + DV) * L
+    assert flops_per_token(spec, L) - flops_per_token(paper, L) == pytest.approx(ours - theirs)
+    assert math.isclose(ours - theirs, 2 * D * D)
