@@ -1,4 +1,5 @@
-"""results.json, as `aiayn train` writes it and `aiayn results` reads it (DESIGN.md's keys)."""
+"""results.json, as `aiayn train` writes it and `aiayn results` reads it (the keys of the
+product contract: name, params, paper, reported, bleu, ppl, steps, seed)."""
 
 from typing import Annotated
 

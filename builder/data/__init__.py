@@ -1,4 +1,4 @@
-"""The data pipeline: plain Python over paths and ints (the config is wired in builder/datasets.py).
+"""The data pipeline: plain Python over paths and ints (spec.py wires it to the experiment's data section).
 
     corpus.py      read_parallel, line_blocks,           line-aligned UTF-8 files (whole or streamed),
                    filter_by_length                      user errors
@@ -8,9 +8,11 @@
     ragged.py      RaggedIds                             flat ids + offsets
     sampler.py     TokenBatchSampler                     token-budget batches, ranks, resume
     dataset.py     TranslationDataset, Example
-    collate.py     TranslationCollator, Batch            src, tgt_in = bos+y, tgt_out = y+eos
+    collate.py     TranslationCollator, Batch            src, tgt_in = bos+y, tgt_out = y+eos, their non-pad rows
     datamodule.py  TranslationDataModule                 all of it for Lightning
-    atomic.py      atomic_write                          temp file + os.replace
+    loaders.py     eval_loader                           every pair once, in length order
+    spec.py        split_texts, make_datamodule          the experiment's data section -> files, texts, DataModule
+    prepare/       `aiayn data`                          the real corpora, written as line-aligned files
 
-Nothing is imported here, so `import builder.data.corpus` does not pay for Lightning.
+Nothing is imported here, so `import aiayn.builder.data.corpus` does not pay for Lightning.
 """
