@@ -10,8 +10,8 @@ import torch
 
 from aiayn.builder.cli import main
 from aiayn.builder.decode.checkpoint import load_for_inference
+from tests.builder.export.runs import aiayn_outputs, ct2_outputs
 from tests.conftest import ROOT
-from tests.export.runs import aiayn_outputs, ct2_outputs
 
 FIXTURE = ROOT / "tests" / "fixtures" / "release-0.1" / "version_0"
 

@@ -8,7 +8,7 @@ import pytest
 
 from aiayn.builder.cli import main
 from aiayn.builder.train.progress import ConsoleProgress, clock
-from tests.builder.test_training import DEMO, tiny
+from tests.builder.train.test_training import DEMO, tiny
 
 
 def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch, capsys):

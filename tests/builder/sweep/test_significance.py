@@ -13,7 +13,7 @@ from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.results import write_results
 from aiayn.builder.sweep.significance import Difference, compare_to_base, corpus_bleu, paired_bootstrap, sentence_stats
-from tests.builder.test_sweep_results import put
+from tests.builder.sweep.test_sweep_results import put
 
 REFS = list(generate_demo(10, 200, 5, seed=0)["valid"][1])
 

@@ -16,8 +16,8 @@ from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import padded, translate_texts
 from aiayn.builder.export import export
 from aiayn.schemas.decode import DecodeSpec
+from tests.builder.export.runs import aiayn_outputs, ct2_outputs, hf_outputs
 from tests.conftest import EXPERIMENTS, ROOT
-from tests.export.runs import aiayn_outputs, ct2_outputs, hf_outputs
 
 pytestmark = pytest.mark.slow
 

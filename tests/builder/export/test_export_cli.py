@@ -13,8 +13,8 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
 from aiayn.builder.export.weights import interleaved_to_concatenated
 from aiayn.schemas.experiment import ExperimentSpec
-from tests.builder.test_checkpoint import small_experiment
-from tests.export.runs import LEARNED, scrambled_run
+from tests.builder.decode.test_checkpoint import small_experiment
+from tests.builder.export.runs import LEARNED, scrambled_run
 
 CT2, MARIAN = "cannot export to CTranslate2: ", "cannot export to Hugging Face Marian: "
 FFN = {"type": "feed_forward", "d_ff": 32}

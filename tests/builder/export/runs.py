@@ -7,7 +7,7 @@ import torch
 from aiayn.builder.decode.checkpoint import ForInference, load_checkpoint, save_checkpoint
 from aiayn.builder.decode.translate import translate_ids
 from aiayn.schemas.decode import DecodeSpec
-from tests.builder.test_checkpoint import demo_tokenizer, save_task_checkpoint, small_experiment
+from tests.builder.decode.test_checkpoint import demo_tokenizer, save_task_checkpoint, small_experiment
 
 LEARNED = {"type": "learned", "max_len": 128}  # a dotlist override cannot swap the positional type
 

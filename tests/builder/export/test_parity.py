@@ -11,7 +11,7 @@ from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import padded
 from aiayn.builder.export import export
-from tests.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
+from tests.builder.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
 
 PRE_NORM = ("model.encoder.add_norm.placement=pre", "model.decoder.add_norm.placement=pre")
 GELU = ("model.encoder.layer.1.activation=gelu", "model.decoder.layer.2.activation=gelu")

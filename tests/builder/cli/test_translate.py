@@ -17,7 +17,7 @@ from aiayn.builder.decode.search import greedy_search
 from aiayn.builder.decode.translate import padded as source_tensor
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.schemas.decode import DecodeSpec
-from tests.builder.test_checkpoint import SMALL, make_run
+from tests.builder.decode.test_checkpoint import SMALL, make_run
 
 # different lengths, so that batching by length reorders them; blank lines in between
 LINES = [

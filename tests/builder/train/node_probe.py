@@ -1,4 +1,4 @@
-"""Run by test_multinode.py under torchrun as `python -m tests.builder.node_probe OUT_DIR train EXP [k=v ...]`:
+"""Run by test_multinode.py under torchrun as `python -m tests.builder.train.node_probe OUT_DIR train EXP [k=v ...]`:
 the `aiayn` command line (builder.cli.main), with a callback added to its `fit` that records,
 per rank, what the Trainer derived and the final parameters, and the process id (to tell which
 rank wrote a file)."""

@@ -1,6 +1,6 @@
 """Multi-node training, proven on one machine: torchrun started twice, as node 0 and node 1 of
 one process each, with torchrun's static rendezvous on 127.0.0.1 (gloo, CPU), each running the
-`aiayn train` command line (through tests/builder/node_probe.py, which records every rank)."""
+`aiayn train` command line (through tests/builder/train/node_probe.py, which records every rank)."""
 
 import json
 import os
@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from aiayn.builder.cli import main
-from tests.builder.test_training import DEMO, checkpoint_params, tiny
+from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
 from tests.conftest import ROOT
 
 NODE = ["trainer.num_nodes=2", "trainer.devices=1", "trainer.accelerator=cpu", "trainer.strategy=ddp"]
@@ -70,7 +70,7 @@ def run_nodes(tmp_path: Path, out: Path, args: list[str], *, timeout: float = 24
         for node in (0, 1):
             rendezvous = ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node),
                           "--master-addr", "127.0.0.1", "--master-port", str(port)]  # fmt: skip
-            command = [sys.executable, "-m", "torch.distributed.run", *rendezvous, "-m", "tests.builder.node_probe", str(out)]
+            command = [sys.executable, "-m", "torch.distributed.run", *rendezvous, "-m", "tests.builder.train.node_probe", str(out)]
             with (tmp_path / f"node{node}.log").open("w") as log:
                 procs.append(subprocess.Popen([*command, "train", DEMO, *args], cwd=tmp_path, env=env, stdout=log, stderr=log))
         for proc in procs:
