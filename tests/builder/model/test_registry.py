@@ -3,6 +3,7 @@ messages), counted exactly by `aiayn show --json`, trained; and what registering
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -14,9 +15,10 @@ import aiayn
 from aiayn.builder.cli import main
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.registry import BuildContext, build, unregister
+from aiayn.builder.model.size import flops_per_token
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.callbacks import attention_weights
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = EXPERIMENTS / "demo.yaml"
 D, H, DK, DV, DFF, V = 32, 2, 8, 12, 64, 300
@@ -192,11 +194,48 @@ def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
 
 def test_flops_come_from_the_registration(gated, write):
     spec = load_experiment(experiment(write), TINY).model
-    from aiayn.builder.model.size import flops_per_token
-
     paper = load_experiment(DEMO, TINY).model
     L = 64
     ours = gated_flops(spec.encoder.layer[0], D, L)
     theirs = 2 * (D * H * (2 * DK + DV) + H * DV * D) + 2 * H * (DK + DV) * L
     assert flops_per_token(spec, L) - flops_per_token(paper, L) == pytest.approx(ours - theirs)
     assert math.isclose(ours - theirs, 2 * D * D)
+
+
+def example(path: Path, section: str) -> dict:
+    """The namespace of the python block of `section` of a document, run as written."""
+    text = path.read_text().split(section)[1].split("\n## ")[0]
+    [code] = re.findall(r"```python\n(.*?)```", text, re.S)
+    namespace = {"__name__": f"{path.stem}_example"}
+    exec(compile(code, str(path), "exec"), namespace)
+    return namespace
+
+
+def test_the_readmes_norm_registers_and_is_counted(capsys):
+    plugin = example(ROOT / "README.md", "## Blocks of your own")
+    plugin["register"]()
+    try:
+        assert main(["show", str(EXPERIMENTS / "base.yaml"), "model.encoder.add_norm.norm.type=scale_norm", "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["params"] == 63_082_496 - 6 * 2 * (2 * 512) + 6 * 2  # the encoder's LayerNorms become one scalar each
+        assert {"block": "encoder.layer add & norm (ScaleNorm x2)", "params_each": 2, "count": 6, "params": 12} in info["blocks"]
+        model = build_model(load_experiment(DEMO, ["model.encoder.add_norm.norm.type=scale_norm"]).model)
+        x = torch.randn(2, 3, 128)
+        norm = model.encoder.layers[0].sublayers[0].norm
+        torch.testing.assert_close(norm(x), 128**0.5 * x / x.norm(dim=-1, keepdim=True))
+    finally:
+        unregister(plugin["ScaleNormSpec"])
+
+
+def test_the_plugin_docs_gated_attention_registers_and_is_counted(write, capsys):
+    plugin = example(ROOT / "docs" / "plugins.md", "## An example")
+    plugin["register"]()
+    try:
+        path = experiment(write, f"{{type: gated_attention, h: {H}, d_k: {DK}, d_v: {DV}}}")
+        assert main(["show", str(path), *TINY, "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        mha = D * H * (2 * DK + DV) + H * (2 * DK + DV) + H * DV * D + D
+        assert {"block": "encoder.layer[0] gated_attention", "params_each": mha + D * D + D, "count": 1, "params": mha + D * D + D} in info["blocks"]
+        assert info["params"] == sum(p.numel() for p in build_model(load_experiment(path, TINY).model).parameters())
+    finally:
+        unregister(plugin["GatedAttentionSpec"])
