@@ -25,6 +25,6 @@ class AddNormSpec(Spec):
         if not isinstance(data, dict) or "eps" not in data:
             return data
         if "norm" in data:
-            raise FieldError("eps", "is the norm's epsilon and norm is given too; set norm.eps instead of eps")
+            raise FieldError("eps", "is aiayn 0.1's form of norm.eps, and norm is given too; set norm.eps alone")
         rest = {k: v for k, v in data.items() if k != "eps"}
         return {**rest, "norm": {"type": "layer_norm", "eps": data["eps"]}}

@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.validation import format_validation_error, union_args
+from aiayn.builder.run.validation import field_hint, format_validation_error, union_args
 from aiayn.schemas import slots
 from aiayn.schemas._base import DOTLIST_KEY
 from aiayn.schemas.experiment import ExperimentSpec
@@ -229,7 +229,7 @@ def _fields_by_tag(version: int) -> dict[str, set[str]]:
                 tag = arg.model_fields.get("type")
                 if tag is not None and len(typing.get_args(tag.annotation)) == 1:
                     found[typing.get_args(tag.annotation)[0]] = set(arg.model_fields)
-                todo += [f.annotation for f in arg.model_fields.values()]
+                todo += [field_hint(f) for f in arg.model_fields.values()]
     return found
 
 

@@ -8,10 +8,11 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from aiayn.schemas._base import FieldError
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.slots import slot_of
+from aiayn.schemas.slots import Slot, slot_of
 
 
 def format_validation_error(error: ValidationError, root: type[BaseModel] = ExperimentSpec) -> list[str]:
@@ -63,7 +64,7 @@ def _yaml_path(loc: tuple[Any, ...], root: type[BaseModel] = ExperimentSpec) -> 
         if _is_mapping(hint):
             hint = _item_type(hint)
         elif model is not None and str(part) in model.model_fields:
-            hint = model.model_fields[str(part)].annotation
+            hint = field_hint(model.model_fields[str(part)])
         else:
             hint = None
     return "".join(parts).lstrip("."), holder, None
@@ -73,6 +74,13 @@ def _strip(hint: Any) -> Any:
     while typing.get_origin(hint) is typing.Annotated:
         hint = typing.get_args(hint)[0]
     return hint
+
+
+def field_hint(field: FieldInfo) -> Any:
+    """A field's annotation with the slot pydantic moved off it into its metadata
+    (`norm: AnyNorm` has annotation NormSpec): Annotated[NormSpec, NORM] again."""
+    slot = next((m for m in field.metadata if isinstance(m, Slot)), None)
+    return field.annotation if slot is None else typing.Annotated[field.annotation, slot]
 
 
 def union_args(hint: Any) -> tuple[Any, ...]:

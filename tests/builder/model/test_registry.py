@@ -116,25 +116,28 @@ def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_pat
     assert torch.allclose(weights.sum(-1), torch.ones(1, H, 3))
 
 
+def refusal(path: Path, capsys) -> str:
+    """What `aiayn validate` prints to stderr for `path`, which it refuses with exit 2."""
+    assert main(["validate", str(path), *TINY]) == 2
+    return capsys.readouterr().err
+
+
 def test_a_registered_sublayer_gets_the_usual_messages(gated, write, capsys):
     path = experiment(write, f"{{type: scaled_gated_attention, heads: {H}, d_k: {DK}, d_v: {DV}}}")
-    assert main(["validate", str(path), *TINY]) == 2
-    assert capsys.readouterr().err == (
+    assert refusal(path, capsys) == (
         f"aiayn validate: error: {path} is not a valid experiment (2 errors):\n"
         "  model.encoder.layer[0].h: required key is missing\n"
         "  model.encoder.layer[0].heads: unknown key; did you mean 'h'?\n"
     )
     path = experiment(write, f"{{type: scaled_gated_atention, h: {H}, d_k: {DK}, d_v: {DV}}}")
-    assert main(["validate", str(path), *TINY]) == 2
-    assert capsys.readouterr().err == (
+    assert refusal(path, capsys) == (
         f"aiayn validate: error: {path} is not a valid experiment (1 error):\n"
         "  model.encoder.layer[0]: type 'scaled_gated_atention' is not one of self_attention, causal_self_attention, "
         "cross_attention, feed_forward, scaled_gated_attention; did you mean 'scaled_gated_attention'?\n"
     )
     path = write("decoder.yaml", f"extends: {DEMO}\nname: d\nmodel:\n  decoder:\n    layer: [{{type: scaled_gated_attention, h: {H}, "
                  f"d_k: {DK}, d_v: {DV}}}, {{type: cross_attention, h: {H}, d_k: {DK}, d_v: {DV}}}]\n")  # fmt: skip
-    assert main(["validate", str(path), *TINY]) == 2
-    assert capsys.readouterr().err.endswith(
+    assert refusal(path, capsys).endswith(
         "  model.decoder.layer[0].type: scaled_gated_attention in the decoder lets a position see later target tokens, "
         "which are not known when translating; use causal_self_attention\n"
     )
@@ -150,8 +153,7 @@ def test_the_schema_lists_a_registered_type(gated, capsys):
 def test_unregistered_again_the_type_is_unknown(write, capsys):
     aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda s, d: 0)
     unregister(ScaledGatedAttentionSpec)
-    assert main(["validate", str(experiment(write)), *TINY]) == 2
-    assert "type 'scaled_gated_attention' is not one of self_attention, " in capsys.readouterr().err
+    assert "type 'scaled_gated_attention' is not one of self_attention, " in refusal(experiment(write), capsys)
 
 
 def test_what_registering_refuses(gated):

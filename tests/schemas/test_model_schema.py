@@ -1,0 +1,73 @@
+"""The model's schemas: the norm spec (and release 0.1's add_norm.eps), the slot unions, and the
+checks that ask sub-layer specs what they are."""
+
+import pytest
+from pydantic import ValidationError
+
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.config import load_experiment
+from aiayn.schemas.add_norm import AddNormSpec
+from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
+from aiayn.schemas.norm import LayerNormSpec
+from tests.conftest import EXPERIMENTS
+
+BASE = EXPERIMENTS / "base.yaml"
+
+
+def error_of(*overrides: str) -> str:
+    with pytest.raises(UserError) as info:
+        load_experiment(BASE, overrides)
+    return str(info.value)
+
+
+def test_add_norm_eps_of_release_0_1_is_the_layer_norms_eps():
+    assert AddNormSpec.model_validate({"placement": "pre", "eps": 1e-5}) == AddNormSpec(placement="pre", norm=LayerNormSpec(eps=1e-5))
+    assert AddNormSpec().norm == LayerNormSpec(eps=1e-6)
+    spec = load_experiment(BASE, ["model.encoder.add_norm.norm.eps=1e-5"])
+    assert (spec.model.encoder.add_norm.norm.eps, spec.model.decoder.add_norm.norm.eps) == (1e-5, 1e-6)
+
+
+def test_eps_beside_a_norm_and_a_bad_eps_are_messages():
+    assert error_of("model.encoder.add_norm.eps=1e-5").endswith(
+        "  model.encoder.add_norm.eps: is aiayn 0.1's form of norm.eps, and norm is given too; set norm.eps alone "
+        "(set on the command line: model.encoder.add_norm.eps=1e-5)"
+    )
+    assert error_of("model.decoder.add_norm.norm.eps=0").endswith(
+        "  model.decoder.add_norm.norm.eps: input should be greater than 0, got 0 (set on the command line: model.decoder.add_norm.norm.eps=0)"
+    )
+    assert error_of("model.decoder.add_norm.norm.type=rms_norm").endswith(
+        "  model.decoder.add_norm.norm: type 'rms_norm' is not one of layer_norm; did you mean 'layer_norm'? "
+        "(set on the command line: model.decoder.add_norm.norm.type=rms_norm)"
+    )
+
+
+def test_errors_inside_a_slot_have_the_yaml_path():
+    assert error_of("model.positional.type=learned").endswith("  model.positional.max_len: required key is missing")
+    assert error_of("model.encoder.add_norm.norm.epsilon=1e-5").endswith(
+        "  model.encoder.add_norm.norm.epsilon: unknown key; did you mean 'eps'? (set on the command line: model.encoder.add_norm.norm.epsilon=1e-5)"
+    )
+
+
+def test_sub_layer_specs_say_what_they_are():
+    self_, causal, cross = (cls(h=2, d_k=3, d_v=4) for cls in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec))
+    ffn = FeedForwardSpec(d_ff=8)
+    assert [s.reads_memory for s in (self_, causal, cross, ffn)] == [False, False, True, False]
+    assert [s.looks_ahead for s in (self_, causal, cross, ffn)] == [True, False, False, False]
+    assert [s.table3 for s in (causal, ffn)] == [{"h": 2, "d_k": 3, "d_v": 4}, {"d_ff": 8}]
+    assert [s.export_as for s in (self_, causal, cross, ffn)] == ["self_attention", "causal_self_attention", "cross_attention", "feed_forward"]
+    assert LayerNormSpec().export_as == "layer_norm"
+
+
+def test_a_stack_bias_is_refused_while_none_is_installed():
+    assert error_of("model.encoder.position_bias={type: t5}").endswith(
+        "  model.encoder.position_bias: no stack-level bias type is installed; none of the installed packages registers one "
+        "(set on the command line: model.encoder.position_bias={type: t5})"
+    )
+
+
+def test_specs_are_frozen_and_refuse_unknown_keys():
+    with pytest.raises(ValidationError):
+        LayerNormSpec(eps=1e-6, bias=False)
+    with pytest.raises(ValidationError):
+        LayerNormSpec().eps = 1.0
