@@ -24,7 +24,8 @@ class NoamSpec(Spec):
 
 class CheckpointSpec(Spec):
     """The paper wrote a checkpoint every 10 minutes and averaged the last 5 (base) or 20 (big);
-    with neither trigger set, a checkpoint is written every 10 minutes."""
+    with neither trigger set, a checkpoint is written every 10 minutes. Every multiple of
+    every_n_train_steps gets its step<N>.ckpt, and so does the final step; keep_last of them are kept."""
 
     every_n_train_steps: PositiveInt | None = None
     every_n_minutes: float | None = Field(default=None, gt=0.0)
@@ -71,7 +72,7 @@ class TrainSpec(Spec):
     @model_validator(mode="after")
     def _average_what_is_kept(self) -> "TrainSpec":
         k, kept = self.average_last, self.checkpoint.keep_last
-        if k is not None and k > kept + 1:  # + last.ckpt, when the final step has no step checkpoint
+        if k is not None and k > kept:
             raise FieldError(
                 "average_last",
                 f"averages the last {k} checkpoints but train.checkpoint.keep_last keeps {kept}; "

@@ -24,9 +24,10 @@ from aiayn.builder.model.summary import identity
 from aiayn.builder.run.config import load_experiment, parent_of
 from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.board import BLEU, PPL, Board
+from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
 from aiayn.builder.train.checks import check_memory, check_resumable
 from aiayn.builder.train.task import TranslationTask
-from aiayn.builder.train.trainer import batching, build_trainer, step_checkpoint_name
+from aiayn.builder.train.trainer import batching, build_trainer
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -65,10 +66,9 @@ def fit(
         )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start
-        saved = run.step_checkpoints()
-        unsaved = not saved or saved[-1].name != step_checkpoint_name(trainer.global_step)
+        unsaved = not (run.checkpoints / step_checkpoint_name(trainer.global_step)).is_file()
         if trainer.strategy.broadcast(unsaved):  # rank 0's files decide: every rank must join the save
-            trainer.save_checkpoint(run.last_checkpoint)  # the final weights, whatever the save interval
+            _step_checkpoints(trainer).save(trainer)  # the final step has its step file, whatever the interval
     if not trainer.is_global_zero:
         return None
     if not finished(spec, trainer.global_step, interrupted=trainer.interrupted):
@@ -99,14 +99,15 @@ def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: Trans
     return results
 
 
+def _step_checkpoints(trainer: L.Trainer) -> StepCheckpoints:
+    return next(c for c in trainer.callbacks if isinstance(c, StepCheckpoints))
+
+
 def average_final(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask) -> list[str]:
-    """Sec. 6.1: the final weights become the mean of the last train.average_last checkpoints
-    (the newest step checkpoints, and last.ckpt when the final step has none), kept as
-    checkpoints/averaged.ckpt. Returns the names of the checkpoints averaged."""
-    paths = run.step_checkpoints()
-    if run.last_checkpoint.exists() and (not paths or paths[-1].name != step_checkpoint_name(trainer.global_step)):
-        paths.append(run.last_checkpoint)
-    paths = paths[-spec.train.average_last :]
+    """Sec. 6.1: the final weights become the mean of the train.average_last newest step
+    checkpoints (the final step's among them), kept as checkpoints/averaged.ckpt. Returns the
+    names of the checkpoints averaged."""
+    paths = run.step_checkpoints()[-spec.train.average_last :]
     averaged = average_checkpoints(paths)
     save_checkpoint(averaged, run.averaged_checkpoint)
     task.model.load_state_dict(model_weights(averaged))

@@ -7,14 +7,12 @@ experiment is refused with a message naming the `trainer.` key, before anything 
 """
 
 import math
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator, MPSAccelerator
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn.builder.errors import UserError
@@ -22,6 +20,7 @@ from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.board import Board
 from aiayn.builder.train.callbacks import ValidationTranslations
+from aiayn.builder.train.checkpoints import StepCheckpoints
 from aiayn.builder.train.progress import ConsoleProgress
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.trainer import TrainerSpec
@@ -29,13 +28,6 @@ from aiayn.schemas.trainer import TrainerSpec
 _ACCELERATORS: dict[str, type[Accelerator]] = {
     "cpu": CPUAccelerator, "gpu": CUDAAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator,
 }  # fmt: skip
-
-
-STEP_FILENAME = "step{step:08d}"  # ModelCheckpoint's template: step00001000.ckpt
-
-
-def step_checkpoint_name(step: int) -> str:
-    return STEP_FILENAME.format(step=step) + ".ckpt"
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -119,20 +111,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
     logger = Board(
         save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
     )
-    checkpoints = ModelCheckpoint(
-        dirpath=run.checkpoints,
-        filename=STEP_FILENAME,
-        auto_insert_metric_name=False,
-        monitor="step",
-        mode="max",
-        save_top_k=ckpt.keep_last,
-        save_last=True,
-        # last.ckpt is replaced, never last-v1.ckpt beside it: a run directory that moved (copied
-        # off a cluster, say) and resumes is not the ModelCheckpoint state its checkpoint recorded
-        enable_version_counter=False,
-        every_n_train_steps=ckpt.every_n_train_steps,
-        train_time_interval=timedelta(minutes=ckpt.minutes) if ckpt.minutes else None,
-    )
+    checkpoints = StepCheckpoints(run, every_n_train_steps=ckpt.every_n_train_steps, every_n_minutes=ckpt.minutes, keep_last=ckpt.keep_last)
     trainer = L.Trainer(
         **t.model_dump(exclude={"val_check_interval"}),  # Lightning's own arguments, by their names
         # Lightning counts val_check_interval in batches; the experiment counts optimizer steps
@@ -141,6 +120,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         max_epochs=-1,
         check_val_every_n_epoch=None,
         logger=logger,
+        enable_checkpointing=False,  # no ModelCheckpoint: StepCheckpoints writes them
         callbacks=[checkpoints, ValidationTranslations(), *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks],
         plugins=[AtomicCheckpointIO()],
         default_root_dir=str(run.path),

@@ -104,7 +104,7 @@ def test_two_nodes_train_one_model_in_one_run_directory(tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs").rglob("version_*")) == ["version_0"]
     assert json.loads((run / "results.json").read_text())["steps"] == 3
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt", "step00000002.ckpt"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt", "step00000002.ckpt", "step00000003.ckpt"]  # the final step too
     writers = {int(p.name.split(".")[-2]) for p in run.glob("events.out.tfevents.*")}
     assert writers == {ranks[0]["pid"]}
     assert "finished in" in log0 and "finished in" not in log1

@@ -1,0 +1,57 @@
+"""Checkpoints on their steps: step<N>.ckpt at every multiple of train.checkpoint.every_n_train_steps
+(or every_n_minutes), whatever the epoch length, and at the final step; last.ckpt is the newest;
+the keep_last newest step files are kept.
+
+Lightning's ModelCheckpoint keeps the newest by monitoring `step`, and a monitoring checkpoint
+that falls on an epoch's last batch waits for the next validation: with short epochs its files
+landed on the validation steps (15, 30 for an interval of 10), and the final step had none. This
+callback saves right after the optimizer step that is due, on every rank (a save is collective);
+rank 0 copies it to last.ckpt and prunes.
+"""
+
+import shutil
+import time
+
+import lightning as L
+
+from aiayn.builder.run.atomic import atomic_write
+from aiayn.builder.run.rundir import RunDir
+
+STEP_FILENAME = "step{step:08d}"
+
+
+def step_checkpoint_name(step: int) -> str:
+    return STEP_FILENAME.format(step=step) + ".ckpt"
+
+
+class StepCheckpoints(L.Callback):
+    def __init__(self, run: RunDir, *, every_n_train_steps: int | None, every_n_minutes: float | None, keep_last: int) -> None:
+        self.run, self.every, self.minutes, self.keep = run, every_n_train_steps, every_n_minutes, keep_last
+        self.saved_step: int | None = None  # the step of the newest checkpoint this process wrote or resumed from
+        self._saved_at = time.monotonic()
+
+    def on_train_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        self.saved_step, self._saved_at = trainer.global_step, time.monotonic()
+
+    def on_train_batch_end(self, trainer: L.Trainer, task: L.LightningModule, outputs: object, batch: object, batch_idx: int) -> None:
+        step = trainer.global_step
+        if step == self.saved_step:  # no optimizer step since (gradient accumulation), or saved already
+            return
+        due = self.every is not None and step % self.every == 0
+        if self.minutes is not None:  # rank 0's clock decides: every rank must join the save
+            due = trainer.strategy.broadcast(due or time.monotonic() - self._saved_at >= 60 * self.minutes)
+        if due:
+            self.save(trainer)
+
+    def save(self, trainer: L.Trainer) -> None:
+        """step<N>.ckpt of the current step, last.ckpt its copy, the keep_last newest step files kept."""
+        step = trainer.global_step
+        path = self.run.checkpoints / step_checkpoint_name(step)
+        trainer.save_checkpoint(path)
+        if trainer.is_global_zero:
+            with open(path, "rb") as source, atomic_write(self.run.last_checkpoint) as copy:
+                shutil.copyfileobj(source, copy)
+            for old in self.run.step_checkpoints()[: -self.keep]:
+                old.unlink(missing_ok=True)
+        trainer.strategy.barrier("StepCheckpoints.save")
+        self.saved_step, self._saved_at = step, time.monotonic()

@@ -1,0 +1,46 @@
+"""Checkpoints on their steps: a step file at every multiple of every_n_train_steps whatever the
+epoch length (Lightning's ModelCheckpoint put off a save that fell on an epoch's last batch to
+the next validation), and at the final step; keep_last of them kept; the newest averaged."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from aiayn.builder.cli import main
+from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
+
+EPOCH_OF = {2: "data.n_train=40", 3: "data.n_train=100", 5: "data.n_train=200"}  # batches per epoch at 800 tokens a step
+
+
+def steps_in(run: Path) -> dict[str, int]:
+    """{file name: the global step stored in it (None in a slim, averaged one)} of the run's checkpoints."""
+    return {p.name: torch.load(p, weights_only=True).get("global_step") for p in sorted((run / "checkpoints").glob("*.ckpt"))}
+
+
+@pytest.mark.parametrize("epoch", [2, 3], ids=["epoch_divides_interval", "epoch_does_not"])
+def test_a_step_file_on_every_multiple_and_at_the_final_step(tmp_path, monkeypatch, epoch):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, EPOCH_OF[epoch], "trainer.max_steps=10", "trainer.val_check_interval=3",
+                "train.checkpoint.every_n_train_steps=4", "train.checkpoint.keep_last=10")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    run = tmp_path / "runs" / "demo" / "version_0"
+    assert steps_in(run) == {"last.ckpt": 10, "step00000004.ckpt": 4, "step00000008.ckpt": 8, "step00000010.ckpt": 10}
+
+
+def test_keep_last_leaves_that_many_and_average_takes_the_newest(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, EPOCH_OF[5], "trainer.max_steps=9", "trainer.val_check_interval=5",
+                "train.checkpoint.every_n_train_steps=2", "train.checkpoint.keep_last=2", "train.average_last=2")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    run = tmp_path / "runs" / "demo" / "version_0"
+    assert steps_in(run) == {"averaged.ckpt": None, "last.ckpt": 9, "step00000008.ckpt": 8, "step00000009.ckpt": 9}
+    assert json.loads((run / "results.json").read_text())["averaged_checkpoints"] == ["step00000008.ckpt", "step00000009.ckpt"]
+    capsys.readouterr()
+    assert main(["average", "--last", "2", str(run), "-o", str(tmp_path / "mean.ckpt")]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [f"  {run / 'checkpoints' / n}" for n in ("step00000008.ckpt", "step00000009.ckpt")]
+    a, b = checkpoint_params(run / "checkpoints" / "step00000008.ckpt"), checkpoint_params(run / "checkpoints" / "step00000009.ckpt")
+    mean = checkpoint_params(tmp_path / "mean.ckpt")
+    for k in a:
+        torch.testing.assert_close(mean[k], (a[k] + b[k]) / 2)
