@@ -1,8 +1,11 @@
 """What `aiayn train` prints while it trains: one line per validation, and a status line.
 
 On a terminal the status line (step, loss, lr, tokens/s, ETA) is rewritten in place; anywhere
-else (a log file, a pipe, CI) a plain line is printed every tenth of the run instead, so the
-output stays a few readable lines rather than one carriage-return-joined blob.
+else (a log file, a pipe, CI) a plain line is printed every fifth of the run instead, so the
+output stays a few readable lines rather than one carriage-return-joined blob. Each status line
+has its own step's numbers, whatever trainer.log_every_n_steps (which paces TensorBoard): the
+training loss per target token since the previous line, the learning rate of its step, and
+tokens per second of training (validation left out) since the previous line.
 """
 
 import logging
@@ -32,6 +35,9 @@ class ConsoleProgress(ProgressBar):
         self._last_draw = 0.0
         self._open_line = False  # a status line is on screen, not yet ended by a newline
         self._printed_step = -1
+        self._mark: tuple[float, int] = (0.0, 0)  # (time, tokens seen) at the previous status line
+        self._validating_since: float | None = None
+        self._rate: str | None = None  # tokens per second of the latest interval
 
     def disable(self) -> None:
         self._enabled = False
@@ -47,6 +53,7 @@ class ConsoleProgress(ProgressBar):
 
     def on_train_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
         self._start = (time.perf_counter(), trainer.global_step)
+        self._mark = (time.perf_counter(), task.tokens_seen)
         if self._enabled:
             resumed = f", resuming at step {trainer.global_step}" if trainer.global_step else ""
             self._line(f"training {task.spec.name}: {trainer.max_steps} steps on {trainer.strategy.root_device.type}{resumed}")
@@ -62,7 +69,13 @@ class ConsoleProgress(ProgressBar):
             self._line(self.status(trainer, task))
         self._printed_step = step
 
+    def on_validation_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        self._validating_since = time.perf_counter()
+
     def on_validation_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        if self._validating_since is not None:  # the tokens per second are training's
+            self._mark = (self._mark[0] + time.perf_counter() - self._validating_since, self._mark[1])
+            self._validating_since = None
         if self._enabled and not trainer.sanity_checking and self._start is not None:
             self._line(self.validation(trainer, task))
 
@@ -73,13 +86,17 @@ class ConsoleProgress(ProgressBar):
     # ---- the lines ---------------------------------------------------------------------------
 
     def status(self, trainer: L.Trainer, task: L.LightningModule) -> str:
-        m = trainer.callback_metrics
         parts = [f"step {trainer.global_step}/{trainer.max_steps}"]
-        if "loss/train" in m:
-            parts.append(f"loss {float(m['loss/train']):.3f}")
-        if "lr" in m:
-            parts.append(f"lr {float(m['lr']):.2e}")
-        return "  ".join(parts + self._pace(trainer, task))
+        loss = task.take_window_loss()
+        if loss is not None:
+            parts.append(f"loss {loss:.3f}")
+        if task.step_lr is not None:
+            parts.append(f"lr {task.step_lr:.2e}")
+        now, tokens = time.perf_counter(), task.tokens_seen
+        if now > self._mark[0] and tokens > self._mark[1]:
+            self._rate = f"{(tokens - self._mark[1]) * trainer.world_size / (now - self._mark[0]) / 1000:.1f}k tok/s"
+        self._mark = (now, tokens)
+        return "  ".join(parts + self._pace(trainer))
 
     def validation(self, trainer: L.Trainer, task: L.LightningModule) -> str:
         m = trainer.callback_metrics
@@ -88,17 +105,16 @@ class ConsoleProgress(ProgressBar):
             parts.append(f"loss {float(m['loss/valid']):.3f}  PPL {float(m[PPL]):.2f}")
         for bleu in (c for c in trainer.callbacks if isinstance(c, ValidationTranslations) and c.bleu_tag in m):
             parts.append(f"BLEU {float(m[bleu.bleu_tag]):.2f} ({bleu.label})")
-        return "  ".join(parts + self._pace(trainer, task))
+        return "  ".join(parts + self._pace(trainer))
 
-    def _pace(self, trainer: L.Trainer, task: L.LightningModule) -> list[str]:
-        t0, step0 = self._start
+    def _pace(self, trainer: L.Trainer) -> list[str]:
+        """The latest tokens per second, and the time left at the pace so far (validations included)."""
+        t0, step0 = self._start  # type: ignore[misc]
         elapsed, done = time.perf_counter() - t0, trainer.global_step - step0
         if done <= 0 or elapsed <= 0:
             return []
-        eta = (trainer.max_steps - trainer.global_step) * elapsed / done  # validations included
-        m = trainer.callback_metrics
-        rate = [f"{float(m['train/tokens_per_s']) * trainer.world_size / 1000:.1f}k tok/s"] if "train/tokens_per_s" in m else []
-        return [*rate, f"ETA {clock(eta)}"]
+        eta = (trainer.max_steps - trainer.global_step) * elapsed / done
+        return [*([self._rate] if self._rate else []), f"ETA {clock(eta)}"]
 
     def _status(self, text: str) -> None:
         self.stream.write("\r" + text + "\x1b[K")
@@ -130,8 +146,13 @@ def quiet_lightning() -> Iterator[None]:
     loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
     levels = [logger.level for logger in loggers]
     with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")  # on --resume
+        # aiayn logs by optimizer step and prints its own lines, whatever the epoch's length
+        warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging interval")
+        # a checkpoint of aiayn 0.1 carries the state of the ModelCheckpoint that StepCheckpoints replaced
+        warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint")
         for logger in loggers:
             logger.setLevel(logging.WARNING)
         try:
@@ -139,3 +160,8 @@ def quiet_lightning() -> Iterator[None]:
         finally:
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """A warning as one line, without the framework's file and line."""
+    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)

@@ -30,6 +30,8 @@ class TranslationTask(L.LightningModule):
             self.model.compile(dynamic=True)  # in place: the state_dict keeps its names
             self.criterion = torch.compile(smoothed_nll_fusable, dynamic=True)  # fused: no (N, V) fp32 pass
         self.tokens_seen = 0  # source + target, this process, this session
+        self.step_lr: float | None = None  # the learning rate of the newest optimizer step
+        self._window: tuple[torch.Tensor | None, int] = (None, 0)  # training loss sum (on the device), target tokens
         self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last logged step
         self._val_sums: list[torch.Tensor] = []
         self.validated_at: int | None = None  # the global step of the last validation
@@ -40,6 +42,8 @@ class TranslationTask(L.LightningModule):
         loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion)
         n = batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
+        total, targets = self._window
+        self._window = (loss.detach() if total is None else total + loss.detach(), targets + n)
         if self.logging_step():
             now = time.perf_counter()
             self.log_dict({"loss/train": loss / n, "PPL/train": torch.exp(nll / n)})
@@ -49,12 +53,20 @@ class TranslationTask(L.LightningModule):
             self._tick = (now, self.tokens_seen)
         return loss / n
 
+    def take_window_loss(self) -> float | None:
+        """The training loss per target token since the last call (one read from the device),
+        or None where no batch has trained since."""
+        total, targets = self._window
+        self._window = (None, 0)
+        return None if total is None or not targets else float(total) / targets
+
     def logging_step(self) -> bool:
         """Whether this optimizer step is logged: every trainer.log_every_n_steps-th. Only then
         is anything read back from the device."""
         return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.step_lr = optimizer.param_groups[0]["lr"]  # what this step applies (the schedule moves after it)
         if not self.logging_step():
             return  # the norm costs a pass over every gradient; only pay for it when logged
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]

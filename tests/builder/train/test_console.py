@@ -4,10 +4,14 @@ validation on one line with its numbers, and none of Lightning's banners, tips o
 import io
 import re
 
+import lightning as L
 import pytest
 
+import aiayn.builder.train.fit as fitting
 from aiayn.builder.cli import main
+from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.progress import ConsoleProgress, clock
+from aiayn.builder.train.schedule import noam_lr
 from tests.builder.train.test_training import DEMO, tiny
 
 
@@ -29,6 +33,37 @@ def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch,
     steps = [int(re.match(r"step (\d+)", x).group(1)) for x in lines[3:-1]]
     assert steps == [2, 4, 5, 6, 8, 10, 10]
     assert re.fullmatch(r"finished in \d+ s: BLEU \d+\.\d\d, PPL \d+\.\d\d on valid \(12 sentences\); runs/demo/version_0", lines[-1])
+
+
+class Losses(L.Callback):
+    """Each batch's (optimizer step after it, summed training loss, target tokens), as trained."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, float, int]] = []
+
+    def on_train_batch_end(self, trainer, task, outputs, batch, batch_idx) -> None:
+        self.batches.append((trainer.global_step, float(outputs["loss"]) * batch.n_tgt_tokens, batch.n_tgt_tokens))
+
+
+def test_each_status_line_has_its_own_steps_numbers(tmp_path, monkeypatch, capsys):
+    """log_every_n_steps beyond the run: TensorBoard logs nothing, the console still reports each
+    line's own window (the loss since the previous line, the lr of its step), the first line too."""
+    monkeypatch.chdir(tmp_path)
+    losses, fit = Losses(), fitting.fit
+    monkeypatch.setattr(fitting, "fit", lambda *a, callbacks=(), **k: fit(*a, callbacks=[*callbacks, losses], **k))
+    args = tiny(tmp_path, "trainer.max_steps=10", "trainer.val_check_interval=4", "trainer.log_every_n_steps=20",
+                "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=3")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # Lightning's warning that the epoch is shorter than the logging interval is not ours
+    status = [re.fullmatch(r"step (\d+)/10  loss (\d+\.\d{3})  lr (\S+)  \d+\.\dk tok/s  ETA \d+s", x) for x in out.splitlines()]
+    status = [(int(m.group(1)), float(m.group(2)), m.group(3)) for m in status if m]
+    assert [step for step, _, _ in status] == [2, 4, 6, 8, 10]
+    spec = load_experiment(DEMO, args).train.lr_schedule
+    for (step, loss, lr), previous in zip(status, [0] + [s for s, _, _ in status]):
+        assert lr == f"{noam_lr(step, d_model=32, warmup_steps=spec.warmup_steps, factor=spec.factor):.2e}"
+        window = [(total, n) for at, total, n in losses.batches if previous < at <= step]
+        assert loss == pytest.approx(sum(t for t, _ in window) / sum(n for _, n in window), abs=5e-4)
 
 
 def test_on_a_terminal_the_status_line_is_rewritten_in_place():
