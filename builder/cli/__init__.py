@@ -32,7 +32,7 @@ ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments
 
 def top_parser() -> argparse.ArgumentParser:
     """`aiayn -h`: the verbs, each with its one-line help."""
-    parser = argparse.ArgumentParser(prog="aiayn", description="A config-driven Transformer (Vaswani et al. 2017).")
+    parser = argparse.ArgumentParser(prog="aiayn", description="A config-driven Transformer (Vaswani et al. 2017).", allow_abbrev=False)
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, (_, _, text) in VERBS.items():
         sub.add_parser(name, help=text, description=text)
@@ -42,7 +42,8 @@ def top_parser() -> argparse.ArgumentParser:
 def verb_parser(verb: str) -> argparse.ArgumentParser:
     """The parser of one verb (only its module is imported); its usage names the verb."""
     module, _, text = VERBS[verb]
-    parser = argparse.ArgumentParser(prog=f"aiayn {verb}", description=text)
+    # allow_abbrev=False: a typo such as --resum is an error, not --resume
+    parser = argparse.ArgumentParser(prog=f"aiayn {verb}", description=text, allow_abbrev=False)
     adder = ARGUMENTS.get(verb, "add_arguments")
     if adder:
         getattr(importlib.import_module(module), adder)(parser)

@@ -66,7 +66,7 @@ def evaluate(args: argparse.Namespace) -> int:
         )
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
-    result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "data": data, **metrics, "decode": decode.model_dump()}
+    result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics, "decode": decode.model_dump()}
     if args.tok_bleu:
         result.update(tokenized_bleu(hyps, refs))
     if args.lc_bleu:
@@ -78,7 +78,7 @@ def evaluate(args: argparse.Namespace) -> int:
 def render(r: dict[str, Any]) -> str:
     d = r["decode"]
     lines = [
-        f"checkpoint  {r['checkpoint']}",
+        f"checkpoint  {r['checkpoint']} ({r['model']})",
         f"data        {r['data']} ({r['n_sentences']} sentences)",
         f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, "
         f"max length input + {d['max_len_b']}",

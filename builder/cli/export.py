@@ -25,6 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    out = export_model(args.checkpoint, args.to, args.out, quantization=args.quantization, force=args.force)
-    print(f"exported {args.checkpoint} to {out} ({TARGETS[args.to][2]})")
+    loaded = export_model(args.checkpoint, args.to, args.out, quantization=args.quantization, force=args.force)
+    print(f"exported {loaded.checkpoint} ({loaded.what}) to {args.out} ({TARGETS[args.to][2]})")
     return 0

@@ -124,4 +124,6 @@ def translate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+    if Path(args.checkpoint).is_dir():  # which of the run's checkpoints that was
+        print(f"aiayn translate: translated with {loaded.checkpoint} ({loaded.what})", file=sys.stderr)
     return 0

@@ -42,6 +42,7 @@ class ForInference(NamedTuple):
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer  # the same object as src_tokenizer for a shared vocabulary
     checkpoint: Path  # the file the weights came from
+    what: str  # which model that is, in a few words: "step 300", "the mean of step...ckpt, ..."
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -104,8 +105,9 @@ def model_weights(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
 def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
     """(checkpoint file, run directory or None) for a .ckpt file or a run directory.
 
-    A run directory gives its checkpoints/last.ckpt; a directory of runs (runs/<name>, holding
-    version_<n>/) gives that of its latest version with a checkpoint. A checkpoint file's run
+    A run directory gives its model (RunDir.model_checkpoint: averaged.ckpt where the run averaged
+    its last checkpoints, as results.json reports, else last.ckpt); a directory of runs
+    (runs/<name>, holding version_<n>/) gives that of its latest version with a checkpoint. A checkpoint file's run
     directory is the nearest of its directory and that directory's parent that holds the run's
     tokenizer.
     """
@@ -130,7 +132,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
                 "give a run directory (runs/<name>/version_<n>) or a .ckpt file"
             )
         raise UserError(f"{run.path} has no checkpoint to load ({run.last_checkpoint} does not exist); has it trained yet?")
-    return run.last_checkpoint, run
+    return run.model_checkpoint, run
 
 
 def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -> tuple[Tokenizer, Tokenizer]:
@@ -187,7 +189,12 @@ def load_for_inference(arg: str | Path) -> ForInference:
     if mismatch:
         raise UserError(f"{ckpt_path}: the weights do not fit the model its experiment describes: {mismatch}")
     model.load_state_dict(weights, strict=True)
-    return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path)
+    averaged = ckpt.get("aiayn", {}).get("averaged_from") if isinstance(ckpt.get("aiayn"), dict) else None
+    if averaged and len(averaged) > 1:
+        what = "the mean of " + ", ".join(Path(p).name for p in averaged)
+    else:
+        what = f"step {ckpt['global_step']}" if "global_step" in ckpt else "a slim copy of " + ", ".join(Path(p).name for p in averaged or ["a checkpoint"])
+    return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path, what)
 
 
 def weights_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:

@@ -60,7 +60,8 @@ def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> dict
     def tokenized(line: str) -> str:
         return moses.tokenize(line, escape=False, return_str=True)
 
-    bleu = sacrebleu.metrics.BLEU(tokenize="none", lowercase=True)
+    # force: the input is tokenized on purpose, so no warning that it "forgot to detokenize"
+    bleu = sacrebleu.metrics.BLEU(tokenize="none", lowercase=True, force=True)
     result = bleu.corpus_score([tokenized(h) for h in hyps], [[tokenized(r) for r in refs]])
     return {"lc_bleu": round(result.score, 2), "lc_bleu_signature": f"{bleu.get_signature()}|pre:sacremoses-{lang}"}
 

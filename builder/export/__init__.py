@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
@@ -23,8 +23,9 @@ TARGETS = {
 }
 
 
-def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False) -> Path:
-    """Export the model of a run directory or .ckpt to `out`; returns `out`."""
+def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False) -> ForInference:
+    """Export the model of a run directory (its averaged model where it averaged) or .ckpt to
+    `out`; returns what was loaded."""
     if target not in TARGETS:
         raise UserError(f"--to {target!r}: export to one of {', '.join(TARGETS)}")
     module_name, package, name, check = TARGETS[target]
@@ -48,4 +49,4 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     options = {"quantization": quantization} if target == "ctranslate2" else {}
     with staged_folder(out) as folder:
         module.write(loaded, folder, position_rows=rows, **options)
-    return out
+    return loaded

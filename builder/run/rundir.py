@@ -89,6 +89,13 @@ class RunDir:
     def has_checkpoint(self) -> bool:
         return self.last_checkpoint.is_file()
 
+    @property
+    def model_checkpoint(self) -> Path:
+        """The run's model: averaged.ckpt where the run averaged its last checkpoints (the model
+        results.json reports), else last.ckpt."""
+        averaged = (self.results() or {}).get("averaged_checkpoints")
+        return self.averaged_checkpoint if averaged and self.averaged_checkpoint.is_file() else self.last_checkpoint
+
     def tokenizer_files(self, *, shared_vocab: bool) -> tuple[Path, Path]:
         """(source, target) tokenizer files; the same file for a shared vocabulary."""
         if shared_vocab:

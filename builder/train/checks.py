@@ -2,6 +2,7 @@
 that a run it resumes holds the same model and a readable checkpoint."""
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -13,7 +14,6 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.model.size import memory_estimate
 from aiayn.builder.run.rundir import RunDir, differences
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.model import ModelSpec
 
 
 def machine_memory(device: torch.device) -> int:
@@ -35,28 +35,65 @@ def check_memory(spec: ExperimentSpec, device: torch.device, tokens_per_batch: i
         )
 
 
-def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> None:
-    """A run directory that already holds a config must hold this model; a run to resume, a
-    checkpoint that loads."""
+# What a resumed run may set otherwise than the run it continues: how it runs, validates, saves
+# and decodes; never what it trains (the model, the data, the loss, the optimizer, the schedule).
+MAY_CHANGE = (
+    "description", "reported", "decode", "train.validation", "train.checkpoint", "train.compile",
+    "train.max_tokens_per_batch", "train.average_last", "data.num_workers", "data.cache_dir",
+    "trainer.accelerator", "trainer.devices", "trainer.strategy", "trainer.num_nodes", "trainer.precision",
+    "trainer.max_steps", "trainer.max_time", "trainer.val_check_interval", "trainer.log_every_n_steps",
+    "trainer.num_sanity_val_steps", "trainer.limit_val_batches", "trainer.deterministic",
+    "trainer.enable_progress_bar", "trainer.enable_model_summary",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Resumable:
+    step: int  # the step the run continues from (0: a new run)
+    changed: dict[str, list[Any]]  # what may change and did: {key: [the run's, this one's]}
+
+
+def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resumable:
+    """A run directory that already holds a config must hold this training: only what MAY_CHANGE
+    differs. A run to resume has a checkpoint that loads, and a max_steps that does not end it
+    before its step, or at it when it finished."""
+    changed: list[tuple[str, Any, Any]] = []
     if run.config.is_file():
-        where = differences(_stored_model(run), spec.model.model_dump(mode="json"), "model")
-        if where:
-            shown = "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in where[:5])
-            more = f" (and {len(where) - 5} more)" if len(where) > 5 else ""
+        where = [(k.lstrip("."), a, b) for k, a, b in differences(_stored_experiment(run), _experiment(spec), "")]
+        refused = [d for d in where if not d[0].startswith(tuple(f"{k}." for k in MAY_CHANGE)) and d[0] not in MAY_CHANGE]
+        if refused:
+            model = [d for d in refused if d[0].startswith("model.")]
+            what = "trained another model" if model else "was trained otherwise"
+            shown = "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in (model or refused)[:5])
+            more = f" (and {len(model or refused) - 5} more)" if len(model or refused) > 5 else ""
             raise UserError(
-                f"{run.path} trained another model ({shown}{more}); its checkpoints cannot continue as this "
+                f"{run.path} {what} ({shown}{more}); its checkpoints cannot continue as this "
                 "one: train a new run (without --resume / --run-dir), or drop the changed settings"
             )
-    if resume:
-        load_checkpoint(run.last_checkpoint)  # a clear refusal for a damaged file
+        changed = where
+    if not resume:
+        return Resumable(0, {})
+    step = int(load_checkpoint(run.last_checkpoint).get("global_step", 0))  # a clear refusal for a damaged file
+    finished = (run.status() or {}).get("status") == "finished"
+    if spec.trainer.max_steps < step or spec.trainer.max_steps == step and finished:
+        raise UserError(
+            f"trainer.max_steps ({spec.trainer.max_steps}) would end {run.path} at or before step {step}, "
+            f"where it {'finished' if finished else 'stopped'}; a run is never cut short: give trainer.max_steps > {step} "
+            "to train it further, or train a new run"
+        )
+    return Resumable(step, {key: [old, new] for key, old, new in changed})
 
 
-def _stored_model(run: RunDir) -> Any:
-    """The model of the run's config.yaml as this release writes it (an older release's form,
-    such as 0.1's add_norm.eps, is read as the same model), or as written where it is no valid spec."""
-    stored = _read_config(run).get("model")
+def _experiment(spec: ExperimentSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json", exclude={"extends"})
+
+
+def _stored_experiment(run: RunDir) -> Any:
+    """The run's config.yaml as this release writes it (an older release's form, such as 0.1's
+    add_norm.eps, is read as the same experiment), or as written where it is no valid spec."""
+    stored = _read_config(run)
     try:
-        return ModelSpec.model_validate(stored).model_dump(mode="json")
+        return _experiment(ExperimentSpec.model_validate(stored))
     except ValidationError:
         return stored
 

@@ -47,19 +47,20 @@ def fit(
     trainer = build_trainer(spec, run, callbacks=list(callbacks))
     device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
     check_memory(spec, device, max_tokens)
-    check_resumable(spec, run, resume=resume)
+    resumable = check_resumable(spec, run, resume=resume)
     checkpoint = run.last_checkpoint if resume else None
     created = not run.path.exists()
     os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
     data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda")
     task = TranslationTask(spec.model_dump(mode="json"))
+    sessions = Sessions(run, resumed=resume, step=resumable.step, changed=resumable.changed)
     if trainer.is_global_zero:
         for stale in run.checkpoints.glob(".*.tmp"):  # what a killed save left half-written
             stale.unlink()
         write_config(spec, run, experiment_path)
-        run.write_status("running", resumed_from=str(checkpoint) if checkpoint else None)
+        sessions.write("running", resumed_from=str(checkpoint) if checkpoint else None)
     start = time.perf_counter()
-    with _recording_failures(run, trainer, remove_on_user_error=created):
+    with _recording_failures(run, trainer, sessions, remove_on_user_error=created):
         check_vocabulary(
             spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
             fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
@@ -72,23 +73,53 @@ def fit(
     if not trainer.is_global_zero:
         return None
     if not finished(spec, trainer.global_step, interrupted=trainer.interrupted):
-        run.write_status("interrupted", step=trainer.global_step)
+        sessions.end("interrupted", trainer.global_step, wall)
         return None
-    return _finalise(spec, run, trainer, task, data, wall)
+    sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
+    return _finalise(spec, run, trainer, task, data, sessions, wall)
 
 
-def _finalise(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, wall: float) -> dict[str, Any]:
+class Sessions:
+    """The processes that trained a run, in status.json and then results.json: the step each
+    started from, where it ended and after how many seconds of training, and what it changed
+    (on resume: what may change, such as a larger trainer.max_steps). A killed process records no
+    end: what it trained after its last checkpoint is trained again by the next one."""
+
+    def __init__(self, run: RunDir, *, resumed: bool, step: int, changed: dict[str, list[Any]]) -> None:
+        earlier = (run.status() or {}).get("sessions", []) if resumed else []
+        self.run = run
+        self.all: list[dict[str, Any]] = [*earlier, {"started_at_step": step, **({"changed": changed} if changed else {})}]
+
+    def write(self, status: str, **fields: Any) -> None:
+        self.run.write_status(status, **fields, sessions=self.all)
+
+    def end(self, status: str, step: int, wall: float, *, write: bool = True, **fields: Any) -> None:
+        self.all[-1].update(ended_at_step=step, wall_time_s=round(wall, 1))
+        if write:
+            self.write(status, step=step, **fields)
+
+    @property
+    def wall_time_s(self) -> float:
+        """Seconds of training, every process's that recorded its end."""
+        return round(sum(s.get("wall_time_s", 0.0) for s in self.all), 1)
+
+
+def _finalise(
+    spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, sessions: Sessions, wall: float
+) -> dict[str, Any]:
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
     task.model.to(trainer.strategy.root_device)
     sources, refs, _ = split_texts(spec, "valid")
     metrics, hyps = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)
-    results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=wall, tokens=task.tokens_seen * trainer.world_size)
+    results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
+    results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
+    results["sessions"] = sessions.all
     run.write_translations("valid", hyps, refs)
     if averaged is not None:
         results["averaged_checkpoints"] = averaged
     run.write_results(results)
-    run.write_status("finished", step=trainer.global_step)
+    sessions.write("finished", step=trainer.global_step)
     if isinstance(trainer.logger, Board):
         final = {BLEU: results["bleu"], PPL: results["ppl"]}
         if task.validated_at == trainer.global_step:  # that validation logged these already
@@ -119,10 +150,9 @@ def finished(spec: ExperimentSpec, steps: int, *, interrupted: bool) -> bool:
     return not interrupted and (steps >= spec.trainer.max_steps or spec.trainer.max_time is not None)
 
 
-def results_record(
-    spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int, wall_time_s: float, tokens: int
-) -> dict[str, Any]:
-    """results.json: who the run is, its final scores on the validation split, and its cost."""
+def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int, wall_time_s: float) -> dict[str, Any]:
+    """results.json: who the run is, its final scores on the validation split, and its cost
+    (seconds of training over all the processes that trained it)."""
     return {
         **identity(spec),
         "seed": spec.train.seed,
@@ -134,30 +164,29 @@ def results_record(
         "sacrebleu_signature": metrics["signature"],
         "steps": steps,
         "wall_time_s": round(wall_time_s, 1),
-        "tokens_per_s": round(tokens / wall_time_s, 1) if wall_time_s > 0 else None,
     }
 
 
 @contextmanager
-def _recording_failures(run: RunDir, trainer: L.Trainer, *, remove_on_user_error: bool) -> Iterator[None]:
+def _recording_failures(run: RunDir, trainer: L.Trainer, sessions: Sessions, *, remove_on_user_error: bool) -> Iterator[None]:
     """status.json says how a run stopped; a new run that a user error stopped before its first
     checkpoint leaves nothing behind."""
-    zero = trainer.is_global_zero
+    zero, start = trainer.is_global_zero, time.perf_counter()
     try:
         yield
     except (KeyboardInterrupt, SIGTERMException):
         if zero:
-            run.write_status("interrupted", step=trainer.global_step)
+            sessions.end("interrupted", trainer.global_step, time.perf_counter() - start)
         raise KeyboardInterrupt from None
     except UserError as e:
         if zero and remove_on_user_error and not run.has_checkpoint:
             shutil.rmtree(run.path, ignore_errors=True)
         elif zero:
-            run.write_status("failed", error=str(e))
+            sessions.end("failed", trainer.global_step, time.perf_counter() - start, error=str(e))
         raise
     except BaseException as e:
         if zero:
-            run.write_status("failed", error=f"{type(e).__name__}: {e}")
+            sessions.end("failed", trainer.global_step, time.perf_counter() - start, error=f"{type(e).__name__}: {e}")
         raise
 
 

@@ -218,6 +218,13 @@ def test_literature_bleu_is_lowercased_bleu_of_moses_tokens():
     assert literature_bleu(["Ein Mann, der sagt."], [ref], "de")["lc_bleu"] == pytest.approx(expected, abs=0.005)
 
 
+def test_literature_bleu_does_not_warn_that_its_tokens_are_not_detokenized(caplog):
+    lines = [f"Ein Mann sagt {i} Dinge." for i in range(120)]  # Moses makes each end in " ."
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        assert literature_bleu(lines, lines, "de")["lc_bleu"] == 100.0
+    assert caplog.records == []
+
+
 def test_a_line_too_long_for_learned_positions_is_named(tmp_path, stdin, capsys):
     run = make_run(tmp_path, overrides=("model.positional.type=learned", "model.positional.max_len=65"))
     line = "seven " * 80

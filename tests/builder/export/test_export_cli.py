@@ -92,7 +92,7 @@ def test_out_is_written_whole_refused_when_full_and_replaced_with_force(run, tmp
     pytest.importorskip("ctranslate2")
     out = tmp_path / "ct2"
     assert main(["export", str(run), "--to", "ctranslate2", str(out)]) == 0
-    assert capsys.readouterr().out == f"exported {run} to {out} (CTranslate2)\n"
+    assert capsys.readouterr().out == f"exported {run / 'checkpoints' / 'last.ckpt'} (step 0) to {out} (CTranslate2)\n"
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.bin", "shared_vocabulary.json", "tokenizer.json"]
     assert (out / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
     before = (out / "model.bin").read_bytes()

@@ -44,3 +44,24 @@ def test_keep_last_leaves_that_many_and_average_takes_the_newest(tmp_path, monke
     mean = checkpoint_params(tmp_path / "mean.ckpt")
     for k in a:
         torch.testing.assert_close(mean[k], (a[k] + b[k]) / 2)
+
+
+def test_a_run_that_averaged_is_evaluated_translated_and_exported_as_its_average(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, EPOCH_OF[3], "trainer.max_steps=4", "trainer.val_check_interval=null",
+                "train.checkpoint.every_n_train_steps=2", "train.average_last=2")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    run = tmp_path / "runs" / "demo" / "version_0"
+    results = json.loads((run / "results.json").read_text())
+    mean = "the mean of step00000002.ckpt, step00000004.ckpt"
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--split", "valid", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["checkpoint"], report["model"]) == (str(run / "checkpoints" / "averaged.ckpt"), mean)
+    assert (report["bleu"], report["ppl"]) == (results["bleu"], results["ppl"])  # what results.json reports
+    (tmp_path / "in.txt").write_text("three books\n")
+    assert main(["translate", str(run), "--input", str(tmp_path / "in.txt")]) == 0
+    assert capsys.readouterr().err == f"aiayn translate: translated with {run / 'checkpoints' / 'averaged.ckpt'} ({mean})\n"
+    pytest.importorskip("ctranslate2")
+    assert main(["export", str(run), "--to", "ctranslate2", str(tmp_path / "ct2")]) == 0
+    assert capsys.readouterr().out == f"exported {run / 'checkpoints' / 'averaged.ckpt'} ({mean}) to {tmp_path / 'ct2'} (CTranslate2)\n"
