@@ -66,6 +66,10 @@ class TrainSpec(Spec):
     checkpoint: CheckpointSpec = CheckpointSpec()
     validation: ValidationSpec = ValidationSpec()
     compile: bool = False  # torch.compile the model's training forward (pays on GPUs, not on CPUs)
+    # threads of a CPU run (torch.set_num_threads); auto: $OMP_NUM_THREADS where set (a sweep's
+    # share), else the cores this process may use. On a machine another process keeps busy, 1 may
+    # be 10x faster than all (threads that wait on each other)
+    cpu_threads: PositiveInt | Literal["auto"] = "auto"
     # Sec. 6.1: evaluate (results.json) the mean of the last K checkpoints, kept as checkpoints/averaged.ckpt
     average_last: PositiveInt | None = None
 

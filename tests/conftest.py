@@ -22,7 +22,9 @@ def write(tmp_path):
 
 
 def pytest_configure(config):
-    # Two pytest-xdist workers share two cores: one thread each keeps them from thrashing.
+    # Two pytest-xdist workers share two cores: one thread each keeps them from thrashing (also
+    # in the runs they start: train.cpu_threads=auto reads it; tests of the option unset it)
     import torch
 
     torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")

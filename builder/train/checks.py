@@ -38,7 +38,7 @@ def check_memory(spec: ExperimentSpec, device: torch.device, tokens_per_batch: i
 # What a resumed run may set otherwise than the run it continues: how it runs, validates, saves
 # and decodes; never what it trains (the model, the data, the loss, the optimizer, the schedule).
 MAY_CHANGE = (
-    "description", "reported", "decode", "train.validation", "train.checkpoint", "train.compile",
+    "description", "reported", "decode", "train.validation", "train.checkpoint", "train.compile", "train.cpu_threads",
     "train.max_tokens_per_batch", "train.average_last", "data.num_workers", "data.cache_dir",
     "trainer.accelerator", "trainer.devices", "trainer.strategy", "trainer.num_nodes", "trainer.precision",
     "trainer.max_steps", "trainer.max_time", "trainer.val_check_interval", "trainer.log_every_n_steps",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from aiayn.builder.data.spec import check_data_files, make_datamodule, split_texts
@@ -27,6 +28,7 @@ from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
 from aiayn.builder.train.checks import check_memory, check_resumable
 from aiayn.builder.train.task import TranslationTask
+from aiayn.builder.train.threads import busy_note, cpu_threads
 from aiayn.builder.train.trainer import batching, build_trainer
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -47,6 +49,12 @@ def fit(
     trainer = build_trainer(spec, run, callbacks=list(callbacks))
     device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
     check_memory(spec, device, max_tokens)
+    if device.type == "cpu":
+        threads = cpu_threads(spec.train.cpu_threads, processes_here=len(trainer.device_ids))
+        torch.set_num_threads(threads)
+        note = busy_note(threads) if trainer.is_global_zero else None
+        if note:
+            print(note, flush=True)
     resumable = check_resumable(spec, run, resume=resume)
     checkpoint = run.last_checkpoint if resume else None
     created = not run.path.exists()
