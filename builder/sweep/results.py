@@ -1,6 +1,10 @@
 """Finished runs (results.json) -> Table 3 of the paper: one row per variant, seeds pooled as
 mean ± sample standard deviation, grouped (A)-(E) with base first and big last, the paper's
-numbers beside ours. Written as markdown, CSV and a plot."""
+numbers beside ours. Written as markdown, CSV and a plot.
+
+Table 3's columns cannot tell every variant apart (post- from pre-norm, say): a column follows
+for each setting of the runs' config.yaml in which the rows differ, and a variant whose layers
+differ within a stack (Table 3's columns then give its first layer) is marked †."""
 
 import csv
 import json
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError
@@ -21,7 +26,7 @@ from aiayn.schemas.results import ResultsSpec
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
 COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
 CSV_FIELDS = [
-    "group", "variant", "runs", *COLUMNS, "positional", "steps",
+    "group", "variant", "runs", *COLUMNS, "positional", "uniform", "steps",
     "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
@@ -38,6 +43,7 @@ class Row:
     params: int
     reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none)
     runs: tuple[tuple[int | None, Path], ...] = ()  # (seed, run directory) of each trial
+    config: dict[str, Any] | None = None  # the first run's config.yaml, flattened (path -> value)
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -52,6 +58,7 @@ def collect(directory: Path) -> list[dict[str, Any]]:
         results = read_results(path)
         results["variant"] = record["variant"] if record and "variant" in record else re.sub(r"-seed\d+$", "", results["name"])
         results["run_dir"] = run_dir
+        results["config"] = _flat_config(run_dir / "config.yaml")
         runs.append(results)
     return runs
 
@@ -92,11 +99,56 @@ def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:
                 params=first["params"],
                 reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
                 runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),
+                config=first.get("config"),
             )
         )
     rank = {v: i for i, v in enumerate(order)}
     rows.sort(key=lambda r: (GROUPS.index(r.group) if r.group in GROUPS else GROUPS.index(None), rank.get(r.variant, len(rank)), r.variant))
     return rows
+
+
+# What a row shows already, or what tells its trials apart rather than its variant
+_SHOWN = re.compile(
+    r"^(name|description|reported\..*|train\.seed|dims\..*|trainer\.max_steps|train\.label_smoothing|model\.positional\.type"
+    r"|.*\.(h|d_k|d_v|d_ff|d_model|num_layers|dropout))$"
+)
+
+
+def _flat_config(path: Path) -> dict[str, Any] | None:
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return dict(_flatten(config, "")) if isinstance(config, dict) else None
+
+
+def _flatten(node: Any, path: str) -> list[tuple[str, Any]]:
+    if isinstance(node, dict):
+        return [item for k, v in node.items() for item in _flatten(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list) and any(isinstance(v, (dict, list)) for v in node):
+        return [item for i, v in enumerate(node) for item in _flatten(v, f"{path}[{i}]")]
+    return [(path, node)]
+
+
+def differing(rows: list[Row]) -> list[str]:
+    """The config paths whose values differ between rows (of rows whose config is known), in
+    config order, but for those Table 3's columns show."""
+    configs = [row.config for row in rows if row.config is not None]
+    if len(configs) < 2:
+        return []
+    paths = list(dict.fromkeys(p for config in configs for p in config))
+    return [p for p in paths if not _SHOWN.match(p) and len({json.dumps(c.get(p), sort_keys=True) for c in configs}) > 1]
+
+
+def _setting(row: Row, path: str) -> str:
+    if row.config is None or path not in row.config:
+        return ""
+    value = row.config[path]
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _variant(row: Row) -> str:
+    return row.variant + (" †" if row.paper.get("uniform") is False else "")
 
 
 def mean_std(values: tuple[float, ...]) -> tuple[float, float | None]:
@@ -134,7 +186,8 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
     """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, * where
     significant) and a line under the table that says how it was computed."""
     differences = differences or {}
-    head = ["group", "variant", *COLUMNS, "positional", "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
+    settings = differing(rows)
+    head = ["group", "variant", *COLUMNS, "positional", *settings, "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
     head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper"]
     agreement = directions(rows, differences, base)
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -144,9 +197,10 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
         previous = row.group
         cells = [
             label,
-            row.variant,
+            _variant(row),
             *(_number(row.paper.get(c)) for c in COLUMNS),
             str(row.paper.get("positional", "")),
+            *(_setting(row, path) for path in settings),
             _steps(row.steps),
             str(len(row.trials)),
             _cell(row.ppl),
@@ -161,6 +215,8 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
         lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL)]
     if agreement:
         lines += ["", _tally(list(agreement.values()))]
+    if any(row.paper.get("uniform") is False for row in rows):
+        lines += ["", "†: layers differ within a stack; Table 3's columns give the first layer's."]
     return "\n".join(lines) + "\n"
 
 
@@ -173,8 +229,9 @@ _DELTA_NOTE = (
 
 def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | None = None, base: Row | None = None) -> None:
     agreement = directions(rows, differences or {}, base)
+    settings = differing(rows)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=[*CSV_FIELDS, *settings])  # then a column per setting the rows differ in
         writer.writeheader()
         for row in rows:
             ppl, ppl_std = mean_std(row.ppl)
@@ -198,6 +255,8 @@ def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | 
                     "params": row.params,
                     **{f"paper_{k}": _number(row.reported[k], "g") for k in ("ppl", "bleu", "params_m")},
                     "trials": " ".join(row.trials),
+                    "uniform": str(row.paper.get("uniform", True)).lower(),
+                    **{path: _setting(row, path) for path in settings},
                 }
             )
 

@@ -5,6 +5,7 @@ import csv
 import json
 
 import pytest
+import yaml
 
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
@@ -82,7 +83,7 @@ def test_csv(sweep_dir):
     with open(sweep_dir / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == CSV_FIELDS == [
-        "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
+        "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "uniform", "steps",
         "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
     ]  # fmt: skip
     assert [r["variant"] for r in rows] == ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "table3-e-learned", "mine", "big"]
@@ -144,3 +145,23 @@ def test_broken_results_file(tmp_path):
         "missing; paper: required key is missing; bleu: required key is missing; ppl: required key is missing; steps: "
         "required key is missing; delete it, or re-run that run"
     )
+
+
+def test_settings_the_rows_differ_in_get_a_column_and_uneven_layers_a_mark(tmp_path):
+    root = tmp_path / "runs" / "norms"
+    config = {"name": "x", "model": {"d_model": 512, "encoder": {"add_norm": {"placement": "post", "dropout": 0.1}, "num_layers": 6}},
+              "train": {"seed": 1, "compile": False}}  # fmt: skip
+    for trial, placement, seed, uniform in (("post-seed1", "post", 1, True), ("post-seed2", "post", 2, True), ("pre-seed1", "pre", 1, False)):
+        put(root, trial, trial, ppl=5.0, bleu=25.0, **({} if uniform else {"uniform": False}))
+        run = {**config, "name": trial, "train": {"seed": seed, "compile": False}}
+        run["model"] = {**config["model"], "encoder": {"add_norm": {"placement": placement, "dropout": 0.1}, "num_layers": 6}}
+        (root / trial / "version_0" / "config.yaml").write_text(yaml.safe_dump(run))
+    text = write_results(root)
+    head, _, post, pre, *rest = text.splitlines()
+    assert head.split(" | ")[10:12] == ["positional", "model.encoder.add_norm.placement"]  # not the seeds', names' or dropouts'
+    assert post.split(" | ")[1:2] + post.split(" | ")[10:12] == ["post", "sinusoidal", "post"]
+    assert pre.split(" | ")[1:2] + pre.split(" | ")[10:12] == ["pre †", "sinusoidal", "pre"]
+    assert rest[-1] == "†: layers differ within a stack; Table 3's columns give the first layer's."
+    with open(root / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["variant"], r["uniform"], r["model.encoder.add_norm.placement"]) for r in rows] == [("post", "true", "post"), ("pre", "false", "pre")]
