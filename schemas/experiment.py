@@ -49,6 +49,18 @@ class ExperimentSpec(Spec):
     decode: DecodeSpec = DecodeSpec()
     reported: ReportedSpec | None = None
 
+    @property
+    def cautions(self) -> list[str]:
+        """What is valid but likely not meant, one line each (validate and train print them)."""
+        found = []
+        warmup, steps = self.train.lr_schedule.warmup_steps, self.trainer.max_steps
+        if warmup > steps:
+            found.append(
+                f"train.lr_schedule.warmup_steps ({warmup}) is longer than the run (trainer.max_steps {steps}): the "
+                "learning rate rises all the way and never decays (eq. 3)"
+            )
+        return found
+
     @model_validator(mode="after")
     def _check(self) -> "ExperimentSpec":
         positional = self.model.positional

@@ -27,7 +27,7 @@ VERBS = {
     "export": ("aiayn.builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
 }
 # verb -> the name of its argument-adding function in its module
-ARGUMENTS = {"validate": "add_experiment_arguments", "show": "add_show_arguments", "schema": None}
+ARGUMENTS = {"validate": "add_validate_arguments", "show": "add_show_arguments", "schema": None}
 
 
 def top_parser() -> argparse.ArgumentParser:

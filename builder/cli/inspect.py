@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import sys
 
 import yaml
 
@@ -15,6 +16,14 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotlist overrides, e.g. dims.h=16")
 
 
+def add_validate_arguments(p: argparse.ArgumentParser) -> None:
+    add_experiment_arguments(p)
+    p.add_argument(
+        "--schema-only", action="store_true",
+        help="check the YAML alone; by default also what `aiayn train` would refuse (data files, devices, memory)",
+    )  # fmt: skip
+
+
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
     add_experiment_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -22,6 +31,12 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 def validate(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
+    if not args.schema_only:
+        from aiayn.builder.train.checks import check_before_training  # imports Lightning
+
+        check_before_training(spec)
+    for caution in spec.cautions:
+        print(f"warning: {caution}", file=sys.stderr)
     info = summary(spec)
     columns = ", ".join(f"{k}={v}" for k, v in info["paper"].items())
     print(f"{args.experiment}: ok: {spec.name}, {info['params']:,} parameters ({columns})")

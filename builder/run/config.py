@@ -139,6 +139,23 @@ def _near_file(path: Path) -> str:
     return f"; did you mean {path.parent / close[0]}?" if close else ""
 
 
+def _missing_parent(child: Path, parent: Path) -> str:
+    """What `extends` tried (the absolute path: it is relative to the file that names it) and the
+    YAML files that exist there, the closest first; never the file itself."""
+    folder = parent.parent.resolve()
+    tried = f"{child}: extends: {parent.resolve()} does not exist (extends is relative to the file that names it)"
+    if not folder.is_dir():
+        return f"{tried}; {folder} is not a folder"
+    names = sorted(p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and p.resolve() != child.resolve())
+    close = difflib.get_close_matches(parent.name, names, n=1, cutoff=0.6)
+    if close:
+        return f"{tried}; did you mean {folder / close[0]}?"
+    if names:
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return f"{tried}; YAML files in {folder}: {shown}"
+    return f"{tried}; {folder} has no other YAML file"
+
+
 def _extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
     """[(file, its unresolved mapping)] from `path` up to the root it extends."""
     chain: list[tuple[Path, dict[str, Any]]] = []
@@ -150,7 +167,7 @@ def _extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
             raise UserError(f"{chain[0][0]}: inheritance cycle in 'extends': {cycle}")
         seen.append(resolved)
         if chain and not path.is_file():
-            raise UserError(f"{chain[-1][0]}: extends: {path} does not exist{_near_file(path)}")
+            raise UserError(_missing_parent(chain[-1][0], path))
         node = typing.cast(dict[str, Any], OmegaConf.to_container(read_yaml(path)))
         chain.append((path, node))
         parent = node.get("extends")

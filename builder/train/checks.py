@@ -7,12 +7,15 @@ from typing import Any
 
 import torch
 import yaml
+from lightning.pytorch.accelerators import CUDAAccelerator
 from pydantic import ValidationError
 
+from aiayn.builder.data.spec import check_data_files
 from aiayn.builder.decode.checkpoint import load_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.size import memory_estimate
 from aiayn.builder.run.rundir import RunDir, differences
+from aiayn.builder.train.trainer import accelerator, batching, check_strategy, world_size
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -21,6 +24,16 @@ def machine_memory(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_before_training(spec: ExperimentSpec) -> None:
+    """What `aiayn train` refuses before it starts, without training: the data files, the
+    devices and strategy asked for, and whether the model fits the first device's memory."""
+    check_data_files(spec)
+    check_strategy(spec.trainer)
+    size = world_size(spec)
+    gpu = accelerator(spec.trainer) is CUDAAccelerator
+    check_memory(spec, torch.device("cuda", 0) if gpu else torch.device("cpu"), batching(spec, size)[0])
 
 
 def check_memory(spec: ExperimentSpec, device: torch.device, tokens_per_batch: int) -> None:

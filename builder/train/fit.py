@@ -6,6 +6,7 @@
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -56,6 +57,9 @@ def fit(
         if note:
             print(note, flush=True)
     resumable = check_resumable(spec, run, resume=resume)
+    if trainer.is_global_zero:
+        for caution in spec.cautions:
+            print(f"warning: {caution}", file=sys.stderr, flush=True)
     checkpoint = run.last_checkpoint if resume else None
     created = not run.path.exists()
     os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run

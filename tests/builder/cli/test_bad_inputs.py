@@ -232,7 +232,8 @@ def test_decoding_limits(run, tmp_path):
 def test_messages_name_the_real_cause(run, write, tmp_path):
     child = write("c.yaml", "extends: demo.yml\nname: c\n")
     (tmp_path / "demo.yaml").write_text(f"extends: {DEMO}\nname: p\n")
-    fails(f"aiayn validate: error: {child}: extends: {tmp_path / 'demo.yml'} does not exist; did you mean {tmp_path / 'demo.yaml'}?\n", "validate", child)
+    fails(f"aiayn validate: error: {child}: extends: {tmp_path.resolve() / 'demo.yml'} does not exist (extends is relative to the file "
+          f"that names it); did you mean {tmp_path.resolve() / 'demo.yaml'}?\n", "validate", child)  # fmt: skip
     open_brace = write("o.yaml", f"extends: {DEMO}\nname: o\ndescription: '${{dims.d_model'\n")
     code, _, err = cli("validate", open_brace)
     assert code == 2 and err.startswith(f"aiayn validate: error: {open_brace}: description: ")

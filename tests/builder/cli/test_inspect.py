@@ -2,14 +2,17 @@
 
 import json
 
+import torch
+
 from aiayn.builder.cli import main
 from tests.conftest import EXPERIMENTS
 
 BASE = str(EXPERIMENTS / "base.yaml")
+DEMO = str(EXPERIMENTS / "demo.yaml")
 
 
 def test_validate_prints_one_line(capsys):
-    assert main(["validate", BASE]) == 0
+    assert main(["validate", BASE, "--schema-only"]) == 0
     out = capsys.readouterr().out
     assert out == (
         f"{BASE}: ok: base, 63,082,496 parameters (N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, "
@@ -44,3 +47,25 @@ def test_schema_is_json_schema_with_tagged_layers(capsys):
     assert stack["discriminator"]["propertyName"] == "type"
     assert set(stack["discriminator"]["mapping"]) == {"self_attention", "causal_self_attention", "cross_attention", "feed_forward"}
     assert schema["$defs"]["AttentionSpec" if "AttentionSpec" in schema["$defs"] else "SelfAttentionSpec"]["additionalProperties"] is False
+
+
+def test_validate_checks_what_train_would_refuse_unless_schema_only(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert main(["validate", BASE, f"data.dir={missing}"]) == 2
+    assert capsys.readouterr().err.startswith(f"aiayn validate: error: data.dir {missing} does not exist; set data.dir")
+    assert main(["validate", BASE, f"data.dir={missing}", "--schema-only"]) == 0
+    if torch.cuda.is_available():
+        return
+    assert main(["validate", DEMO, "trainer.accelerator=cuda"]) == 2
+    assert capsys.readouterr().err.endswith("aiayn validate: error: trainer.accelerator (cuda): this machine has no CUDA device; "
+                                            "use trainer.accelerator=cpu, or auto to take what is there\n")  # fmt: skip
+
+
+def test_a_warmup_longer_than_the_run_is_one_warning_line(capsys):
+    assert main(["validate", DEMO, "trainer.max_steps=100"]) == 0
+    assert capsys.readouterr().err == (
+        "warning: train.lr_schedule.warmup_steps (150) is longer than the run (trainer.max_steps 100): the learning rate "
+        "rises all the way and never decays (eq. 3)\n"
+    )
+    assert main(["validate", DEMO]) == 0
+    assert capsys.readouterr().err == ""

@@ -29,12 +29,29 @@ def test_missing_file():
     assert error_of("nope/missing.yaml") == "nope/missing.yaml: does not exist"
 
 
-def test_missing_parent_names_the_parent(write):
+RELATIVE = "does not exist (extends is relative to the file that names it)"
+
+
+def test_missing_parent_names_the_path_tried_and_what_is_there(write, tmp_path):
     path = write("child.yaml", "extends: gone.yaml\nname: x\n")
-    assert error_of(path) == f"{path}: extends: {path.parent / 'gone.yaml'} does not exist"
+    assert error_of(path) == f"{path}: extends: {tmp_path.resolve() / 'gone.yaml'} {RELATIVE}; {tmp_path.resolve()} has no other YAML file"
     write("parent.yaml", "name: p\n")
     near = write("near.yaml", "extends: parnet.yaml\nname: x\n")
-    assert error_of(near) == f"{near}: extends: {near.parent / 'parnet.yaml'} does not exist; did you mean {near.parent / 'parent.yaml'}?"
+    assert error_of(near) == f"{near}: extends: {tmp_path.resolve() / 'parnet.yaml'} {RELATIVE}; did you mean {tmp_path.resolve() / 'parent.yaml'}?"
+    far = write("far.yaml", "extends: zzz.yaml\nname: x\n")
+    assert error_of(far) == (
+        f"{far}: extends: {tmp_path.resolve() / 'zzz.yaml'} {RELATIVE}; YAML files in {tmp_path.resolve()}: child.yaml, near.yaml, parent.yaml"
+    )
+
+
+def test_a_copied_file_is_not_offered_as_its_own_parent(write, tmp_path):
+    """`extends: base.yaml` copied out of experiments/ into demo.yaml: not "did you mean demo.yaml"."""
+    copy = write("demo.yaml", "extends: base.yaml\nname: x\n")
+    assert error_of(copy) == f"{copy}: extends: {tmp_path.resolve() / 'base.yaml'} {RELATIVE}; {tmp_path.resolve()} has no other YAML file"
+    elsewhere = write("sub/x.yaml", "extends: ../nowhere/base.yaml\nname: x\n")
+    assert error_of(elsewhere) == (
+        f"{elsewhere}: extends: {tmp_path.resolve() / 'nowhere' / 'base.yaml'} {RELATIVE}; {tmp_path.resolve() / 'nowhere'} is not a folder"
+    )
 
 
 def test_inheritance_cycle(write):

@@ -18,7 +18,7 @@ from tests.builder.train.test_training import DEMO, tiny
 def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     args = tiny(tmp_path, "trainer.max_steps=10", "trainer.val_check_interval=5", "trainer.log_every_n_steps=2",
-                "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=5")  # fmt: skip
+                "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=5", "train.lr_schedule.warmup_steps=5")  # fmt: skip
     assert main(["train", DEMO, *args]) == 0
     out, err = capsys.readouterr()
     assert err == ""  # no banner, tip, or deprecation warning
@@ -52,7 +52,7 @@ def test_each_status_line_has_its_own_steps_numbers(tmp_path, monkeypatch, capsy
     losses, fit = Losses(), fitting.fit
     monkeypatch.setattr(fitting, "fit", lambda *a, callbacks=(), **k: fit(*a, callbacks=[*callbacks, losses], **k))
     args = tiny(tmp_path, "trainer.max_steps=10", "trainer.val_check_interval=4", "trainer.log_every_n_steps=20",
-                "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=3")  # fmt: skip
+                "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=3", "train.lr_schedule.warmup_steps=4")  # fmt: skip
     assert main(["train", DEMO, *args]) == 0
     out, err = capsys.readouterr()
     assert err == ""  # Lightning's warning that the epoch is shorter than the logging interval is not ours
