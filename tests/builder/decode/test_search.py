@@ -297,3 +297,50 @@ def test_beams_move_without_touching_the_memory_cache(random_model):
 
     logits = _decode_three_then_one(random_model, src, tgt, drop_the_first_sentence)
     torch.testing.assert_close(logits, random_model(src[[3, 2]], tgt[[3, 2], :4])[:, 3])
+
+
+
+@torch.no_grad()
+def scored(model: EncoderDecoder, src: torch.Tensor, y: list[int], *, alpha: float, ended: bool) -> float:
+    """log P(Y | X) / ((5 + |Y|) / 6)^alpha, |Y| counting EOS where Y ended with one, log P as the
+    search reads it (log_softmax over all V; PAD is never chosen)."""
+    y = [*y, EOS] if ended else y
+    memory, pad = model.encode(src)
+    logp = model.decode(torch.tensor([[BOS, *y[:-1]]]), memory, pad).double().log_softmax(-1)[0]
+    return sum(float(logp[i, t]) for i, t in enumerate(y)) / ((5 + len(y)) / 6) ** alpha
+
+
+def exhaustive(model: EncoderDecoder, src: torch.Tensor, *, alpha: float, limit: int) -> tuple[float, list[int]]:
+    """(score, output) of the best output by brute force: every Y over the model's words (no PAD)
+    that ends in EOS within `limit` tokens, or reaches `limit` without it."""
+    words = [t for t in range(V) if t != PAD]
+    best: tuple[float, list[int]] = (-math.inf, [])
+    prefixes: list[list[int]] = [[]]
+    for length in range(1, limit + 1):
+        ended = [scored(model, src, p, alpha=alpha, ended=True) for p in prefixes]
+        best = max(best, *zip(ended, prefixes))
+        if length == limit:
+            cut = [(scored(model, src, p + [w], alpha=alpha, ended=False), p + [w]) for p in prefixes for w in words if w != EOS]
+            best = max(best, *cut)
+        prefixes = [p + [w] for p in prefixes for w in words if w != EOS]
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_beam_search_finds_what_an_exhaustive_search_finds(alpha):
+    """A beam as wide as every prefix keeps them all, so it returns the exhaustive best (early
+    termination only saves steps); a narrow beam never scores above it."""
+    torch.manual_seed(2)
+    model = tiny_model(vocab=V, d_model=8, h=2, d_k=4, d_v=4, d_ff=16, n_enc=1, n_dec=1, tied=False).double()
+    with torch.no_grad():  # a model whose best output depends on alpha ([9] at 0 and 0.6, [9, 11, 10] at 2) and is not greedy's
+        model.generator.weight.normal_(std=0.5)
+        model.generator.bias[EOS] = 0.5
+    model.eval()
+    src = torch.tensor([[5, 7]])
+    best, expected = exhaustive(model, src, alpha=alpha, limit=2 + 1)  # src_len + max_len_b
+    wide = (V - 1) ** 3
+    assert beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=wide, alpha=alpha, max_len_b=1) == [expected]
+    for narrow in (1, 2):
+        [found] = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=narrow, alpha=alpha, max_len_b=1)
+        assert scored(model, src, found, alpha=alpha, ended=len(found) < 3) <= best + 1e-12
+    assert greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=1) != [expected]  # the search had work to do
