@@ -1,7 +1,7 @@
 """Run by test_training.py as `python ddp_probe.py EXPERIMENT RUN_DIR OUT_DIR [k=v ...]`:
 trains through builder.train.fit with a callback that records, per rank, the examples of
-every batch and a checksum of the parameters at the end. Lightning's DDP launcher re-runs this
-same command line for the other ranks."""
+every batch, the validation metrics it logged (rank 0), and a checksum of the parameters at the
+end. Lightning's DDP launcher re-runs this same command line for the other ranks."""
 
 import json
 import sys
@@ -17,15 +17,20 @@ from aiayn.builder.train.fit import fit
 
 class Probe(L.Callback):
     def __init__(self, out: Path) -> None:
-        self.out, self.batches = out, []
+        self.out, self.batches, self.validations = out, [], []
 
     def on_train_batch_start(self, trainer, task, batch, batch_idx):
         self.batches.append(batch.ids.tolist())
 
+    def on_validation_end(self, trainer, task):
+        if trainer.is_global_zero:
+            metrics = trainer.callback_metrics
+            self.validations.append({"step": trainer.global_step, "ppl": float(metrics["PPL/valid"]), "loss": float(metrics["loss/valid"])})
+
     def on_train_end(self, trainer, task):
         params = torch.cat([p.detach().flatten().double() for p in task.model.parameters()])
         record = {"rank": trainer.global_rank, "world": trainer.world_size, "batches": self.batches,
-                  "param_sum": params.sum().item(), "param_abs": params.abs().sum().item()}
+                  "param_sum": params.sum().item(), "param_abs": params.abs().sum().item(), "validations": self.validations}
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 

@@ -1,5 +1,6 @@
 """A training process killed with SIGKILL (in a step, or in the middle of writing a checkpoint)
-leaves a run that `aiayn train --resume` continues from its last complete checkpoint."""
+leaves a run that `aiayn train --resume` continues from its last complete checkpoint. The kill in
+a save is deterministic and quick (default tier); the kill at a random moment is the slow tier's."""
 
 import json
 import os
@@ -48,25 +49,26 @@ def environment(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **extra}
 
 
-def resume_and_finish(tmp_path: Path) -> dict:
+def resume_and_finish(tmp_path: Path, *extra: str, steps: int = 8) -> dict:
     run = tmp_path / "runs" / "demo" / "version_0"
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)  # whole: it loads
-    done = subprocess.run([sys.executable, "-m", "aiayn", *command(tmp_path, "--resume")], env=environment(),
+    done = subprocess.run([sys.executable, "-m", "aiayn", *command(tmp_path, *extra, "--resume")], env=environment(),
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((run / "results.json").read_text())
-    assert results["steps"] == 8 and json.loads((run / "status.json").read_text())["status"] == "finished"
+    assert results["steps"] == steps and json.loads((run / "status.json").read_text())["status"] == "finished"
     return last
 
 
-@pytest.mark.slow
 def test_killed_while_writing_a_checkpoint(tmp_path):
     script = tmp_path / "killed.py"
     script.write_text(KILLED_IN_A_SAVE)
-    # saves 1-2: step 1's checkpoint and last.ckpt; save 5 is step 3's, half written when killed
-    killed = subprocess.run([sys.executable, str(script), *command(tmp_path)], env=environment(KILL_AT_SAVE="5"),
+    # a step's checkpoint is one torch.save (last.ckpt is its copy): save 3 is step 3's, half written when killed
+    killed = subprocess.run([sys.executable, str(script), *command(tmp_path)], env=environment(KILL_AT_SAVE="3"),
                             capture_output=True, text=True, timeout=600)  # fmt: skip
     assert killed.returncode == -signal.SIGKILL
+    status = json.loads((tmp_path / "runs" / "demo" / "version_0" / "status.json").read_text())
+    assert status["status"] == "running"  # as a kill leaves it: nothing recorded the end
     last = resume_and_finish(tmp_path)
     assert last["global_step"] == 2  # the last complete checkpoint, not the half-written one
     assert not list((tmp_path / "runs" / "demo" / "version_0" / "checkpoints").glob(".*.tmp"))  # cleaned on resume
@@ -74,13 +76,17 @@ def test_killed_while_writing_a_checkpoint(tmp_path):
 
 @pytest.mark.slow
 def test_killed_at_a_random_moment(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "aiayn", *command(tmp_path)], env=environment(),
+    longer = "trainer.max_steps=60"  # long enough that the kill lands in training, asserted below
+    process = subprocess.Popen([sys.executable, "-m", "aiayn", *command(tmp_path, longer)], env=environment(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    last = tmp_path / "runs" / "demo" / "version_0" / "checkpoints" / "last.ckpt"
+    run = tmp_path / "runs" / "demo" / "version_0"
     deadline = time.monotonic() + 300
-    while not last.is_file() and process.poll() is None and time.monotonic() < deadline:
+    while not (run / "checkpoints" / "last.ckpt").is_file() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(random.Random(os.getpid()).uniform(0.0, 0.5))
     process.send_signal(signal.SIGKILL)
-    process.wait()
-    resume_and_finish(tmp_path)
+    assert process.wait() == -signal.SIGKILL  # it died of the kill, not of finishing first
+    assert not (run / "results.json").exists()
+    killed_at = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    assert 1 <= killed_at < 60
+    resume_and_finish(tmp_path, longer, steps=60)

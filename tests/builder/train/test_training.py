@@ -123,8 +123,8 @@ def test_bad_data_fails_clearly_and_leaves_no_run_behind(tmp_path, monkeypatch, 
 def test_ddp_two_cpu_processes(tmp_path):
     run_dir, out = tmp_path / "runs" / "demo" / "version_0", tmp_path / "probe"
     out.mkdir()
-    args = tiny(tmp_path, "trainer.max_steps=3", "trainer.val_check_interval=null", "trainer.devices=2",
-                "trainer.strategy=ddp", "trainer.accelerator=cpu")
+    args = tiny(tmp_path, "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.devices=2", "trainer.strategy=ddp",
+                "trainer.accelerator=cpu", "train.checkpoint.every_n_train_steps=3", "train.validation.bleu=false")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     probe = Path(__file__).with_name("ddp_probe.py")
     done = subprocess.run([sys.executable, str(probe), DEMO, str(run_dir), str(out), *args],
@@ -136,6 +136,12 @@ def test_ddp_two_cpu_processes(tmp_path):
     assert seen[0] and seen[1] and not seen[0] & seen[1]  # disjoint examples
     assert len(ranks[0]["batches"]) == len(ranks[1]["batches"])
     assert ranks[0]["param_sum"] == ranks[1]["param_sum"] and ranks[0]["param_abs"] == ranks[1]["param_abs"]
+    # the validation loss is gathered from both ranks' shards: one process on the whole split agrees
+    [validation] = ranks[0]["validations"]
+    out_ = io.StringIO()
+    with contextlib.redirect_stdout(out_):
+        assert main(["evaluate", str(run_dir / "checkpoints" / "step00000003.ckpt"), "--split", "valid", "--json"]) == 0
+    assert validation["step"] == 3 and validation["ppl"] == pytest.approx(json.loads(out_.getvalue())["ppl"], rel=1e-4)
     # only rank 0 wrote: one run directory, one results.json, its events and checkpoints
     assert sorted(p.name for p in (tmp_path / "runs" / "demo").iterdir()) == ["version_0"]
     assert (run_dir / "results.json").is_file() and (run_dir / "checkpoints" / "last.ckpt").is_file()
