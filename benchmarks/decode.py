@@ -80,7 +80,8 @@ def ct2_translators(ours: EncoderDecoder, spec_json: dict, threads: int) -> dict
     with tempfile.TemporaryDirectory(prefix="aiayn-decode-bench-") as work:
         save_checkpoint(ckpt, Path(work) / "model.ckpt")
         for name, quantization in (("CTranslate2 Translator (float32)", None), ("CTranslate2 Translator (int8)", "int8")):
-            out = export(Path(work) / "model.ckpt", "ctranslate2", Path(work) / str(quantization), quantization=quantization)
+            out = Path(work) / str(quantization)
+            export(Path(work) / "model.ckpt", "ctranslate2", out, quantization=quantization)
             translators[name] = ctranslate2.Translator(str(out), device="cpu", inter_threads=1, intra_threads=threads)
     return translators
 

@@ -190,10 +190,10 @@ def load_for_inference(arg: str | Path) -> ForInference:
         raise UserError(f"{ckpt_path}: the weights do not fit the model its experiment describes: {mismatch}")
     model.load_state_dict(weights, strict=True)
     averaged = ckpt.get("aiayn", {}).get("averaged_from") if isinstance(ckpt.get("aiayn"), dict) else None
-    if averaged and len(averaged) > 1:
-        what = "the mean of " + ", ".join(Path(p).name for p in averaged)
+    if averaged:
+        what = ("the mean of " if len(averaged) > 1 else "a slim copy of ") + ", ".join(Path(p).name for p in averaged)
     else:
-        what = f"step {ckpt['global_step']}" if "global_step" in ckpt else "a slim copy of " + ", ".join(Path(p).name for p in averaged or ["a checkpoint"])
+        what = f"step {ckpt['global_step']}" if "global_step" in ckpt else "its weights"
     return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path, what)
 
 
