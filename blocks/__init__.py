@@ -6,10 +6,12 @@ from aiayn.blocks.attention import AttentionKind, MultiHeadAttention
 from aiayn.blocks.context import LayerContext, PackedRows
 from aiayn.blocks.dropout import Dropout
 from aiayn.blocks.embedding import OutputProjection, ScaledEmbedding
-from aiayn.blocks.feed_forward import PositionwiseFeedForward
+from aiayn.blocks.feed_forward import GatedFeedForward, PositionwiseFeedForward
 from aiayn.blocks.input import InputEmbedding
 from aiayn.blocks.layer import TransformerLayer
-from aiayn.blocks.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, SinusoidLayout
+from aiayn.blocks.position_bias import AlibiBias, T5RelativeBias
+from aiayn.blocks.positional import LearnedPositionalEmbedding, NoPositions, SinusoidalPositionalEncoding, SinusoidLayout
+from aiayn.blocks.rotary import Rotary
 from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
 from aiayn.blocks.sublayer import Sublayer
@@ -17,21 +19,26 @@ from aiayn.blocks.transformer import EncoderDecoder
 
 __all__ = [
     "AddNorm",
+    "AlibiBias",
     "AttentionKind",
     "DecoderState",
     "Dropout",
     "EncoderDecoder",
+    "GatedFeedForward",
     "InputEmbedding",
     "LayerContext",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
+    "NoPositions",
     "OutputProjection",
     "PackedRows",
     "PositionwiseFeedForward",
+    "Rotary",
     "ScaledEmbedding",
     "SinusoidLayout",
     "SinusoidalPositionalEncoding",
     "Sublayer",
+    "T5RelativeBias",
     "TransformerLayer",
     "TransformerStack",
 ]

@@ -1,4 +1,4 @@
-"""Position-wise feed-forward network (Sec 3.3, eq. 2)."""
+"""Position-wise feed-forward networks: the paper's (Sec 3.3, eq. 2) and the gated (GLU) ones."""
 
 from __future__ import annotations
 
@@ -39,3 +39,26 @@ class PositionwiseFeedForward(Sublayer):
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
         inner = self.dropout(self.activation(self.w_1(x)))  # (B, T, d_ff)
         return self.w_2(inner)  # (B, T, d_model)
+
+
+class GatedFeedForward(Sublayer):
+    """FFN_GLU(x) = (act(x W) * (x V)) W_2 (Shazeer 2020): SwiGLU (SiLU), GEGLU (GELU), ReGLU
+    (ReLU). W and V are one fused projection `w_1` (d_model -> 2 d_ff: W's rows, then V's);
+    `activation_dropout` drops units of the gated d_ff-wide layer."""
+
+    def __init__(
+        self, *, d_model: int, d_ff: int, activation: nn.Module, activation_dropout: float = 0.0, bias: bool = True
+    ) -> None:
+        super().__init__()
+        for name, value in (("d_model", d_model), ("d_ff", d_ff)):
+            if value < 1:
+                raise ValueError(f"{name} ({value}) must be >= 1")
+        self.d_ff = d_ff
+        self.w_1 = nn.Linear(d_model, 2 * d_ff, bias=bias)
+        self.activation = activation
+        self.dropout = Dropout(activation_dropout)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
+        gate, up = self.w_1(x).chunk(2, dim=-1)  # (B, T, d_ff) each
+        return self.w_2(self.dropout(self.activation(gate) * up))  # (B, T, d_model)

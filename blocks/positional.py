@@ -1,4 +1,5 @@
-"""Position information added to the embeddings: sinusoids (Sec 3.5) or learned (Table 3 row E)."""
+"""Position information added to the embeddings: sinusoids (Sec 3.5), learned (Table 3 row E),
+or none (where attention knows positions otherwise)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,16 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"0..{self.max_len - 1} (max_len={self.max_len}); raise max_len or shorten the input"
             )
         return self.table.weight[offset : offset + length]  # (length, d_model)
+
+
+class NoPositions(nn.Module):
+    """Zeros: the embeddings go in alone (rotary attention, ALiBi and T5's bias give positions)."""
+
+    def __init__(self, *, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.max_positions: int | None = None
+        self.register_buffer("zero", torch.zeros(1, d_model), persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        return self.zero.expand(length, self.d_model)  # (length, d_model), no copy

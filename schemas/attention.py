@@ -1,9 +1,24 @@
 """Multi-head attention sub-layers (Sec. 3.2.2): self, causal self, and cross to the encoder."""
 
-from typing import Literal
+from typing import Any, Literal
 
-from aiayn.schemas._base import PositiveInt, Probability
+from pydantic import Field, model_validator
+
+from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 from aiayn.schemas.sublayer import SublayerSpec
+
+
+class RotarySpec(Spec):
+    """Rotary position embeddings (Su et al. 2021), as GPT-NeoX and LLaMA apply them: the first
+    `fraction` of each query and key head (an even number of dims) is rotated in pairs (i,
+    i + r/2) by angles position * base^(-2i/r); the rest passes unrotated."""
+
+    fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    base: float = Field(default=10000.0, gt=1.0)
+
+    def dims(self, d_k: int) -> int:
+        """The rotated dims of a head of d_k: fraction * d_k, rounded down to even."""
+        return int(d_k * self.fraction) // 2 * 2
 
 
 class _AttentionSpec(SublayerSpec):
@@ -12,6 +27,42 @@ class _AttentionSpec(SublayerSpec):
     d_v: PositiveInt
     bias: bool = True
     attn_dropout: Probability = 0.0  # not in the paper; tensor2tensor and fairseq offer it
+    # grouped-query attention (Ainslie et al. 2023): K and V with kv_heads heads, each serving
+    # h / kv_heads query heads (1: multi-query, Shazeer 2019); None: h, the paper's
+    kv_heads: PositiveInt | None = None
+    rotary: RotarySpec | None = None  # self-attention only
+
+    @model_validator(mode="after")
+    def _seams(self) -> "_AttentionSpec":
+        if self.kv_heads is not None and self.h % self.kv_heads:
+            divisors = [d for d in range(1, self.h + 1) if self.h % d == 0]
+            raise FieldError(
+                "kv_heads",
+                f"{self.kv_heads} does not divide h ({self.h}): each K/V head serves h / kv_heads query heads; "
+                f"use one of {divisors}",
+            )
+        if self.rotary is not None and self.reads_memory:
+            raise FieldError(
+                "rotary",
+                "rotates the queries and keys of one sequence, but cross_attention's keys are the encoder's; "
+                "give rotary to the self-attentions (and positional: none, if it is to be the only positions)",
+            )
+        if self.rotary is not None and self.rotary.dims(self.d_k) < 2:
+            raise FieldError(
+                "rotary.fraction",
+                f"{self.rotary.fraction} of d_k ({self.d_k}) rotates {self.rotary.dims(self.d_k)} dims; "
+                f"at least 2 are needed: raise it to >= {2 / self.d_k:g}",
+            )
+        return self
+
+    @property
+    def switches(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if self.kv_heads is not None and self.kv_heads != self.h:
+            found["kv_heads"] = self.kv_heads
+        if self.rotary is not None:
+            found["rotary"] = self.rotary.fraction
+        return found
 
     @property
     def kind(self) -> str:

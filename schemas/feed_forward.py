@@ -20,3 +20,31 @@ class FeedForwardSpec(SublayerSpec):
     @property
     def export_as(self) -> str | None:
         return "feed_forward"
+
+
+class GatedFeedForwardSpec(SublayerSpec):
+    """FFN_GLU(x) = (act(x W) * (x V)) W_2 (Shazeer 2020): SwiGLU with silu, GEGLU with gelu,
+    ReGLU with relu. Three matrices where the paper's has two: d_ff is the width of each of W and
+    V, so the same d_ff has 1.5 times the parameters (2/3 of the paper's d_ff keeps them equal)."""
+
+    type: Literal["gated_feed_forward"] = "gated_feed_forward"
+    d_ff: PositiveInt
+    activation: Literal["silu", "gelu", "relu"] = "silu"
+    activation_dropout: Probability = 0.0
+    bias: bool = True
+
+    @property
+    def variant(self) -> str:
+        return {"silu": "swiglu", "gelu": "geglu", "relu": "reglu"}[self.activation]
+
+    @property
+    def table3(self) -> dict[str, int]:
+        return {"d_ff": self.d_ff}
+
+    @property
+    def switches(self) -> dict[str, str]:
+        return {"ffn": self.variant}
+
+    @property
+    def export_as(self) -> str | None:
+        return "gated_feed_forward"

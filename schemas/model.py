@@ -1,5 +1,7 @@
 """The encoder-decoder model (Sec. 3, Figure 1)."""
 
+from typing import Any
+
 from pydantic import model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
@@ -23,12 +25,21 @@ def _misplaced(stack: str, sub: SublayerSpec) -> str | None:
 
 
 class ModelSpec(Spec):
+    """`positional: none` is short for `positional: {type: none}`."""
+
     d_model: PositiveInt
     dropout: Probability = 0.1  # on the sums of embeddings and positional encodings
     embedding: EmbeddingSpec
     positional: AnyPositional = SinusoidalSpec()
     encoder: StackSpec
     decoder: StackSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _positional_none(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("positional") == "none":
+            return {**data, "positional": {"type": "none"}}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -42,6 +53,14 @@ class ModelSpec(Spec):
             for path, sub in getattr(self, stack).located():
                 if message := _misplaced(stack, sub):
                     raise FieldError(f"{stack}.{path}.type", message)
+        for stack in ("encoder", "decoder"):
+            spec = getattr(self, stack)
+            heads = {s.table3["h"] for _, s in spec.located() if not s.reads_memory and "h" in s.table3}
+            if spec.position_bias is not None and len(heads) > 1:
+                raise FieldError(
+                    f"{stack}.position_bias",
+                    f"one bias for the whole stack needs its self-attentions to have one h, but they have {sorted(heads)}",
+                )
         if not any(s.reads_memory for _, s in self.decoder.located()):
             raise FieldError(
                 "decoder.layer",

@@ -11,6 +11,11 @@ class NormSpec(Spec):
     """The base of a norm spec (a plugin's too): a `type: Literal["name"]` field and its own fields."""
 
     @property
+    def switches(self) -> dict[str, str]:
+        """{"norm": its type} where it is not the paper's LayerNorm."""
+        return {"norm": self.type}  # type: ignore[attr-defined]
+
+    @property
     def export_as(self) -> str | None:
         """layer_norm where other runtimes have this norm (with its `eps`), else None."""
         return None
@@ -23,5 +28,21 @@ class LayerNormSpec(NormSpec):
     eps: float = Field(default=1e-6, gt=0.0)
 
     @property
+    def switches(self) -> dict[str, str]:
+        return {}
+
+    @property
     def export_as(self) -> str | None:
         return "layer_norm"
+
+
+class RMSNormSpec(NormSpec):
+    """RMSNorm(x) = gamma * x / sqrt(mean(x^2) + eps) (Zhang and Sennrich 2019): no centring, no
+    bias; torch.nn.RMSNorm. T5, LLaMA and their successors normalise so."""
+
+    type: Literal["rms_norm"] = "rms_norm"
+    eps: float = Field(default=1e-6, gt=0.0)
+
+    @property
+    def export_as(self) -> str | None:
+        return "rms_norm"

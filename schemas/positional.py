@@ -1,4 +1,5 @@
-"""Positional encodings (Sec. 3.5): sinusoids, or learned embeddings (Table 3 row E)."""
+"""Positional encodings (Sec. 3.5): sinusoids, learned embeddings (Table 3 row E), or none (for
+relative schemes: rotary attention, ALiBi, T5's bias)."""
 
 from typing import Literal
 
@@ -43,3 +44,14 @@ class LearnedSpec(PositionalSpec):
     @property
     def export_as(self) -> str | None:
         return "learned"
+
+
+class NoPositionsSpec(PositionalSpec):
+    """No absolute positions: the embeddings alone, for a model whose attention knows positions
+    otherwise (rotary on its self-attention, a stack's ALiBi or T5 bias)."""
+
+    type: Literal["none"] = "none"
+
+    @property
+    def export_as(self) -> str | None:
+        return "none"

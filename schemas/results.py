@@ -24,6 +24,12 @@ class PaperColumnsSpec(Spec):
     eps_ls: Annotated[float, Field(ge=0.0, lt=1.0)]
     positional: str
     train_steps: Count
+    # the switches of a model that departs from the paper (`aiayn show`'s paper columns)
+    norm: str | None = None
+    ffn: str | None = None
+    kv_heads: Count | None = None
+    rotary: float | None = None
+    position_bias: str | None = None
     uniform: bool = True
 
 

@@ -52,13 +52,8 @@ class Slot:
         return list(self.members.values())
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        if not self.classes():
-            return core_schema.custom_error_schema(
-                core_schema.none_schema(),
-                custom_error_type="slot_empty",
-                custom_error_message=f"no {self.what} type is installed",
-                custom_error_context={"slot": self.name},
-            )
+        if not self.classes():  # aiayn registers a type of every slot
+            raise PluginError(f"no {self.what} type is registered: is aiayn installed whole?")
         choices = {tag: handler.generate_schema(cls) for tag, cls in self.members.items()}
         return core_schema.tagged_union_schema(choices, discriminator="type")  # type: ignore[arg-type]
 

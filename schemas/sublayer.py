@@ -1,5 +1,7 @@
 """What every sub-layer spec says about itself, so that no code tests the paper's classes."""
 
+from typing import Any
+
 from aiayn.schemas._base import Spec
 
 
@@ -21,6 +23,12 @@ class SublayerSpec(Spec):
     @property
     def table3(self) -> dict[str, int]:
         """The Table 3 columns this sub-layer sets (h, d_k, d_v for attention; d_ff)."""
+        return {}
+
+    @property
+    def switches(self) -> dict[str, Any]:
+        """How it departs from the paper, as `aiayn show`'s Table 3 columns name it (e.g.
+        {"ffn": "swiglu"}, {"kv_heads": 2}); empty where it is the paper's."""
         return {}
 
     @property

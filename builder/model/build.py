@@ -81,10 +81,16 @@ def position_bias(spec: StackSpec, ctx: BuildContext) -> nn.Module | None:
     return build(spec.position_bias, ctx) if spec.position_bias is not None else None
 
 
+def stack_context(spec: StackSpec, d_model: int, side: Side, *, layer: int | None = None, shared: dict | None = None) -> BuildContext:
+    """The context of the blocks of a stack (of its `layer`-th layer; the stack's own: None)."""
+    heads = next((s.table3["h"] for _, s in spec.located() if not s.reads_memory and "h" in s.table3), None)
+    return BuildContext(d_model, side, layer, {} if shared is None else shared, heads)
+
+
 def _stack(spec: StackSpec, d_model: int, side: Side) -> TransformerStack:
     shared: dict[str, nn.Module] = {}
-    layers = [layer(subs, spec, BuildContext(d_model, side, i, shared)) for i, subs in enumerate(spec.layers)]
-    ctx = BuildContext(d_model, side, None, shared)
+    layers = [layer(subs, spec, stack_context(spec, d_model, side, layer=i, shared=shared)) for i, subs in enumerate(spec.layers)]
+    ctx = stack_context(spec, d_model, side, shared=shared)
     return TransformerStack(layers=layers, final_norm=final_norm(spec, ctx), position_bias=position_bias(spec, ctx))
 
 

@@ -1,14 +1,31 @@
 """aiayn's own blocks, registered through `register` exactly as a plugin registers its own: the
-entry point `aiayn` of group `aiayn.blocks` (pyproject.toml) names `register_builtins`."""
+entry point `aiayn` of group `aiayn.blocks` (pyproject.toml) names `register_builtins`.
+
+The paper's blocks (attention, feed-forward, LayerNorm, sinusoidal and learned positions) and
+their successors: grouped-query attention and rotary embeddings (seams of the attention),
+gated feed-forward (SwiGLU, GEGLU, ReGLU), RMSNorm, no absolute positions, and the biases a stack
+shares (ALiBi, T5's relative bias)."""
 
 from torch import nn
 
-from aiayn.blocks import LearnedPositionalEmbedding, MultiHeadAttention, PositionwiseFeedForward, SinusoidalPositionalEncoding
+from aiayn.blocks import (
+    AlibiBias,
+    GatedFeedForward,
+    LearnedPositionalEmbedding,
+    MultiHeadAttention,
+    NoPositions,
+    PositionwiseFeedForward,
+    Rotary,
+    SinusoidalPositionalEncoding,
+    T5RelativeBias,
+)
+from aiayn.builder.errors import UserError
 from aiayn.builder.model.registry import BuildContext, register
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
-from aiayn.schemas.feed_forward import FeedForwardSpec
-from aiayn.schemas.norm import LayerNormSpec
-from aiayn.schemas.positional import LearnedSpec, SinusoidalSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
+from aiayn.schemas.norm import LayerNormSpec, RMSNormSpec
+from aiayn.schemas.positional import LearnedSpec, NoPositionsSpec, SinusoidalSpec
+from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
 _Attention = SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec
@@ -22,38 +39,81 @@ def register_builtins() -> None:
         flops=lambda spec, d, length: 4.0 * d * spec.d_ff,
         activations=lambda spec, d: 2 * spec.d_ff + 4 * d,  # the inner layer before and after the activation
     )  # fmt: skip
+    register(
+        GatedFeedForwardSpec, slot="sublayer", build=_gated_feed_forward, label=lambda spec: f"gated_feed_forward ({spec.variant})",
+        flops=lambda spec, d, length: 6.0 * d * spec.d_ff,  # three d x d_ff matrices
+        activations=lambda spec, d: 4 * spec.d_ff + 4 * d,  # gate, up, act(gate), their product
+    )  # fmt: skip
     register(LayerNormSpec, slot="norm", build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "LayerNorm")
+    register(RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm")
     register(SinusoidalSpec, slot="positional", build=lambda spec, ctx: SinusoidalPositionalEncoding(d_model=ctx.d_model, layout=spec.layout))
     register(LearnedSpec, slot="positional", build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model))
+    register(NoPositionsSpec, slot="positional", build=lambda spec, ctx: NoPositions(d_model=ctx.d_model))
+    # a bias adds one number to each score: not counted, as the norms are not
+    register(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")
+    register(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
 
 
-# ---- attention (Sec. 3.2.2) ----------------------------------------------------------------
+# ---- attention (Sec. 3.2.2) and its seams ----------------------------------------------------
 
 
 def _attention(spec: _Attention, ctx: BuildContext) -> nn.Module:
     return MultiHeadAttention(
-        d_model=ctx.d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v, bias=spec.bias,
-        attn_dropout=spec.attn_dropout, kind=spec.kind,  # type: ignore[arg-type]
+        d_model=ctx.d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v, kv_heads=spec.kv_heads, bias=spec.bias,
+        attn_dropout=spec.attn_dropout, kind=spec.kind, positions=_rotary(spec, ctx),  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+def _rotary(spec: _Attention, ctx: BuildContext) -> Rotary | None:
+    """One rotary table for every self-attention of the stack alike (it holds no parameters)."""
+    if spec.rotary is None:
+        return None
+    dims = spec.rotary.dims(spec.d_k)
+    key = f"rotary d_k={spec.d_k} dims={dims} base={spec.rotary.base}"
+    if key not in ctx.shared:
+        ctx.shared[key] = Rotary(d_k=spec.d_k, dims=dims, base=spec.rotary.base)
+    return ctx.shared[key]  # type: ignore[return-value]
 
 
 def _attention_flops(spec: _Attention, d_model: int, length: int) -> float:
     keys = (length + 1) / 2 if spec.kind == "causal_self" else length
-    projections = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
+    kv = spec.kv_heads or spec.h
+    projections = 2 * (d_model * spec.h * spec.d_k + d_model * kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
     scores_and_mix = 2 * spec.h * (spec.d_k + spec.d_v) * keys
-    return projections + scores_and_mix
+    rotary = 3 * (spec.h + kv) * spec.rotary.dims(spec.d_k) if spec.rotary else 0  # x cos + rotated x sin
+    return projections + scores_and_mix + rotary
 
 
 def _attention_activations(spec: _Attention, d_model: int) -> int:
     # Q, K, V and the heads' output (fused attention keeps no L x L scores); input and residual
-    return spec.h * 2 * (spec.d_k + spec.d_v) + 4 * d_model
+    kv = spec.kv_heads or spec.h
+    return spec.h * spec.d_k + kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v + 4 * d_model
 
 
-# ---- feed-forward (Sec. 3.3) ---------------------------------------------------------------
+def _heads(ctx: BuildContext) -> int:
+    if ctx.heads is None:
+        raise UserError(f"model.{ctx.stack}.position_bias: the stack has no self-attention for its bias to act on")
+    return ctx.heads
+
+
+def _t5_bias(spec: T5BiasSpec, ctx: BuildContext) -> nn.Module:
+    return T5RelativeBias(
+        h=_heads(ctx), num_buckets=spec.num_buckets, max_distance=spec.max_distance, bidirectional=ctx.stack == "encoder"
+    )
+
+
+# ---- feed-forward (Sec. 3.3) and the gated ones --------------------------------------------
 
 
 def _feed_forward(spec: FeedForwardSpec, ctx: BuildContext) -> nn.Module:
     return PositionwiseFeedForward(
+        d_model=ctx.d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
+        activation_dropout=spec.activation_dropout, bias=spec.bias,
+    )  # fmt: skip
+
+
+def _gated_feed_forward(spec: GatedFeedForwardSpec, ctx: BuildContext) -> nn.Module:
+    return GatedFeedForward(
         d_model=ctx.d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
         activation_dropout=spec.activation_dropout, bias=spec.bias,
     )  # fmt: skip

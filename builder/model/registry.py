@@ -40,6 +40,7 @@ class BuildContext:
     # puts it here, the others take it. Hold no parameters in them (a parameter shared by layers
     # would be counted once per layer): a shared module with parameters is a stack_bias.
     shared: dict[str, nn.Module] = field(default_factory=dict)
+    heads: int | None = None  # h of the stack's self-attentions (for a bias the stack shares among them)
 
 
 Build = Callable[[Any, BuildContext], nn.Module]

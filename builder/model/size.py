@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from aiayn.builder.errors import UserError
-from aiayn.builder.model.build import Side, embeddings, final_norm, layer, position_bias
-from aiayn.builder.model.registry import BuildContext, registration
+from aiayn.builder.model.build import Side, embeddings, final_norm, layer, position_bias, stack_context
+from aiayn.builder.model.registry import registration
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
@@ -70,13 +70,14 @@ def _stack_rows(name: Side, stack: StackSpec, d_model: int) -> list[Row]:
     norm_label = registration(stack.add_norm.norm).label(stack.add_norm.norm)
     for where, sublayers, times, first in stack.groups:
         with _on_meta():
-            built = layer(sublayers, stack, BuildContext(d_model, name, first))
+            built = layer(sublayers, stack, stack_context(stack, d_model, name, layer=first))
         for j, (sub, block) in enumerate(zip(sublayers, built.sublayers)):
             rows.append((f"{name}.{where}[{j}] {registration(sub).label(sub)}", _numel(block.sublayer), times))
         norms = sum(_numel(block.norm) for block in built.sublayers)
         rows.append((f"{name}.{where} add & norm ({norm_label} x{len(sublayers)})", norms, times))
     with _on_meta():
-        norm, bias = final_norm(stack, BuildContext(d_model, name)), position_bias(stack, BuildContext(d_model, name))
+        ctx = stack_context(stack, d_model, name)
+        norm, bias = final_norm(stack, ctx), position_bias(stack, ctx)
     if norm is not None:
         rows.append((f"{name} final {norm_label}", _numel(norm), 1))
     if bias is not None:

@@ -10,7 +10,9 @@ _SUBLAYER_COLUMNS = ("d_ff", "h", "d_k", "d_v")  # what sub-layers say of themse
 
 def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     """Table 3's columns (N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positional, train
-    steps). Where layers differ from each other, the first layer's value and "uniform": false."""
+    steps), then the switches by which the model departs from the paper (norm, ffn, kv_heads,
+    rotary, position_bias: each block's `switches`). Where layers differ from each other, the
+    first layer's value and "uniform": false."""
     model = spec.model
     subs = []  # every kind of layer once, the first layer's first
     for stack in (model.encoder, model.decoder):
@@ -19,6 +21,12 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     for sub in subs:
         for column, value in sub.table3.items():
             values.setdefault(column, []).append(value)
+    switches: dict[str, Any] = {}  # how the model departs from the paper: the first layer's, then the rest's
+    for block in [*subs, *(getattr(model, side).add_norm.norm for side in ("encoder", "decoder")),
+                  *(b for b in (model.encoder.position_bias, model.decoder.position_bias) if b is not None)]:  # fmt: skip
+        for key, value in block.switches.items():
+            values.setdefault(f"switch:{key}", []).append(value)
+            switches.setdefault(key, value)
     drops = {model.dropout, model.encoder.add_norm.dropout, model.decoder.add_norm.dropout}
     columns: dict[str, Any] = {
         "N": model.encoder.num_layers,
@@ -28,6 +36,7 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
         "eps_ls": spec.train.label_smoothing,
         "positional": model.positional.type,  # type: ignore[attr-defined]
         "train_steps": spec.trainer.max_steps,
+        **switches,
     }
     uniform = (
         model.encoder.num_layers == model.decoder.num_layers

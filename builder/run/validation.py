@@ -148,8 +148,6 @@ def _describe(item: dict[str, Any], holder: type[BaseModel] | None) -> str:
         return f"type {item['ctx']['tag']!r} is not one of {', '.join(tags)}{hint}"
     if kind == "union_tag_not_found":
         return "a 'type' key is required to say which kind this is"
-    if kind == "slot_empty":
-        return f"{item['msg']}; none of the installed packages registers one"
     if kind == "value_error":
         return item["msg"].removeprefix("Value error, ")
     return f"{item['msg'][0].lower()}{item['msg'][1:]}, got {value!r}"

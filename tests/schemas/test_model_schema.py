@@ -36,9 +36,9 @@ def test_eps_beside_a_norm_and_a_bad_eps_are_messages():
     assert error_of("model.decoder.add_norm.norm.eps=0").endswith(
         "  model.decoder.add_norm.norm.eps: input should be greater than 0, got 0 (set on the command line: model.decoder.add_norm.norm.eps=0)"
     )
-    assert error_of("model.decoder.add_norm.norm.type=rms_norm").endswith(
-        "  model.decoder.add_norm.norm: type 'rms_norm' is not one of layer_norm; did you mean 'layer_norm'? "
-        "(set on the command line: model.decoder.add_norm.norm.type=rms_norm)"
+    assert error_of("model.decoder.add_norm.norm.type=rms_nrom").endswith(
+        "  model.decoder.add_norm.norm: type 'rms_nrom' is not one of layer_norm, rms_norm; did you mean 'rms_norm'? "
+        "(set on the command line: model.decoder.add_norm.norm.type=rms_nrom)"
     )
 
 
@@ -59,10 +59,10 @@ def test_sub_layer_specs_say_what_they_are():
     assert LayerNormSpec().export_as == "layer_norm"
 
 
-def test_a_stack_bias_is_refused_while_none_is_installed():
-    assert error_of("model.encoder.position_bias={type: t5}").endswith(
-        "  model.encoder.position_bias: no stack-level bias type is installed; none of the installed packages registers one "
-        "(set on the command line: model.encoder.position_bias={type: t5})"
+def test_an_unknown_stack_bias_lists_the_installed_ones():
+    assert error_of("model.encoder.position_bias={type: rope}").endswith(
+        "  model.encoder.position_bias: type 'rope' is not one of alibi, t5 "
+        "(set on the command line: model.encoder.position_bias={type: rope})"
     )
 
 

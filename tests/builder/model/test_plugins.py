@@ -69,7 +69,7 @@ def test_a_plugins_norm_is_validated_shown_and_in_the_schema(tmp_path):
     assert done.returncode == 2
     assert done.stderr == (
         f"aiayn validate: error: {DEMO} is not a valid experiment (1 error):\n"
-        "  model.encoder.add_norm.norm: type 'scale_nrm' is not one of layer_norm, scale_norm; did you mean 'scale_norm'? "
+        "  model.encoder.add_norm.norm: type 'scale_nrm' is not one of layer_norm, rms_norm, scale_norm; did you mean 'scale_norm'? "
         "(set on the command line: model.encoder.add_norm.norm.type=scale_nrm)\n"
     )
     done = aiayn(site, "schema")
