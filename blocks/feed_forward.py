@@ -40,6 +40,10 @@ class PositionwiseFeedForward(Sublayer):
         inner = self.dropout(self.activation(self.w_1(x)))  # (B, T, d_ff)
         return self.w_2(inner)  # (B, T, d_model)
 
+    def projections(self) -> dict[str, tuple[Tensor, Tensor | None]]:
+        """(weight (out, in), bias) of W_1 and W_2."""
+        return {"w_1": (self.w_1.weight, self.w_1.bias), "w_2": (self.w_2.weight, self.w_2.bias)}
+
 
 class GatedFeedForward(Sublayer):
     """FFN_GLU(x) = (act(x W) * (x V)) W_2 (Shazeer 2020): SwiGLU (SiLU), GEGLU (GELU), ReGLU
@@ -62,3 +66,8 @@ class GatedFeedForward(Sublayer):
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
         gate, up = self.w_1(x).chunk(2, dim=-1)  # (B, T, d_ff) each
         return self.w_2(self.dropout(self.activation(gate) * up))  # (B, T, d_model)
+
+    def projections(self) -> dict[str, tuple[Tensor, Tensor | None]]:
+        """(weight (out, in), bias) of W (the activated one, as w_1), V (w_up) and W_2."""
+        weight, bias = self.w_1.weight.split(self.d_ff), self.w_1.bias.split(self.d_ff) if self.w_1.bias is not None else (None, None)
+        return {"w_1": (weight[0], bias[0]), "w_up": (weight[1], bias[1]), "w_2": (self.w_2.weight, self.w_2.bias)}

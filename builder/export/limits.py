@@ -8,24 +8,38 @@ from aiayn.schemas.stacks import StackSpec
 
 CTRANSLATE2 = "CTranslate2"
 MARIAN = "Hugging Face Marian"
-# the one layer layout each stack may have: the paper's (Figure 1)
-LAYOUTS = {
-    "encoder": ("self_attention", "feed_forward"),
-    "decoder": ("causal_self_attention", "cross_attention", "feed_forward"),
-}
+# the one layer layout each stack may have: the paper's (Figure 1); "ffn": what the target has
+LAYOUTS = {"encoder": ("self_attention", "ffn"), "decoder": ("causal_self_attention", "cross_attention", "ffn")}
+FFN = ("feed_forward", "gated_feed_forward")
+# what a target has, by the specs' export_as: the paper's blocks, and CTranslate2's more
+PAPER_HAS = {"ffn": ("feed_forward",), "norm": ("layer_norm",), "positional": ("sinusoidal", "learned")}
+CT2_HAS = {"ffn": FFN, "norm": ("layer_norm", "rms_norm"), "positional": ("sinusoidal", "learned", "none")}
 
 
 def check_ctranslate2(spec: ModelSpec) -> None:
     """Refuse, naming the field, what a TransformerSpec cannot hold."""
-    check_uniform(spec, CTRANSLATE2)
+    check_uniform(spec, CTRANSLATE2, has=CT2_HAS)
     for side in ("encoder", "decoder"):
         stack = getattr(spec, side)
+        attentions = [s for s in stack.layer if s.export_as != FFN[0] and s.export_as != FFN[1]]
+        kv = {s.kv_heads or s.h for s in attentions}  # type: ignore[attr-defined]
+        if len(kv) > 1:
+            raise UserError(
+                f"cannot export to {CTRANSLATE2}: the attention sub-layers of {side}.layer differ in kv_heads {sorted(kv)}; "
+                f"{CTRANSLATE2} has one num_heads_kv per stack"
+            )
+        rotary = attentions[0].rotary  # type: ignore[attr-defined]
+        if rotary is not None and spec.positional.export_as != "none":
+            raise UserError(
+                f"cannot export to {CTRANSLATE2}: {side}.layer[0].rotary beside positional.type: {spec.positional.type}; "  # type: ignore[attr-defined]
+                f"{CTRANSLATE2} with rotary adds no absolute positions: train with positional: none"
+            )
         if stack.add_norm.placement == "post" and stack.has_final_norm:
             raise UserError(
                 f"cannot export to {CTRANSLATE2}: {side}.final_norm adds a LayerNorm after a post-norm stack, which "
                 f"{CTRANSLATE2} has only for pre-norm (add_norm.placement: pre)"
             )
-    eps = {side: getattr(spec, side).add_norm.norm.eps for side in ("encoder", "decoder")}
+    eps = {side: getattr(spec, side).add_norm.norm.eps for side in ("encoder", "decoder")}  # type: ignore[attr-defined]
     if eps["encoder"] != eps["decoder"]:
         raise UserError(
             f"cannot export to {CTRANSLATE2}: encoder.add_norm.norm.eps ({eps['encoder']}) != decoder.add_norm.norm.eps "
@@ -34,8 +48,16 @@ def check_ctranslate2(spec: ModelSpec) -> None:
 
 
 def check_marian(spec: ModelSpec) -> None:
-    """Refuse, naming the field, what a MarianConfig cannot hold."""
+    """Refuse, naming the field, what a MarianConfig cannot hold: the paper's blocks only."""
     check_uniform(spec, MARIAN)
+    for side in ("encoder", "decoder"):
+        for j, sub in enumerate(getattr(spec, side).layer):
+            for switch, value in sub.switches.items():
+                field = {"ffn": "type"}.get(switch, switch)
+                raise UserError(
+                    f"cannot export to {MARIAN}: {side}.layer[{j}].{field} ({value}); Marian has the paper's blocks only "
+                    "(export --to ctranslate2 takes it)"
+                )
     if spec.positional.export_as == "learned":
         raise UserError(
             f"cannot export to {MARIAN}: positional.type: learned; Marian's positions are fixed sinusoids, "
@@ -60,10 +82,12 @@ def check_marian(spec: ModelSpec) -> None:
             )
 
 
-def check_uniform(spec: ModelSpec, target: str) -> None:
-    """Every layer of a stack alike, in the paper's layout, one head shape per stack, the paper's
-    norm and positions; else a UserError naming the YAML field that `target` cannot express."""
-    if spec.positional.export_as is None:
+def check_uniform(spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...]] | None = None) -> None:
+    """Every layer of a stack alike, in the paper's layout, one head shape per stack, a norm and
+    positions the target `has` (default: the paper's); else a UserError naming the YAML field
+    that `target` cannot express."""
+    has = has or PAPER_HAS
+    if spec.positional.export_as not in has["positional"]:
         raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")  # type: ignore[attr-defined]
     for side in ("encoder", "decoder"):
         stack: StackSpec = getattr(spec, side)
@@ -76,19 +100,22 @@ def check_uniform(spec: ModelSpec, target: str) -> None:
         for j, sub in enumerate(stack.layer):
             if sub.export_as is None:
                 raise UserError(f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}")  # type: ignore[attr-defined]
-        roles = tuple(sub.export_as for sub in stack.layer)
-        if roles != LAYOUTS[side]:
+        layout = [has["ffn"] if role == "ffn" else (role,) for role in LAYOUTS[side]]
+        roles = [sub.export_as for sub in stack.layer]
+        if len(roles) != len(layout) or any(role not in allowed for role, allowed in zip(roles, layout)):
             names = ", ".join(s.type for s in stack.layer)  # type: ignore[attr-defined]
-            raise UserError(f"cannot export to {target}: {side}.layer is [{names}]; {target} has only [{', '.join(LAYOUTS[side])}]")
-        if stack.add_norm.norm.export_as != "layer_norm":
+            wanted = ", ".join(" or ".join(allowed) for allowed in layout)
+            raise UserError(f"cannot export to {target}: {side}.layer is [{names}]; {target} has only [{wanted}]")
+        if stack.add_norm.norm.export_as not in has["norm"]:
             raise UserError(
-                f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has LayerNorm only"  # type: ignore[attr-defined]
+                f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has "  # type: ignore[attr-defined]
+                f"{' and '.join(has['norm'])} only"
             )
         if stack.position_bias is not None:
             raise UserError(
                 f"cannot export to {target}: {side}.position_bias ({stack.position_bias.type}) has no counterpart in {target}"  # type: ignore[attr-defined]
             )
-        heads = {(s.table3["h"], s.table3["d_k"], s.table3["d_v"]) for s in stack.layer if s.export_as != "feed_forward"}
+        heads = {(s.table3["h"], s.table3["d_k"], s.table3["d_v"]) for s in stack.layer if s.export_as not in FFN}
         if len(heads) > 1:
             raise UserError(
                 f"cannot export to {target}: the attention sub-layers of {side}.layer differ in (h, d_k, d_v) "

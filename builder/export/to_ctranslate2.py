@@ -1,8 +1,11 @@
 """aiayn -> CTranslate2, through its Python converter API (a `Converter` whose `_load` returns a
 filled `TransformerSpec`), as its own fairseq and OpenNMT-py converters do.
 
-What maps: post-norm (`pre_norm=False`) or pre-norm with or without a final LayerNorm; ReLU, GELU
-(erf) and SiLU; d_k = d_v != d_model / h through `head_dim`; biases or none; shared, tied or
+What maps: post-norm (`pre_norm=False`) or pre-norm with or without a final norm, LayerNorm or
+RMSNorm (`rms_norm`); ReLU, GELU (erf) and SiLU, gated or not (`ffn_glu`: SwiGLU, GEGLU, ReGLU);
+grouped-query attention (`num_heads_kv`, one per stack); rotary embeddings (`rotary_dim`,
+transformers' non-interleaved pairs, `rotary_base`; without absolute positions, as CTranslate2
+adds none beside them); no absolute positions (a table of zeros where the spec wants one); d_k = d_v != d_model / h through `head_dim`; biases or none; shared, tied or
 separate embeddings (separate vocabularies too); embeddings scaled by sqrt(d_model) or not. Positions
 are given as the model's own table (`position_encodings.encodings`): interleaved or concatenated
 sinusoids (`position_rows` rows; CTranslate2's built-in sinusoids use tensor2tensor's frequencies,
@@ -29,7 +32,6 @@ from aiayn.builder.export.weights import (
     Stack,
     transformer_weights,
 )
-from aiayn.schemas.feed_forward import FeedForwardSpec
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
@@ -78,20 +80,28 @@ def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:
     return tokens + [f"<aiayn-unused-{i}>" for i in range(len(tokens), size)]
 
 
-def _stack_options(stack_spec: StackSpec, stack: Stack, d_model: int, *, ffn: FeedForwardSpec) -> tuple[int, int, dict]:
-    """(layers, heads, keyword options) of CTranslate2's encoder or decoder spec for one of our stacks."""
+def _stack_options(stack_spec: StackSpec, stack: Stack, d_model: int) -> tuple[int, int, dict]:
+    """(layers, heads, keyword options) of CTranslate2's encoder or decoder spec for one of our stacks
+    (limits.py let through one kv_heads and one rotary per stack)."""
     h, d_k = stack_spec_heads(stack_spec)
+    *attention, ffn = stack_spec.layer
+    kv, rotary = attention[0].kv_heads, attention[0].rotary  # type: ignore[attr-defined]
     options = dict(
         pre_norm=stack_spec.add_norm.placement == "pre",
         no_final_norm=stack.final_norm is None,
-        activation=ACTIVATIONS[ffn.activation],
+        activation=ACTIVATIONS[ffn.activation],  # type: ignore[attr-defined]
         head_dim=None if h * d_k == d_model else d_k,
+        ffn_glu=ffn.export_as == "gated_feed_forward",
+        rms_norm=stack_spec.add_norm.norm.export_as == "rms_norm",
+        num_heads_kv=None if kv in (None, h) else kv,
     )
+    if rotary is not None:  # transformers' rotate_half: the pairs are (i, i + dims/2), not interleaved
+        options.update(rotary_dim=rotary.dims(d_k), rotary_interleave=False, rotary_base=rotary.base)
     return stack_spec.num_layers, h, options
 
 
 def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerEncoderSpec:
-    num_layers, h, options = _stack_options(spec.encoder, stack, spec.d_model, ffn=spec.encoder.layer[1])
+    num_layers, h, options = _stack_options(spec.encoder, stack, spec.d_model)
     enc = transformer_spec.TransformerEncoderSpec(num_layers, h, **options)
     _inputs(enc, spec, stack, enc.embeddings[0])
     for layer_spec, layer in zip(enc.layer, stack.layers):
@@ -101,7 +111,7 @@ def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.Transformer
 
 
 def _decoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerDecoderSpec:
-    num_layers, h, options = _stack_options(spec.decoder, stack, spec.d_model, ffn=spec.decoder.layer[2])
+    num_layers, h, options = _stack_options(spec.decoder, stack, spec.d_model)
     dec = transformer_spec.TransformerDecoderSpec(num_layers, h, **options)
     _inputs(dec, spec, stack, dec.embeddings)
     for layer_spec, layer in zip(dec.layer, stack.layers):
@@ -114,7 +124,8 @@ def _decoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.Transformer
 def _inputs(side, spec: ModelSpec, stack: Stack, embeddings: common_spec.EmbeddingsSpec) -> None:
     embeddings.weight = _np(stack.embedding)
     side.scale_embeddings = spec.embedding.scale
-    side.position_encodings.encodings = _np(stack.positions)
+    if hasattr(side, "position_encodings"):  # a decoder with rotary has none (limits.py: positional none)
+        side.position_encodings.encodings = _np(stack.positions)
     if stack.final_norm is not None:
         _norm(side.layer_norm, stack.final_norm)
 
@@ -131,7 +142,9 @@ def _attention(spec, attention: Attention, *, fused: str) -> None:
 
 
 def _ffn(spec, ffn: FeedForward) -> None:
-    _linear(spec.linear_0, ffn.w_1)
+    _linear(spec.linear_0, ffn.w_1)  # activated
+    if ffn.w_up is not None:
+        _linear(spec.linear_0_noact, ffn.w_up)
     _linear(spec.linear_1, ffn.w_2)
     _norm(spec.layer_norm, ffn.norm)
 
@@ -148,7 +161,9 @@ def _linear(spec: common_spec.LinearSpec, lin: Linear) -> None:
 
 
 def _norm(spec: common_spec.LayerNormSpec, norm: Norm) -> None:
-    spec.gamma, spec.beta = _np(norm.gamma), _np(norm.beta)
+    spec.gamma = _np(norm.gamma)
+    if norm.beta is not None:  # an RMSNorm has none
+        spec.beta = _np(norm.beta)
 
 
 def _np(x: torch.Tensor) -> np.ndarray:

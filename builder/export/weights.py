@@ -2,9 +2,9 @@
 
 Exporters never walk our modules themselves: `transformer_weights` reads each stack of a model
 that export/limits.py accepted (the paper's layout: attention sub-layers, then the feed-forward)
-into per-layer attention, feed-forward and LayerNorm tensors. The blocks hand out their own
-tensors (`MultiHeadAttention.projections()` splits Q, K and V out of its fused projections), so
-a change of our blocks touches the block and this file.
+into per-layer attention, feed-forward and norm tensors. The blocks hand out their own tensors
+(`projections()`: attention splits Q, K and V out of its fused projections, a gated feed-forward
+its W and V), so a change of our blocks touches the block and this file.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Linear:
 @dataclass(frozen=True)
 class Norm:
     gamma: Tensor
-    beta: Tensor
+    beta: Tensor | None  # None: RMSNorm
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,10 @@ class Attention:
 
 @dataclass(frozen=True)
 class FeedForward:
-    w_1: Linear
+    w_1: Linear  # the activated projection
     w_2: Linear
     norm: Norm
+    w_up: Linear | None = None  # a gated feed-forward's other projection (act(x W_1) * x W_up)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def permuted(weights: TransformerWeights, perm: Tensor) -> TransformerWeights:
         return Linear(lin.weight[perm], None if lin.bias is None else lin.bias[perm])
 
     def norm(n: Norm | None) -> Norm | None:
-        return None if n is None else Norm(n.gamma[perm], n.beta[perm])
+        return None if n is None else Norm(n.gamma[perm], None if n.beta is None else n.beta[perm])
 
     def attention(a: Attention | None) -> Attention | None:
         if a is None:
@@ -103,7 +104,8 @@ def permuted(weights: TransformerWeights, perm: Tensor) -> TransformerWeights:
         return Attention(q=reads(a.q), k=reads(a.k), v=reads(a.v), o=writes(a.o), norm=norm(a.norm))
 
     def layer(lay: Layer) -> Layer:
-        ffn = FeedForward(w_1=reads(lay.ffn.w_1), w_2=writes(lay.ffn.w_2), norm=norm(lay.ffn.norm))
+        up = None if lay.ffn.w_up is None else reads(lay.ffn.w_up)
+        ffn = FeedForward(w_1=reads(lay.ffn.w_1), w_2=writes(lay.ffn.w_2), norm=norm(lay.ffn.norm), w_up=up)
         return Layer(attention(lay.self_attention), attention(lay.cross_attention), ffn)
 
     def stack(s: Stack) -> Stack:
@@ -136,7 +138,8 @@ def _attention(sub: AddNorm) -> Attention:
 
 
 def _ffn(sub: AddNorm) -> FeedForward:
-    return FeedForward(w_1=_linear(sub.sublayer.w_1), w_2=_linear(sub.sublayer.w_2), norm=_norm(sub.norm))
+    projections = {name: Linear(_t(w), _maybe(b)) for name, (w, b) in sub.sublayer.projections().items()}
+    return FeedForward(**projections, norm=_norm(sub.norm))
 
 
 def _linear(lin: nn.Linear) -> Linear:
@@ -144,8 +147,8 @@ def _linear(lin: nn.Linear) -> Linear:
 
 
 def _norm(norm: nn.Module) -> Norm:
-    """A LayerNorm's gamma and beta (the only norm limits.py lets through)."""
-    return Norm(_t(norm.weight), _t(norm.bias))
+    """A LayerNorm's gamma and beta, or an RMSNorm's gamma (the norms limits.py lets through)."""
+    return Norm(_t(norm.weight), _maybe(getattr(norm, "bias", None)))
 
 
 def _t(x: Tensor) -> Tensor:

@@ -71,3 +71,26 @@ def test_specs_are_frozen_and_refuse_unknown_keys():
         LayerNormSpec(eps=1e-6, bias=False)
     with pytest.raises(ValidationError):
         LayerNormSpec().eps = 1.0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model.encoder.layer[0].kv_heads=3"],
+     "model.encoder.layer[0].kv_heads: 3 does not divide h (8): each K/V head serves h / kv_heads query heads; use one of [1, 2, 4, 8]"),
+    (["model.decoder.layer[0].rotary={fraction: 1.5}"],
+     "model.decoder.layer[0].rotary.fraction: input should be less than or equal to 1, got 1.5"),
+    (["model.decoder.layer[0].rotary={fraction: 0.01}"],
+     "model.decoder.layer[0].rotary.fraction: 0.01 of d_k (64) rotates 0 dims; at least 2 are needed: raise it to >= 0.03125"),
+    (["model.decoder.layer[1].rotary={fraction: 1.0}"],
+     "model.decoder.layer[1].rotary: rotates the queries and keys of one sequence, but cross_attention's keys are the encoder's; "
+     "give rotary to the self-attentions (and positional: none, if it is to be the only positions)"),
+    (["model.encoder.position_bias={type: alibi}", "model.encoder.overrides={1: [{type: self_attention, h: 4, d_k: 64, d_v: 64}, {type: feed_forward, d_ff: 2048}]}"],
+     "model.encoder.position_bias: one bias for the whole stack needs its self-attentions to have one h, but they have [4, 8]"),
+    (["model.decoder.layer[2].type=gated_feed_forward", "model.decoder.layer[2].activation=tanh"],
+     "model.decoder.layer[2].activation: input should be 'silu', 'gelu' or 'relu', got 'tanh'"),
+])  # fmt: skip
+def test_each_variants_bad_input_names_its_yaml_path(overrides, message):
+    assert message in error_of(*overrides)
+
+
+def test_positional_none_is_short_for_its_type():
+    assert load_experiment(BASE, ["model.positional=none"]).model.positional.type == "none"

@@ -53,6 +53,22 @@ REFUSED = [
     (check_marian, model_spec("model.encoder.final_norm=true"), MARIAN + "encoder.final_norm: true; Marian has no final LayerNorm"),
     (check_marian, model_spec("dims.h=4"), MARIAN + "encoder attention has d_k (8) != d_model / h (16 / 4); Marian's heads split "
      "d_model (export --to ctranslate2 takes any d_k)"),
+    # the variants after 2017: CTranslate2 holds some, Marian none
+    (check_ctranslate2, model_spec("model.positional=none", "model.encoder.position_bias={type: alibi}"), CT2 +
+     "encoder.position_bias (alibi) has no counterpart in CTranslate2"),
+    (check_ctranslate2, model_spec("model.positional=none", "model.decoder.position_bias={type: t5}"), CT2 +
+     "decoder.position_bias (t5) has no counterpart in CTranslate2"),
+    (check_ctranslate2, model_spec("model.decoder.layer.0.rotary={fraction: 1.0}"), CT2 + "decoder.layer[0].rotary beside "
+     "positional.type: sinusoidal; CTranslate2 with rotary adds no absolute positions: train with positional: none"),
+    (check_ctranslate2, model_spec("model.decoder.layer.0.kv_heads=1"), CT2 + "the attention sub-layers of decoder.layer differ in "
+     "kv_heads [1, 2]; CTranslate2 has one num_heads_kv per stack"),
+    (check_marian, model_spec("model.encoder.add_norm.norm.type=rms_norm"), MARIAN + "encoder.add_norm.norm is rms_norm; "
+     "Hugging Face Marian has layer_norm only"),
+    (check_marian, model_spec("model.decoder.layer.2.type=gated_feed_forward"), MARIAN + "decoder.layer is [causal_self_attention, "
+     "cross_attention, gated_feed_forward]; Hugging Face Marian has only [causal_self_attention, cross_attention, feed_forward]"),
+    (check_marian, model_spec("model.encoder.layer.0.kv_heads=1"), MARIAN + "encoder.layer[0].kv_heads (1); Marian has the paper's "
+     "blocks only (export --to ctranslate2 takes it)"),
+    (check_marian, model_spec("model.positional=none"), MARIAN + "positional.type: none has no counterpart in Hugging Face Marian"),
 ]  # fmt: skip
 
 

@@ -19,6 +19,16 @@ NO_BIAS = (
     "model.encoder.layer.0.bias=false", "model.encoder.layer.1.bias=false", "model.decoder.layer.0.bias=false",
     "model.decoder.layer.1.bias=false", "model.decoder.layer.2.bias=false",
 )  # fmt: skip
+RMS = ("model.encoder.add_norm.norm.type=rms_norm", "model.decoder.add_norm.norm.type=rms_norm")
+KV = (("encoder", 0), ("decoder", 0), ("decoder", 1))  # every attention: CTranslate2 has one num_heads_kv a stack
+ROTARY = ("model.encoder.layer.0.rotary={fraction: 0.5}", "model.decoder.layer.0.rotary={fraction: 0.5, base: 1000}")
+
+
+def GATED(activation: str) -> tuple[str, ...]:  # noqa: N802
+    return tuple(o for side, i in (("encoder", 1), ("decoder", 2)) for o in (
+        f"model.{side}.layer.{i}.type=gated_feed_forward", f"model.{side}.layer.{i}.activation={activation}"))  # fmt: skip
+
+
 CT2_CASES = {  # name: (overrides, positional section or None)
     "paper": ((), None),
     "pre-norm, gelu, concatenated, 4 heads of 8 in d_model 16, no biases, untied with an output bias": (
@@ -37,6 +47,12 @@ CT2_CASES = {  # name: (overrides, positional section or None)
         ("model.encoder.add_norm.placement=pre", "model.encoder.final_norm=false", "model.embedding.scale=false"),
         LEARNED,
     ),
+    "rmsnorm, swiglu": ((*RMS, *GATED("silu")), None),
+    "pre-norm rmsnorm, geglu without biases": ((*PRE_NORM, *RMS, *GATED("gelu"), "model.encoder.layer.1.bias=false", "model.decoder.layer.2.bias=false"), None),
+    "multi-query attention (kv_heads 1 of h 2), relu": (tuple(f"model.{s}.layer.{i}.kv_heads=1" for s, i in KV), None),
+    "reglu": (GATED("relu"), None),
+    "rotary on half of each head, no absolute positions": (("model.positional=none", *ROTARY), None),
+    "rotary on the encoder only, grouped kv": (("model.positional=none", "model.encoder.layer.0.rotary={fraction: 1.0, base: 100}", "model.encoder.layer.0.kv_heads=1"), None),
 }
 MARIAN_CASES = {
     "paper (interleaved sinusoids, permuted)": (),

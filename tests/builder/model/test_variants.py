@@ -1,0 +1,107 @@
+"""Each variant after 2017 wherever a model goes: exact parameter counts (meta-built), cached
+decoding that gives the full forward's logits at every step, packed rows that give the padded
+ones, one compiled graph that gives eager's loss and gradients, a training step."""
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.builder.data.collate import TranslationCollator
+from aiayn.builder.data.dataset import Example
+from aiayn.builder.model.build import build_model
+from aiayn.builder.model.loss import batch_loss
+from aiayn.builder.model.size import count_params, param_table
+from aiayn.builder.run.config import load_experiment
+from tests.conftest import EXPERIMENTS
+
+SMALL = ["dims.vocab_size=40", "dims.d_model=16", "dims.d_ff=24", "dims.h=4", "dims.d_k=4", "dims.d_v=6", "dims.N=2", "dims.P_drop=0.0"]
+BOTH = ("encoder", "decoder")
+FFN = {"encoder": 1, "decoder": 2}
+VARIANTS = {
+    "rms_norm": [f"model.{s}.add_norm.norm.type=rms_norm" for s in BOTH],
+    "pre_rms_norm": [f"model.{s}.add_norm.{k}" for s in BOTH for k in ("norm.type=rms_norm", "placement=pre")],
+    **{
+        name: [o for s in BOTH for o in (f"model.{s}.layer[{FFN[s]}].type=gated_feed_forward", f"model.{s}.layer[{FFN[s]}].activation={act}")]
+        for name, act in (("swiglu", "silu"), ("geglu", "gelu"), ("reglu", "relu"))
+    },
+    "rope": ["model.positional=none", "model.encoder.layer[0].rotary={fraction: 1.0}", "model.decoder.layer[0].rotary={fraction: 0.5, base: 100}"],
+    "alibi": ["model.positional=none", *(f"model.{s}.position_bias={{type: alibi}}" for s in BOTH)],
+    "t5": ["model.positional=none", *(f"model.{s}.position_bias={{type: t5, num_buckets: 8, max_distance: 12}}" for s in BOTH)],
+    "gqa": ["model.encoder.layer[0].kv_heads=2", "model.decoder.layer[0].kv_heads=1", "model.decoder.layer[1].kv_heads=2"],
+    "rope_gqa_t5_swiglu_rms": [
+        "model.positional=none", "model.encoder.layer[0].rotary={fraction: 0.5}", "model.decoder.layer[0].rotary={fraction: 1.0}",
+        "model.decoder.layer[0].kv_heads=2", "model.decoder.position_bias={type: t5}", "model.encoder.position_bias={type: alibi}",
+        "model.decoder.layer[2].type=gated_feed_forward", "model.decoder.layer[2].activation=silu",
+        *(f"model.{s}.add_norm.norm.type=rms_norm" for s in BOTH),
+    ],
+}  # fmt: skip
+
+
+def model_of(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = build_model(load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, *VARIANTS[name]]).model)
+    with torch.no_grad():  # T5's table and the norms start at values that would hide a mistake
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def padded(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r)
+    return out
+
+
+SRC = padded([[5, 6, 7, 8, 9, 10], [11, 12, 13]])
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_count_equals_numel(name):
+    spec = load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, *VARIANTS[name]]).model
+    assert count_params(spec) == sum(p.numel() for p in build_model(spec).parameters()) == sum(e * n for _, e, n in param_table(spec))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_cached_decoding_gives_the_full_forwards_logits_at_every_step(name):
+    model = model_of(name).eval()
+    tgt = torch.tensor([[1, 14, 15, 16, 17], [1, 18, 19, 20, 21]])
+    with torch.no_grad():
+        full = model(SRC, tgt)  # (2, 5, V)
+        memory, padding = model.encode(SRC)
+        state = model.init_state()
+        steps = [model.decode(tgt[:, t : t + 1], memory, padding, state) for t in range(tgt.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_packed_rows_give_the_padded_logits(name):
+    model = model_of(name).eval()
+    tgt = padded([[1, 14, 15, 16], [1, 18]])
+    rows, src_rows = tgt.flatten().ne(0).nonzero().squeeze(1), SRC.flatten().ne(0).nonzero().squeeze(1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(SRC, tgt, rows, src_rows), model(SRC, tgt).flatten(0, 1)[rows], rtol=1e-5, atol=1e-5)
+
+
+def _batch(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    examples = [Example(i, rng.integers(3, 40, rng.integers(1, 9)), rng.integers(3, 40, rng.integers(0, 9))) for i in range(n)]
+    return TranslationCollator(pad_id=0, bos_id=1, eos_id=2)(examples)
+
+
+def _loss_and_grads(model, batch):
+    model.zero_grad(set_to_none=True)
+    loss, nll, _ = batch_loss(model, batch, eps=0.1, pad_id=0)
+    (loss + nll).backward()
+    return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def test_the_variants_compile_to_what_eager_computes():
+    eager, compiled = model_of("rope_gqa_t5_swiglu_rms").train(), model_of("rope_gqa_t5_swiglu_rms").train()
+    compiled.compile(dynamic=True, backend="aot_eager")
+    for seed, n in [(1, 5), (2, 7)]:
+        batch = _batch(seed, n)
+        (loss, grads), (loss_c, grads_c) = _loss_and_grads(eager, batch), _loss_and_grads(compiled, batch)
+        torch.testing.assert_close(loss_c, loss, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(grads_c, grads, rtol=1e-4, atol=1e-5)
+        assert torch.isfinite(grads).all()
