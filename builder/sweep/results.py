@@ -2,9 +2,11 @@
 mean ± sample standard deviation, grouped (A)-(E) with base first and big last, the paper's
 numbers beside ours. Written as markdown, CSV and a plot.
 
-Table 3's columns cannot tell every variant apart (post- from pre-norm, say): a column follows
-for each setting of the runs' config.yaml in which the rows differ, and a variant whose layers
-differ within a stack (Table 3's columns then give its first layer) is marked †."""
+Table 3's columns cannot tell every variant apart: the switches of the variants after 2017 follow
+(norm, ffn, kv_heads, rotary, position_bias, where a row has one), then a column for each other
+setting of the runs' config.yaml in which the rows differ (post- and pre-norm, say), and a
+variant whose layers differ within a stack (Table 3's columns then give its first layer) is
+marked †."""
 
 import csv
 import json
@@ -25,8 +27,9 @@ from aiayn.schemas.results import ResultsSpec
 
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
 COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
+SWITCHES = ["norm", "ffn", "kv_heads", "rotary", "position_bias"]  # results.json's paper columns beyond Table 3's
 CSV_FIELDS = [
-    "group", "variant", "runs", *COLUMNS, "positional", "uniform", "steps",
+    "group", "variant", "runs", *COLUMNS, "positional", *SWITCHES, "uniform", "steps",
     "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
@@ -130,18 +133,43 @@ def _flatten(node: Any, path: str) -> list[tuple[str, Any]]:
     return [(path, node)]
 
 
+def switches(rows: list[Row]) -> list[str]:
+    """The switch columns some row has (a model departing from the paper)."""
+    return [s for s in SWITCHES if any(row.paper.get(s) is not None for row in rows)]
+
+
 def differing(rows: list[Row]) -> list[str]:
-    """The config paths whose values differ between rows (of rows whose config is known), in
-    config order, but for those Table 3's columns show."""
-    configs = [row.config for row in rows if row.config is not None]
-    if len(configs) < 2:
+    """The config paths in whose values the rows differ, in config order, but for what the table
+    shows already: Table 3's and the switch columns, and any path those determine (a rotary's
+    base beside its fraction, the positions' layout beside their type); of paths that split the
+    rows alike, the first stands for all."""
+    known = [row for row in rows if row.config is not None]
+    if len(known) < 2:
         return []
-    paths = list(dict.fromkeys(p for config in configs for p in config))
-    return [p for p in paths if not _SHOWN.match(p) and len({json.dumps(c.get(p), sort_keys=True) for c in configs}) > 1]
+    shown = [[_key(row.paper.get(c)) for row in known] for c in [*COLUMNS, "positional", *switches(rows)]]
+    found: list[str] = []
+    patterns: list[list[str]] = []
+    for path in dict.fromkeys(p for row in known for p in row.config):  # type: ignore[union-attr]
+        values = [_key(row.config.get(path)) for row in known]  # type: ignore[union-attr]
+        if _SHOWN.match(path) or len(set(values)) < 2 or any(_determines(c, values) for c in shown + patterns):
+            continue
+        found.append(path)
+        patterns.append(values)
+    return found
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _determines(column: list[str], values: list[str]) -> bool:
+    """Whether equal values in `column` always come with equal `values`."""
+    seen: dict[str, str] = {}
+    return all(seen.setdefault(c, v) == v for c, v in zip(column, values))
 
 
 def _setting(row: Row, path: str) -> str:
-    if row.config is None or path not in row.config:
+    if row.config is None or row.config.get(path) is None:
         return ""
     value = row.config[path]
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) else str(value)
@@ -186,8 +214,8 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
     """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, * where
     significant) and a line under the table that says how it was computed."""
     differences = differences or {}
-    settings = differing(rows)
-    head = ["group", "variant", *COLUMNS, "positional", *settings, "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
+    settings, shown = differing(rows), switches(rows)
+    head = ["group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
     head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper"]
     agreement = directions(rows, differences, base)
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -200,6 +228,7 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
             _variant(row),
             *(_number(row.paper.get(c)) for c in COLUMNS),
             str(row.paper.get("positional", "")),
+            *(_number(row.paper.get(s)) for s in shown),
             *(_setting(row, path) for path in settings),
             _steps(row.steps),
             str(len(row.trials)),
@@ -245,6 +274,7 @@ def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | 
                     "runs": len(row.trials),
                     **{c: row.paper.get(c) for c in COLUMNS},
                     "positional": row.paper.get("positional"),
+                    **{s: _number(row.paper.get(s)) for s in SWITCHES},
                     "steps": _steps(row.steps),
                     "ppl": ppl,
                     "ppl_std": "" if ppl_std is None else ppl_std,

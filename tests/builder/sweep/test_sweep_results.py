@@ -83,7 +83,7 @@ def test_csv(sweep_dir):
     with open(sweep_dir / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == CSV_FIELDS == [
-        "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "uniform", "steps",
+        "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "uniform", "steps",
         "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
     ]  # fmt: skip
     assert [r["variant"] for r in rows] == ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "table3-e-learned", "mine", "big"]

@@ -1,0 +1,60 @@
+"""examples/plugin, installed as a user installs it (pip, its own pyproject.toml and entry point,
+not a monkeypatched registry): `aiayn schema` lists its type, `aiayn show` counts it exactly, and
+`aiayn train` trains and decodes with it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PLUGIN = ROOT / "examples" / "plugin"
+TINY = ["dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1", "dims.vocab_size=300",
+        "data.n_train=400", "data.n_valid=8", "data.n_test=8", "train.tokens_per_step=800", "trainer.enable_progress_bar=false",
+        "decode.beam=2", "decode.max_len_b=5", "trainer.val_check_interval=null", "train.lr_schedule.warmup_steps=2"]  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The plugin installed (a wheel built from a copy: a build writes beside its source) into a
+    folder that the commands below put on their path."""
+    source, site = tmp_path_factory.mktemp("plugin"), tmp_path_factory.mktemp("site")
+    shutil.copytree(PLUGIN, source, dirs_exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", "--target", str(site), str(source)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(site.glob("aiayn_example_plugin-0.1.0.dist-info/entry_points.txt"))
+    return site
+
+
+def aiayn(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-m", "aiayn", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_installed_plugin_is_in_the_schema_counted_and_trains(site, tmp_path):
+    schema = aiayn(site, tmp_path, "schema")
+    assert json.loads(schema.stdout)["$defs"]["ScaledAttentionSpec"]["properties"]["type"]["const"] == "scaled_attention"
+
+    shown = aiayn(site, tmp_path, "show", str(PLUGIN / "scaled.yaml"), *TINY, "--json")
+    assert shown.returncode == 0, shown.stderr
+    info = json.loads(shown.stdout)
+    d, h, dk, dff, V = 32, 2, 16, 64, 300
+    attention = d * h * 3 * dk + h * 3 * dk + h * dk * d + d
+    ffn, norms = d * dff + dff + dff * d + d, 2 * d
+    assert {"block": "encoder.layer[0] scaled_attention", "params_each": attention + h, "count": 1, "params": attention + h} in info["blocks"]
+    assert info["params"] == V * d + (attention + h + ffn + 2 * norms) + (2 * attention + h + ffn + 3 * norms)
+
+    trained = aiayn(site, tmp_path, "train", str(PLUGIN / "scaled.yaml"), *TINY, "trainer.max_steps=2", f"data.cache_dir={tmp_path / 'cache'}")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    results = json.loads((tmp_path / "runs" / "demo-scaled-attention" / "version_0" / "results.json").read_text())
+    assert results["steps"] == 2 and results["params"] == info["params"] and results["n_sentences"] == 8
