@@ -82,7 +82,7 @@ def test_max_time_stops_a_run_that_then_counts_as_finished(tmp_path, monkeypatch
 
 
 def test_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path):
-    args = ["train", DEMO, *tiny(tmp_path, "trainer.max_steps=100", "trainer.val_check_interval=null",
+    args = ["train", DEMO, *tiny(tmp_path, "trainer.max_steps=50", "trainer.val_check_interval=null",
                                  "train.checkpoint.every_n_train_steps=1", "train.lr_schedule.warmup_steps=10"), "--runs", str(tmp_path / "runs")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen([sys.executable, "-m", "aiayn", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -94,10 +94,10 @@ def test_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path):
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err[-3000:]  # interrupted, as Ctrl-C
     status = json.loads((run / "status.json").read_text())
-    assert status["status"] == "interrupted" and 1 <= status["step"] < 100 and not (run / "results.json").exists()
+    assert status["status"] == "interrupted" and 1 <= status["step"] < 50 and not (run / "results.json").exists()
     assert main([*args, "--resume"]) == 0
     results = json.loads((run / "results.json").read_text())
-    assert results["steps"] == 100 and [s["started_at_step"] for s in results["sessions"]] == [0, status["step"]]
+    assert results["steps"] == 50 and [s["started_at_step"] for s in results["sessions"]] == [0, status["step"]]
 
 
 def test_val_check_interval_counts_optimizer_steps_under_accumulation(tmp_path, monkeypatch):
