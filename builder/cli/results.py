@@ -8,7 +8,7 @@ from aiayn.builder.sweep.results import write_results
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("directory", type=Path, metavar="DIR", help="a sweep's directory (runs/table3) or any root of runs")
-    p.add_argument("--base", metavar="VARIANT", help="the row each ΔBLEU is measured from (default: the paper's base row)")
+    p.add_argument("--base", metavar="VARIANT", help="the row each ΔBLEU is measured from (default: the paper's base row, else the sweep's base experiment, else the first row)")
 
 
 def results(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ setting of the runs' config.yaml in which the rows differ (post- and pre-norm, s
 variant whose layers differ within a stack (Table 3's columns then give its first layer) is
 marked †."""
 
+import collections
 import csv
 import json
 import re
@@ -30,7 +31,7 @@ COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
 SWITCHES = ["norm", "ffn", "kv_heads", "rotary", "position_bias"]  # results.json's paper columns beyond Table 3's
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", *SWITCHES, "uniform", "steps",
-    "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
 
@@ -204,21 +205,25 @@ def _steps(steps: tuple[int, ...]) -> str:
 
 
 def _delta(difference: Difference | None) -> str:
+    """+1.23 [-0.40, +2.95] 2/3 (seeds whose own difference has its sign), * where significant;
+    one seed: ‡ (the interval covers the sentences only) and never *."""
     if difference is None:
         return ""
     d = difference
-    return f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" + (" *" if d.significant else "")
+    seeds = f" {d.agree}/{d.pairs}" if d.covers_training else " ‡"
+    return f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]{seeds}" + (" *" if d.significant else "")
 
 
 def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None) -> str:
-    """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, * where
-    significant) and a line under the table that says how it was computed."""
+    """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, the seeds that
+    agree, * where significant) and lines under the table that say how it was computed and from
+    which row. A column empty in every row is left out (the CSV keeps every column)."""
     differences = differences or {}
     settings, shown = differing(rows), switches(rows)
     head = ["group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
     head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper"]
     agreement = directions(rows, differences, base)
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    body: list[list[str]] = []
     previous: object = object()
     for row in rows:
         label = _group_label(row.group) if row.group != previous else ""
@@ -239,9 +244,14 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
             *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
             agreement.get(row.variant, ""),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        body.append(cells)
+    kept = [j for j, name in enumerate(head) if name == "variant" or any(cells[j] for cells in body)]
+    lines = ["| " + " | ".join(head[j] for j in kept) + " |", "|" + "|".join("---" for _ in kept) + "|"]
+    lines += ["| " + " | ".join(cells[j] for j in kept) + " |" for cells in body]
     if differences:
         lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL)]
+        if any(not d.covers_training for d in differences.values()):
+            lines += ["", _ONE_SEED_NOTE]
     if agreement:
         lines += ["", _tally(list(agreement.values()))]
     if any(row.paper.get("uniform") is False for row in rows):
@@ -250,9 +260,14 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
 
 
 _DELTA_NOTE = (
-    "ΔBLEU: the row's BLEU minus that of {base} on the same validation sentences (paired by seed, mean over seeds), "
-    "with the 95% interval of a paired bootstrap ({samples} resamples, sacreBLEU's test); "
-    "* significant: p < {level} and the interval excludes 0."
+    "ΔBLEU: the row's BLEU minus that of {base}, the base row, on the same validation sentences (paired by seed, "
+    "mean over seeds), with the 95% interval of a two-level paired bootstrap ({samples} resamples of the seeds and "
+    "of the sentences, sacreBLEU's test on the sentences), so that both training and the test set vary; k/n: the "
+    "seeds whose own difference has the mean's sign; * significant: p < {level} and the interval excludes 0."
+)
+_ONE_SEED_NOTE = (
+    "‡ one seed: the interval covers the test set's sampling only, not another training run's; a single seed "
+    "says nothing of training variance, so it is never marked significant."
 )
 
 
@@ -305,6 +320,8 @@ def directions(rows: list[Row], differences: dict[str, Difference], base: Row | 
         paper = row.reported["bleu"] - base.reported["bleu"]
         if abs(paper) < 0.05:  # Table 3 prints one decimal
             out[row.variant] = "paper: no change"
+        elif not d.covers_training:
+            out[row.variant] = "one seed"
         elif not d.significant:
             out[row.variant] = "n.s."
         else:
@@ -314,23 +331,30 @@ def directions(rows: list[Row], differences: dict[str, Difference], base: Row | 
 
 def _tally(verdicts: list[str]) -> str:
     significant = [v for v in verdicts if v in ("agrees", "disagrees")]
+    one = f", {verdicts.count('one seed')} of one seed" if "one seed" in verdicts else ""
     return (
         f"vs paper: our ΔBLEU goes the paper's way on {significant.count('agrees')} of the {len(significant)} rows where it is "
-        f"significant; {verdicts.count('n.s.')} not significant, {verdicts.count('paper: no change')} the paper's BLEU unchanged."
+        f"significant; {verdicts.count('n.s.')} not significant{one}, {verdicts.count('paper: no change')} the paper's BLEU unchanged."
     )
 
 
 def _delta_fields(d: Difference | None) -> dict[str, Any]:
     if d is None:
-        return {"delta_bleu": "", "delta_low": "", "delta_high": "", "p_value": ""}
-    return {"delta_bleu": round(d.delta, 4), "delta_low": round(d.low, 4), "delta_high": round(d.high, 4), "p_value": round(d.p, 4)}
+        return {"delta_bleu": "", "delta_low": "", "delta_high": "", "p_value": "", "seeds_agree": "", "interval_over": ""}
+    return {
+        "delta_bleu": round(d.delta, 4), "delta_low": round(d.low, 4), "delta_high": round(d.high, 4), "p_value": round(d.p, 4),
+        "seeds_agree": f"{d.agree}/{d.pairs}", "interval_over": "seeds and sentences" if d.covers_training else "sentences",
+    }  # fmt: skip
 
 
-def base_row(rows: list[Row], variant: str | None = None) -> Row | None:
+def base_row(rows: list[Row], variant: str | None = None, own_base: str | None = None) -> Row | None:
     """The row ΔBLEU is measured from: `variant` (`aiayn results --base`), else the paper's base
-    (the first row of group "base"), else none."""
+    (the first row of group "base"), else `own_base` (the sweep's base experiment unchanged),
+    else the first row."""
     if variant is None:
-        return next((row for row in rows if row.group == "base"), None)
+        paper = next((row for row in rows if row.group == "base"), None)
+        own = next((row for row in rows if row.variant == own_base), None)
+        return paper or own or (rows[0] if rows else None)
     found = next((row for row in rows if row.variant == variant), None)
     if found is None:
         raise UserError(f"--base {variant}: no finished runs of that variant; the variants are {', '.join(r.variant for r in rows)}")
@@ -344,6 +368,22 @@ def base_differences(rows: list[Row], base: Row | None) -> dict[str, Difference]
     return compare_to_base({row.variant: list(row.runs) for row in rows}, base.variant)
 
 
+def sweep_base(directory: Path) -> str | None:
+    """The variant of a sweep's directory whose trials are its base experiment with no overrides
+    of their own (those every trial has, the seed and the name left aside), if any."""
+    try:
+        trials = json.loads((directory / "sweep.json").read_text())["trials"]
+        common = set.intersection(*(set(t["overrides"]) for t in trials))
+        base_file = collections.Counter(t["experiment"] for t in trials).most_common(1)[0][0]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    for trial in trials:
+        own = [o for o in trial["overrides"] if o not in common and not o.startswith(("train.seed=", "name="))]
+        if not own and trial["experiment"] == base_file:
+            return trial["variant"]
+    return None
+
+
 def sweep_order(directory: Path) -> list[str]:
     """The variants in the order the sweep listed them, when `directory` is a sweep's."""
     try:
@@ -355,7 +395,7 @@ def sweep_order(directory: Path) -> list[str]:
 
 def write_results(directory: Path, base: str | None = None) -> str:
     """results.md, results.csv and results.png in `directory`; returns the markdown. `base`: the
-    variant ΔBLEU is measured from (default: the paper's base row, if any)."""
+    variant ΔBLEU is measured from (default: see base_row)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
     runs = collect(directory)
@@ -365,7 +405,7 @@ def write_results(directory: Path, base: str | None = None) -> str:
             "only when its training finished: train or sweep first, or resume unfinished runs"
         )
     rows = table(runs, sweep_order(directory))
-    reference = base_row(rows, base)
+    reference = base_row(rows, base, sweep_base(directory))
     differences = base_differences(rows, reference)
     text = markdown(rows, differences, reference)
     (directory / "results.md").write_text(text)

@@ -1,13 +1,17 @@
-"""Is a variant's BLEU different from the base's? Paired bootstrap resampling (Koehn 2004) on the
-translations both runs saved of the same sentences, done as sacreBLEU's
-`PairedTest(test_type="bs")` does it: 1000 resamples drawn with numpy's default_rng(12345), BLEU
-recomputed from per-sentence statistics, and the p-value of the absolute difference (MultEval's
-form). sacreBLEU reports a system's interval; the table needs the interval of the difference,
-read from the same resamples (the 2.5th and 97.5th percentiles, sacreBLEU's 1/40 rule).
+"""Is a variant's BLEU different from the base's, beyond what another test set or another
+training run would change? A two-level paired bootstrap over the translations both runs saved
+of the same sentences (Koehn 2004 for the sentences; Clark et al. 2011 on optimizer instability
+for the seeds): each of 1000 resamples draws the sentences with replacement (numpy's
+default_rng(12345), as sacreBLEU's `PairedTest(test_type="bs")` draws them) and the seed pairs
+with replacement, and its difference is the mean over the drawn pairs of BLEU(variant) -
+BLEU(base) on the drawn sentences. The interval of the difference is read from the same
+resamples (the 2.5th and 97.5th percentiles, sacreBLEU's 1/40 rule), and so is the p-value of
+the absolute difference (MultEval's form, sacreBLEU's computation).
 
-With several seeds, trials are paired by seed and each resample's difference is the mean over the
-pairs (the same sentences drawn for every pair), so the difference is the mean of the per-seed
-differences, as the table's mean BLEU is the mean of the per-seed BLEUs.
+Training variance widens the interval only where there are seeds to resample: with one seed per
+variant the interval covers the test set's sampling alone, and the difference is never called
+significant (`covers_training`). `agree` counts the seeds whose own difference has the sign of
+the mean. With one seed the test is exactly sacreBLEU's paired bootstrap.
 """
 
 from collections.abc import Sequence
@@ -33,12 +37,19 @@ class Difference:
     high: float
     p: float
     pairs: int  # trials paired by seed
+    agree: int = 0  # pairs whose own difference has the sign of delta
+
+    @property
+    def covers_training(self) -> bool:
+        """Whether the interval resampled seeds too (more than one pair), not only sentences."""
+        return self.pairs > 1
 
     @property
     def significant(self) -> bool:
-        """p < 0.05 and an interval without 0. The interval guards sacreBLEU's p-value, which is
-        1/1001 for two identical outputs (no resample beats a zero difference)."""
-        return self.p < LEVEL and not self.low <= 0.0 <= self.high
+        """Seeds and sentences resampled, p < 0.05 and an interval without 0. The interval guards
+        sacreBLEU's p-value, which is 1/1001 for two identical outputs (no resample beats a zero
+        difference)."""
+        return self.covers_training and self.p < LEVEL and not self.low <= 0.0 <= self.high
 
 
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
@@ -63,17 +74,22 @@ def corpus_bleu(stats: np.ndarray) -> float:
 
 def paired_bootstrap(pairs: Sequence[tuple[np.ndarray, np.ndarray]], samples: int = SAMPLES, seed: int = SEED) -> Difference:
     """`pairs`: (base stats, variant stats) per seed, all over the same sentences."""
-    n = len(pairs[0][0])
+    n, k = len(pairs[0][0]), len(pairs)
     if any(len(base) != n or len(variant) != n for base, variant in pairs):
         raise ValueError("paired bootstrap: every run must have translated the same sentences")
-    idx = np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)
-    observed = float(np.mean([corpus_bleu(v.sum(0)) - corpus_bleu(b.sum(0)) for b, v in pairs]))
-    resampled = np.mean([_resampled(v, idx) - _resampled(b, idx) for b, v in pairs], axis=0)  # (samples,)
+    rng = np.random.default_rng(seed)
+    sentences = rng.choice(n, size=(samples, n), replace=True)  # first: one pair is sacreBLEU's test exactly
+    seeds = rng.choice(k, size=(samples, k), replace=True) if k > 1 else np.zeros((samples, 1), dtype=int)
+    own = np.array([corpus_bleu(v.sum(0)) - corpus_bleu(b.sum(0)) for b, v in pairs])  # (k,) each seed's difference
+    observed = float(own.mean())
+    per_pair = np.array([_resampled(v, sentences) - _resampled(b, sentences) for b, v in pairs])  # (k, samples)
+    resampled = per_pair[seeds, np.arange(samples)[:, None]].mean(axis=1)  # (samples,): the drawn pairs' mean
     ordered = np.sort(resampled)
     low, high = ordered[samples // 40], ordered[samples - samples // 40 - 1]
     spread = np.abs(resampled)
     p = (int(np.sum(spread - spread.mean() > abs(observed))) + 1) / (samples + 1)
-    return Difference(delta=observed, low=float(low), high=float(high), p=p, pairs=len(pairs))
+    agree = int(np.sum(np.sign(own) == np.sign(observed))) if observed else 0
+    return Difference(delta=observed, low=float(low), high=float(high), p=p, pairs=k, agree=agree)
 
 
 def _resampled(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:

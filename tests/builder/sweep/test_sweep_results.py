@@ -14,7 +14,7 @@ from aiayn.builder.sweep.results import CSV_FIELDS, collect, write_results
 BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100000)
 
 
-def put(root, trial, name, *, ppl, bleu, version=0, params=63_082_496, group=None, reported=None, steps=100000, variant=None, current=None, **paper):
+def put(root, trial, name, *, ppl, bleu, version=0, params=63_082_496, group=None, reported=None, steps=100000, variant=None, current=None, seed=None, **paper):
     run_dir = root / trial / f"version_{version}"
     run_dir.mkdir(parents=True)
     results = {
@@ -30,6 +30,7 @@ def put(root, trial, name, *, ppl, bleu, version=0, params=63_082_496, group=Non
         "steps": steps,
         "wall_time_s": 1.0,
         "tokens_per_s": 1.0,
+        **({} if seed is None else {"seed": seed}),
     }
     (run_dir / "results.json").write_text(json.dumps(results))
     if variant is not None:
@@ -57,24 +58,24 @@ def sweep_dir(tmp_path):
     return root
 
 
-HEADER = (
-    "| group | variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | steps | runs | PPL | BLEU | ΔBLEU [95% CI] | params ×10⁶ "
-    "| paper PPL | paper BLEU | paper params ×10⁶ | vs paper |"
+HEADER = (  # no ΔBLEU nor "vs paper": these runs saved no translations, and a column empty in every row is left out
+    "| group | variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | steps | runs | PPL | BLEU | params ×10⁶ "
+    "| paper PPL | paper BLEU | paper params ×10⁶ |"
 )
 ROWS = [
-    "| base | base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 2 | 5.00 ± 0.14 | 25.80 ± 0.42 |  | 63.08 | 4.92 | 25.8 | 65 |  |",
-    "| (A) | table3-a-h4 | 6 | 512 | 2048 | 4 | 128 | 128 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.00 | 25.60 |  | 63.08 | 5.00 | 25.5 |  |  |",
-    "|  | table3-a-h1 | 6 | 512 | 2048 | 1 | 512 | 512 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.30 | 24.80 |  | 63.08 | 5.29 | 24.9 |  |  |",
-    "| (C) | table3-c-n2 | 2 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 6.10 | 23.50 |  | 33.66 | 6.11 | 23.7 | 36 |  |",
-    "| (E) | table3-e-learned | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | learned | 100000 | 1 | 4.95 | 25.75 |  | 63.61 | 4.92 | 25.7 |  |  |",
-    "|  | mine | 6 | 512 | 2048 | 8 | 64 | 64 | 0.0 | 0.1 | sinusoidal | 300-310 | 2 | 7.50 ± 0.35 | 20.50 ± 0.71 |  | 1.05 |  |  |  |  |",
-    "| big | big | 6 | 1024 | 4096 | 16 | 64 | 64 | 0.3 | 0.1 | sinusoidal | 300000 | 1 | 4.33 | 26.40 |  | 214.25 | 4.33 | 26.4 | 213 |  |",
+    "| base | base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 2 | 5.00 ± 0.14 | 25.80 ± 0.42 | 63.08 | 4.92 | 25.8 | 65 |",
+    "| (A) | table3-a-h4 | 6 | 512 | 2048 | 4 | 128 | 128 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.00 | 25.60 | 63.08 | 5.00 | 25.5 |  |",
+    "|  | table3-a-h1 | 6 | 512 | 2048 | 1 | 512 | 512 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 5.30 | 24.80 | 63.08 | 5.29 | 24.9 |  |",
+    "| (C) | table3-c-n2 | 2 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 100000 | 1 | 6.10 | 23.50 | 33.66 | 6.11 | 23.7 | 36 |",
+    "| (E) | table3-e-learned | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | learned | 100000 | 1 | 4.95 | 25.75 | 63.61 | 4.92 | 25.7 |  |",
+    "|  | mine | 6 | 512 | 2048 | 8 | 64 | 64 | 0.0 | 0.1 | sinusoidal | 300-310 | 2 | 7.50 ± 0.35 | 20.50 ± 0.71 | 1.05 |  |  |  |",
+    "| big | big | 6 | 1024 | 4096 | 16 | 64 | 64 | 0.3 | 0.1 | sinusoidal | 300000 | 1 | 4.33 | 26.40 | 214.25 | 4.33 | 26.4 | 213 |",
 ]
 
 
 def test_markdown_rows(sweep_dir):
     text = write_results(sweep_dir)
-    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 21) + "|", *ROWS]
+    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 19) + "|", *ROWS]
     assert (sweep_dir / "results.md").read_text() == text
 
 
@@ -84,7 +85,7 @@ def test_csv(sweep_dir):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == CSV_FIELDS == [
         "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "uniform", "steps",
-        "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+        "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
     ]  # fmt: skip
     assert [r["variant"] for r in rows] == ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "table3-e-learned", "mine", "big"]
     base = rows[0]
@@ -157,11 +158,12 @@ def test_settings_the_rows_differ_in_get_a_column_and_uneven_layers_a_mark(tmp_p
         run["model"] = {**config["model"], "encoder": {"add_norm": {"placement": placement, "dropout": 0.1}, "num_layers": 6}}
         (root / trial / "version_0" / "config.yaml").write_text(yaml.safe_dump(run))
     text = write_results(root)
-    head, _, post, pre, *rest = text.splitlines()
-    assert head.split(" | ")[10:12] == ["positional", "model.encoder.add_norm.placement"]  # not the seeds', names' or dropouts'
-    assert post.split(" | ")[1:2] + post.split(" | ")[10:12] == ["post", "sinusoidal", "post"]
-    assert pre.split(" | ")[1:2] + pre.split(" | ")[10:12] == ["pre †", "sinusoidal", "pre"]
-    assert rest[-1] == "†: layers differ within a stack; Table 3's columns give the first layer's."
+    head, _, post, pre, *rest = ([c.strip() for c in line.strip("|").split("|")] for line in text.splitlines())
+    at = head.index("positional")
+    assert head[at : at + 2] == ["positional", "model.encoder.add_norm.placement"]  # not the seeds', names' or dropouts'
+    assert [post[0], *post[at : at + 2]] == ["post", "sinusoidal", "post"]
+    assert [pre[0], *pre[at : at + 2]] == ["pre †", "sinusoidal", "pre"]
+    assert text.splitlines()[-1] == "†: layers differ within a stack; Table 3's columns give the first layer's."
     with open(root / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["variant"], r["uniform"], r["model.encoder.add_norm.placement"]) for r in rows] == [("post", "true", "post"), ("pre", "false", "pre")]
