@@ -11,7 +11,7 @@ from pathlib import Path
 from aiayn.builder.decode.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable
-from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.run.outputs import check_output, writing_into_run
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,13 +44,9 @@ def average(args: argparse.Namespace) -> int:
     if not paths:
         raise UserError("give the checkpoints to average (CKPT...), or --last K RUN_DIR")
     check_writable(args.output, "--output")
-    if args.output.exists():
-        inputs = [p for p in paths if p.exists() and args.output.samefile(p)]
-        if inputs:
-            raise UserError(f"--output {args.output} is one of the checkpoints to average; write the average to a new file")
-        if args.output.name == "last.ckpt" and RunDir(args.output.parent.parent).has_tokenizer:
-            raise UserError(f"--output {args.output} is the checkpoint its run resumes from; write the average to a new file")
-    save_checkpoint(average_checkpoints(paths), args.output)
+    check_output(args.output, "--output", inputs=[*paths, *args.checkpoints])
+    with writing_into_run(args.output, doing="average into it"):
+        save_checkpoint(average_checkpoints(paths), args.output)
     print(f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} -> {args.output}")
     for path in paths:
         print(f"  {path}")

@@ -23,6 +23,7 @@ from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.metrics import evaluate_texts, literature_bleu, tokenized_bleu
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
+from aiayn.builder.run.outputs import check_output, writing_into_run
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,6 +52,7 @@ def evaluate(args: argparse.Namespace) -> int:
         raise UserError(f"{given} needs {missing}: give both, or neither to evaluate a split of the experiment")
     if args.hyps is not None:
         check_writable(args.hyps, "--hyps")
+        check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
     if args.src is not None:
         sources, refs = read_parallel(args.src, args.ref)
     loaded = load_for_inference(args.checkpoint)
@@ -65,7 +67,8 @@ def evaluate(args: argparse.Namespace) -> int:
             loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, on_batch=bar.update
         )
     if args.hyps is not None:
-        write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
+        with writing_into_run(args.hyps, doing="write into it"):
+            write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
     result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics, "decode": decode.model_dump()}
     if args.tok_bleu:
         result.update(tokenized_bleu(hyps, refs))

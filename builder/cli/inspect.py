@@ -6,6 +6,7 @@ import sys
 
 import yaml
 
+from aiayn.builder.model.size import check_size
 from aiayn.builder.model.summary import render, summary
 from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.experiment import ExperimentSpec
@@ -31,6 +32,7 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 def validate(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
+    check_size(spec.model)
     if not args.schema_only:
         from aiayn.builder.train.checks import check_before_training  # imports Lightning
 
@@ -45,6 +47,7 @@ def validate(args: argparse.Namespace) -> int:
 
 def show(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
+    check_size(spec.model)
     info = summary(spec)
     if args.json:
         print(json.dumps(info, indent=2))

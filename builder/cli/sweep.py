@@ -2,7 +2,9 @@
 under ROOT/<sweep name>/, finished ones skipped; then the results table."""
 
 import argparse
+from pathlib import Path
 
+from aiayn.builder.errors import UserError
 from aiayn.builder.sweep.runner import run_sweep
 
 
@@ -17,4 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sweep(args: argparse.Namespace) -> int:
+    runs = Path(args.runs)
+    blocking = next((p for p in (runs, *runs.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise UserError(f"--runs {runs}: {blocking} is a file; give a folder for the sweep's runs")
     return run_sweep(args.sweep_file, args.overrides, args.runs, dry_run=args.dry_run)

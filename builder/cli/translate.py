@@ -20,6 +20,7 @@ from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
+from aiayn.builder.run.outputs import check_output, writing_into_run
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -108,7 +109,9 @@ def progress_bar(lines: Sequence[str], *, enabled: bool) -> tqdm:
 
 def translate(args: argparse.Namespace) -> int:
     if args.output is not None:
+        reads = [args.checkpoint, *([args.input] if args.input is not None and str(args.input) != "-" else [])]
         check_writable(args.output, "--output")
+        check_output(args.output, "--output", inputs=reads)
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
         raise UserError(f"--input {args.input}: no such file")
     loaded = load_for_inference(args.checkpoint)
@@ -120,7 +123,8 @@ def translate(args: argparse.Namespace) -> int:
         hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, lines, decode, on_batch=bar.update, what="input")
     text = "".join(h + "\n" for h in hyps)
     if args.output is not None:
-        write_bytes_atomic(args.output, text.encode("utf-8"))
+        with writing_into_run(args.output, doing="write into it"):
+            write_bytes_atomic(args.output, text.encode("utf-8"))
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

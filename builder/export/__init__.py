@@ -15,6 +15,7 @@ from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
+from aiayn.builder.run.outputs import check_output, writing_into_run
 
 # --to name -> (module, the package it needs, what to call it in messages, its limits)
 TARGETS = {
@@ -32,9 +33,7 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     if quantization is not None and target != "ctranslate2":
         raise UserError(f"--quantization applies to --to ctranslate2 only; {name} gets the checkpoint's float32 weights")
     out = Path(out)
-    source = Path(checkpoint).resolve()
-    if source == out.resolve() or out.resolve() in source.parents:
-        raise UserError(f"{out} holds {checkpoint}, the model being exported; export into another folder")
+    check_output(out, "OUT", inputs=[Path(checkpoint)])
     check_folder_output(out, force=force, purpose="export into")
     if importlib.util.find_spec(package) is None:
         raise UserError(
@@ -47,6 +46,6 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     # sinusoid tables cover the longest input aiayn translates plus the output it may add to it
     rows = loaded.spec.decode.max_input_len + loaded.spec.decode.max_len_b
     options = {"quantization": quantization} if target == "ctranslate2" else {}
-    with staged_folder(out) as folder:
+    with writing_into_run(out, doing="export"), staged_folder(out) as folder:
         module.write(loaded, folder, position_rows=rows, **options)
     return loaded

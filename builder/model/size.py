@@ -116,3 +116,20 @@ def memory_estimate(spec: ModelSpec, tokens_per_batch: int) -> dict[str, int]:
         "activations": activations,
         "total": 16 * params + activations,
     }
+
+
+LARGEST = 2**50  # bytes: 1 PiB, beyond the memory of any one training job there is
+
+
+def check_size(spec: ModelSpec) -> None:
+    """Refuse a model no machine could train (weights, gradients and Adam: 16 bytes a
+    parameter, over LARGEST), naming its largest block."""
+    table = param_table(spec)
+    total = sum(each * times for _, each, times in table)
+    if 16 * total <= LARGEST:
+        return
+    block, each, times = max(table, key=lambda row: row[1] * row[2])
+    raise UserError(
+        f"model: {total:.3g} parameters need {16 * total / 2**50:.3g} PiB to train (weights, gradients and Adam), more than "
+        f"any machine holds (aiayn's bound: 1 PiB); the largest block is {block} ({each * times:.3g}): use smaller dims"
+    )

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import write_json
+from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
 from aiayn.builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
@@ -159,6 +160,15 @@ def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Pat
         print(render_plan(plan))
         return 0
     check(plan.sweep.launcher)
+    # one sweep at a time in a sweep directory: another would start the trials this one queued
+    hold_run(plan.directory, doing="run the sweep again")
+    try:
+        return _run(plan)
+    finally:
+        release_run(plan.directory)
+
+
+def _run(plan: Plan) -> int:
     record, jobs = prepare(plan)
     skipped = len(plan.trials) - len(jobs)
     print(f"sweep {plan.sweep.name}: {len(plan.trials)} trials, {skipped} finished before (skipped), {len(jobs)} to run -> {plan.directory}", flush=True)

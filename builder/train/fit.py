@@ -24,6 +24,7 @@ from aiayn.builder.decode.metrics import evaluate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
 from aiayn.builder.run.config import load_experiment, parent_of
+from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
@@ -45,6 +46,20 @@ def fit(
     """Train `spec` in `run`; returns the results (on rank 0) or None (other ranks, or a run
     that did not finish). Nothing is written before the Trainer's settings check out, and a new
     run directory that fails with a user error before its first checkpoint is removed."""
+    try:
+        return _fit(spec, run, experiment_path=experiment_path, resume=resume, callbacks=callbacks)
+    finally:
+        release_run(run.path)  # the run is free again once this returns (a process that ends frees it anyway)
+
+
+def _fit(
+    spec: ExperimentSpec,
+    run: RunDir,
+    *,
+    experiment_path: Path,
+    resume: bool,
+    callbacks: Sequence[L.Callback] = (),
+) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     check_data_files(spec)
     trainer = build_trainer(spec, run, callbacks=list(callbacks))
@@ -62,6 +77,8 @@ def fit(
             print(f"warning: {caution}", file=sys.stderr, flush=True)
     checkpoint = run.last_checkpoint if resume else None
     created = not run.path.exists()
+    if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)
+        hold_run(run.path, doing="resume it" if resume else "train again (a new run takes the next version)")
     os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
     data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda")
     task = TranslationTask(spec.model_dump(mode="json"))

@@ -19,6 +19,7 @@ from aiayn.builder.data.prepare.corpora import LANGS, Corpus, Split
 from aiayn.builder.data.prepare.sources import chain_pairs, locate
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
+from aiayn.builder.run.outputs import check_output
 
 Pairs = Callable[[], Iterator[tuple[str, str]]]
 
@@ -70,9 +71,8 @@ def prepare(
 ) -> Report:
     """Write `corpus` into `out` (see the module's docstring); `rules` None: no cleaning;
     `workers`: processes that count Moses tokens for it."""
+    check_output(out, "DIR", inputs=[source] if source is not None else [])
     check_folder_output(out, force=force, purpose="write the corpus into")
-    if force and source is not None and out.is_dir() and source.resolve().is_relative_to(out.resolve()):
-        raise UserError(f"--from {source} is inside {out}, which --force would replace; write the corpus to another folder")
     plan, where = (local_plan(corpus, source), str(source)) if source is not None else hub_plan(corpus)
     present = {p.split.name for p in plan}
     skipped = [s.name for s in corpus.splits if s.name not in present]

@@ -6,6 +6,7 @@ the statmt.org .tgz archives read in place with tarfile (nothing is extracted), 
 import gzip
 import re
 import tarfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -79,7 +80,15 @@ def locate(folder: Path, places: Sequence[Place], *, sgm: bool = False) -> Found
 def read_lines(found: Found) -> Iterator[str]:
     """The sentences of a file without line endings (split on "\\n" only, as builder.data.corpus
     reads them; a trailing "\\r" and a UTF-8 byte-order mark are dropped); of an SGM file, the
-    text of its <seg> lines."""
+    text of its <seg> lines. A damaged download (a truncated or corrupt .gz or .tgz) is a UserError."""
+    try:
+        yield from _lines(found)
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as e:  # gzip.BadGzipFile is an OSError
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise UserError(f"{found} cannot be read ({reason}); is the download whole? download it again") from None
+
+
+def _lines(found: Found) -> Iterator[str]:
     with found.open() as f:
         for number, raw in enumerate(f, 1):
             try:

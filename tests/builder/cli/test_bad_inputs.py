@@ -111,9 +111,10 @@ def test_a_list_where_a_mapping_belongs(write):
 # ---- absurd sizes: instant to inspect, refused to train ----------------------------------------
 
 
-def test_absurd_sizes_are_instant_to_show_and_refused_to_train(tmp_path):
-    code, out, _ = cli("show", DEMO, "dims.N=1000000000000000000000000000000", "--json")
-    assert code == 0 and json.loads(out)["params"] > 10**30
+def test_absurd_sizes_are_instant_to_refuse_and_refused_to_train(tmp_path):
+    code, out, err = cli("show", DEMO, "dims.N=1000000000000000000000000000000", "--json")  # counted in closed form: instant
+    assert (code, out) == (2, "") and err.startswith("aiayn show: error: model: 4.63e+35 parameters need 6.58e+21 PiB to train")
+    assert err.endswith("more than any machine holds (aiayn's bound: 1 PiB); the largest block is encoder.layer[1] feed_forward (1.32e+35): use smaller dims\n")
     huge = ["dims.d_ff=2048000000", "trainer.accelerator=cpu"]
     code, out, _ = cli("show", DEMO, *huge, "--json")
     need = json.loads(out)["memory_bytes"]["total"]
@@ -149,10 +150,10 @@ def test_paths_of_the_wrong_kind(run, tmp_path):
 
 def test_average_never_overwrites_its_inputs_or_the_resume_point(run):
     steps = sorted((run / "checkpoints").glob("step*.ckpt"))
-    fails(f"aiayn average: error: --output {steps[0]} is one of the checkpoints to average; write the average to a new file\n",
+    fails(f"aiayn average: error: --output {steps[0]} is one of the files this command reads; write to another path\n",
           "average", *steps, "-o", steps[0], untouched=run)  # fmt: skip
     last = run / "checkpoints" / "last.ckpt"
-    fails(f"aiayn average: error: --output {last} is the checkpoint its run resumes from; write the average to a new file\n",
+    fails(f"aiayn average: error: --output {last} is part of the run {run.resolve()}, which only its training writes; write to a new path\n",
           "average", *steps, "-o", last, untouched=run)  # fmt: skip
 
 
@@ -277,3 +278,40 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
         shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert (done.returncode, done.stderr, done.stdout) == (141, "", "")
+
+
+# ---- no command writes over what it reads, nor into a run's files ------------------------------
+
+
+def test_no_output_is_an_input_or_a_runs_file(run, tmp_path):
+    other = tmp_path / "other" / "demo" / "version_0"  # a second run, read by the commands below
+    shutil.copytree(run, other)
+    last, text = run / "checkpoints" / "last.ckpt", tmp_path / "in.txt"
+    text.write_text("three books\n")
+    reads = "which this command reads"
+    owned = f"part of the run {run.resolve()}, which only its training writes; write to a new path"
+    fails(f"aiayn export: error: OUT {run / 'checkpoints'} lies inside {run}, {reads}; write outside it\n",
+          "export", run, "--to", "ctranslate2", run / "checkpoints", "--force", untouched=run)
+    fails(f"aiayn export: error: OUT {run / 'translations'} is {owned}\n",
+          "export", other, "--to", "ctranslate2", run / "translations", "--force", untouched=run)
+    fails(f"aiayn evaluate: error: --hyps {last} is one of the files this command reads; write to another path\n",
+          "evaluate", last, "--hyps", last, untouched=run)
+    fails(f"aiayn evaluate: error: --hyps {run / 'translations' / 'valid.hyp'} is {owned}\n",
+          "evaluate", other, "--hyps", run / "translations" / "valid.hyp", untouched=run)
+    fails(f"aiayn translate: error: --output {text} is one of the files this command reads; write to another path\n",
+          "translate", other, "-i", text, "-o", text, untouched=tmp_path)
+    fails(f"aiayn translate: error: --output {run / 'config.yaml'} lies inside {run}, {reads}; write outside it\n",
+          "translate", run, "-i", text, "-o", run / "config.yaml", untouched=run)
+    fails(f"aiayn average: error: --output {run / 'mean.ckpt'} lies inside {run}, {reads}; write outside it\n",
+          "average", "--last", "1", run, "-o", run / "mean.ckpt", untouched=run)  # fmt: skip
+
+
+def test_a_sweep_root_that_is_a_file_and_a_model_no_machine_holds(tmp_path):
+    (a_file := tmp_path / "runs").write_text("")
+    fails(f"aiayn sweep: error: --runs {a_file}: {a_file} is a file; give a folder for the sweep's runs\n",
+          "sweep", EXPERIMENTS / "demo.sweep.yaml", "--runs", a_file, "--dry-run")  # fmt: skip
+    fails("aiayn validate: error: model: some weight would have more elements than PyTorch can count (2^63); use smaller dims\n",
+          "validate", DEMO, f"dims.vocab_size={10**35}", "--schema-only")  # fmt: skip
+    fails("aiayn show: error: model: 1.28e+14 parameters need 1.82 PiB to train (weights, gradients and Adam), more than any machine "
+          "holds (aiayn's bound: 1 PiB); the largest block is embedding (source = target = output) (1.28e+14): use smaller dims\n",
+          "show", DEMO, f"dims.vocab_size={10**12}")  # fmt: skip

@@ -284,7 +284,7 @@ def test_an_existing_corpus_is_kept_unless_forced(tmp_path):
     (out / "old.txt").write_text("mine\n")
     fails(f"{out} already holds files (old.txt); give a new or empty folder, or --force to replace it",
           "multi30k", out, "--from", repo, leaves=tmp_path)  # fmt: skip
-    fails(f"--from {out / 'inside'} is inside {out}, which --force would replace; write the corpus to another folder",
+    fails(f"DIR {out} holds {out / 'inside'}, which this command reads; write to another path",
           "multi30k", out, "--from", out / "inside", "--force", leaves=tmp_path)  # fmt: skip
     assert cli("data", "multi30k", out, "--from", repo, "--force")[0] == 0
     assert "old.txt" not in read(out) and "train.en" in read(out)
@@ -407,3 +407,13 @@ def test_prepared_multi30k_trains(tmp_path, monkeypatch):
     assert code == 0, err
     assert (tmp_path / "runs" / "multi30k-base" / "version_0" / "results.json").is_file()
     assert "train pairs: kept 300 of 300;" in stdout
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not gzip"])
+def test_a_damaged_download_is_a_message(tmp_path, damage):
+    repo = multi30k_repo(tmp_path / "repo")
+    train = repo / "data" / "task1" / "raw" / "train.en.gz"
+    whole = train.read_bytes()
+    train.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else b"<html>404 Not Found</html>\n")
+    reason = "Compressed file ended before the end-of-stream marker was reached" if damage == "truncated" else "Not a gzipped file (b'<h')"
+    fails(f"{train} cannot be read ({reason}); is the download whole? download it again", "multi30k", tmp_path / "m", "--from", repo, leaves=tmp_path)

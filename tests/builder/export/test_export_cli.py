@@ -170,5 +170,6 @@ def test_out_never_replaces_what_is_exported(run, where, capsys):
     out = run if where == "run" else run.parent
     before = sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*"))
     assert main(["export", str(run), "--to", "ctranslate2", str(out), "--force"]) == 2
-    assert capsys.readouterr().err == f"aiayn export: error: {out} holds {run}, the model being exported; export into another folder\n"
+    said = "is one of the files this command reads" if where == "run" else f"holds {run}, which this command reads"
+    assert capsys.readouterr().err == f"aiayn export: error: OUT {out} {said}; write to another path\n"
     assert sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*")) == before

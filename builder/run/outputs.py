@@ -1,0 +1,135 @@
+"""What a command may write, and who may write into a run: the one rule every verb that writes
+goes through, and the run directory's lock.
+
+The rule (`check_output`): an output may not be, contain, or lie inside one of the command's
+inputs, nor be or contain a file of an existing run (a run directory is its own training's:
+a new file beside its files is fine, replacing one of them is not). Checked before any work, so a
+refused command leaves every byte of its inputs and of every run as it was.
+
+The lock (`hold_run`): an OS lock (flock) on the run directory itself, taken by `aiayn train`
+for the whole run and by a command that writes a file into a run while it writes; the kernel
+releases it when the process ends, however it ends (a SIGKILL leaves no stale lock), and it
+leaves no file behind. Its holder is named from /proc/locks where there is one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from aiayn.builder.errors import UserError
+
+_HELD: dict[Path, int] = {}  # run directory -> the descriptor whose lock this process holds
+
+
+def is_run(folder: Path) -> bool:
+    """Whether `folder` is a run directory (a run's status or checkpoints are there)."""
+    return (folder / "status.json").is_file() or (folder / "checkpoints").is_dir()
+
+
+def run_of(path: Path) -> Path | None:
+    """The run directory `path` is in (or is), if any."""
+    path = Path(path).resolve()
+    return next((p for p in (path, *path.parents) if p.is_dir() and is_run(p)), None)
+
+
+def check_output(out: Path, what: str, *, inputs: Iterable[Path] = ()) -> None:
+    """Refuse, naming `what` (the option: "--output", "OUT"), an output that is, contains or
+    lies inside an input, or that is or holds a file of an existing run."""
+    target = Path(out).resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if target == source:
+            raise UserError(f"{what} {out} is one of the files this command reads; write to another path")
+        if source in target.parents:
+            raise UserError(f"{what} {out} lies inside {given}, which this command reads; write outside it")
+        if target in source.parents:
+            raise UserError(f"{what} {out} holds {given}, which this command reads; write to another path")
+    run = run_of(target) if target.exists() else None
+    if run is not None:
+        raise UserError(
+            f"{what} {out} is {'the run directory' if run == target else 'part of the run'} {run}, which "
+            "only its training writes; write to a new path"
+        )
+    if target.is_dir():
+        inside = next((p for p in _folders_below(target, depth=2) if is_run(p)), None)
+        if inside is not None:
+            raise UserError(f"{what} {out} holds the run directory {inside}; write to another path")
+
+
+def _folders_below(folder: Path, *, depth: int) -> Iterator[Path]:
+    """The folders under `folder` down to `depth` levels (runs/<name>/version_<n> is two)."""
+    if depth == 0:
+        return
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            yield child
+            yield from _folders_below(child, depth=depth - 1)
+
+
+def hold_run(run: Path, *, doing: str) -> None:
+    """Lock `run` (created if new) for this process until it ends; a run another process holds
+    is a UserError naming it. Holding it already is fine."""
+    run = Path(run)
+    run.mkdir(parents=True, exist_ok=True)
+    key = run.resolve()
+    if key in _HELD:
+        return
+    fd = os.open(key, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(f"{run} is in use by {holder(key)}; {doing} when it is done (or stop it)") from None
+    _HELD[key] = fd
+
+
+def release_run(run: Path) -> None:
+    fd = _HELD.pop(Path(run).resolve(), None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextmanager
+def writing_into_run(out: Path, *, doing: str) -> Iterator[None]:
+    """While a command writes `out`: the run it lies in (if any) locked, so that no training
+    writes that run meanwhile."""
+    run = run_of(Path(out).parent) if Path(out).parent.exists() else None
+    held = run is not None and run in _HELD
+    if run is not None and not held:
+        hold_run(run, doing=doing)
+    try:
+        yield
+    finally:
+        if run is not None and not held:
+            release_run(run)
+
+
+def holder(folder: Path) -> str:
+    """Who holds the lock of `folder`: "pid N (its command line)" from /proc/locks, or "another process"."""
+    try:
+        st = os.stat(folder)
+        wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == wanted:
+                pid = int(fields[4])
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                return f"pid {pid} ({_short(command)})"
+    except (OSError, ValueError):
+        pass
+    return "another process"
+
+
+def _short(command: str) -> str:
+    """`python -m aiayn train exp.yaml ...` -> `aiayn train exp.yaml ...`, at most 80 characters."""
+    words = command.split()
+    if "aiayn" in words:
+        words = words[words.index("aiayn") :]
+    elif any(w.endswith("/aiayn") for w in words):
+        words = ["aiayn", *words[next(i for i, w in enumerate(words) if w.endswith("/aiayn")) + 1 :]]
+    text = " ".join(words)
+    return text if len(text) <= 80 else text[:77] + "..."
