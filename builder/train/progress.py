@@ -153,6 +153,9 @@ def quiet_lightning() -> Iterator[None]:
         warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging interval")
         # a checkpoint of aiayn 0.1 carries the state of the ModelCheckpoint that StepCheckpoints replaced
         warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint")
+        # on a SLURM login node: aiayn's own way onto the cluster is `aiayn sweep --launcher slurm`,
+        # and Lightning's hint names `srun python -c ...`, not the command the user ran
+        warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")
         for logger in loggers:
             logger.setLevel(logging.WARNING)
         try:

@@ -2,6 +2,7 @@
 validation on one line with its numbers, and none of Lightning's banners, tips or warnings."""
 
 import io
+import os
 import re
 
 import lightning as L
@@ -17,6 +18,11 @@ from tests.builder.train.test_training import DEMO, tiny
 
 def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    # as on a SLURM login node: Lightning's hint to prepend `srun python -c ...` is not for aiayn's users
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     args = tiny(tmp_path, "trainer.max_steps=10", "trainer.val_check_interval=5", "trainer.log_every_n_steps=2",
                 "trainer.enable_progress_bar=true", "train.validation.bleu_max_sentences=5", "train.lr_schedule.warmup_steps=5")  # fmt: skip
     assert main(["train", DEMO, *args]) == 0
