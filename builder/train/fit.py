@@ -47,22 +47,15 @@ def fit(
     that did not finish). Nothing is written before the Trainer's settings check out, and a new
     run directory that fails with a user error before its first checkpoint is removed."""
     try:
-        return _fit(spec, run, experiment_path=experiment_path, resume=resume, callbacks=callbacks)
+        return _fit(spec, run, experiment_path, resume, list(callbacks))
     finally:
         release_run(run.path)  # the run is free again once this returns (a process that ends frees it anyway)
 
 
-def _fit(
-    spec: ExperimentSpec,
-    run: RunDir,
-    *,
-    experiment_path: Path,
-    resume: bool,
-    callbacks: Sequence[L.Callback] = (),
-) -> dict[str, Any] | None:
+def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     check_data_files(spec)
-    trainer = build_trainer(spec, run, callbacks=list(callbacks))
+    trainer = build_trainer(spec, run, callbacks=callbacks)
     device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
     check_memory(spec, device, max_tokens)
     if device.type == "cpu":
