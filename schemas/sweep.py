@@ -96,8 +96,10 @@ class LocalLauncherSpec(Spec):
 
 
 class SlurmLauncherSpec(Spec):
-    """One SLURM job per trial through submitit; a job runs the same `aiayn train` command as a
-    local trial, one task per GPU so Lightning's SLURM environment sets the ranks."""
+    """One job array through submitit, a task per trial; a job runs the same `aiayn train` command
+    as a local trial, one SLURM task per device so Lightning's SLURM environment sets the ranks.
+    Jobs are requeueable: a preempted or requeued trial resumes from its checkpoint, and one
+    signalled (USR1) signal_delay_s before its time limit saves and requeues itself."""
 
     type: Literal["slurm"] = "slurm"
     cluster: Literal["slurm", "local", "debug"] = "slurm"  # submitit's executor; local: no cluster needed
@@ -105,11 +107,27 @@ class SlurmLauncherSpec(Spec):
     timeout_min: PositiveInt = 24 * 60
     nodes: PositiveInt = 1
     gpus_per_node: int = Field(default=8, ge=0)
+    tasks_per_node: PositiveInt | None = None  # processes (DDP ranks) per node; default one per GPU, 1 on CPU
     cpus_per_task: PositiveInt = 8
     mem_gb: PositiveInt | None = None
     array_parallelism: PositiveInt | None = None  # at most this many trials running at once
     additional: dict[str, str | int | float | bool] = {}  # more #SBATCH options, e.g. {account: nlp}
     setup: tuple[str, ...] = ()  # shell lines run before the trial, e.g. "module load cuda"
+    signal_delay_s: PositiveInt = 120  # --signal=USR1@this: the time a save before the time limit may take
+
+    @property
+    def tasks(self) -> int:
+        return self.tasks_per_node or max(self.gpus_per_node, 1)
+
+    @model_validator(mode="after")
+    def _one_task_per_gpu(self) -> "SlurmLauncherSpec":
+        if self.gpus_per_node and self.tasks_per_node not in (None, self.gpus_per_node):
+            raise FieldError(
+                "tasks_per_node",
+                f"is {self.tasks_per_node} but gpus_per_node is {self.gpus_per_node}; Lightning runs one "
+                "task per GPU: leave tasks_per_node out, or set it to gpus_per_node",
+            )
+        return self
 
 
 LauncherSpec = Annotated[LocalLauncherSpec | SlurmLauncherSpec, Field(discriminator="type")]

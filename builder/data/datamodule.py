@@ -15,6 +15,7 @@ Lightning stores its position in every checkpoint and restores it before iterati
 """
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,7 @@ class TranslationDataModule(LightningDataModule):
             ds.src_lengths, ds.tgt_lengths + 1, max_tokens=self.max_tokens, shuffle=True,
             seed=self.seed, num_replicas=world, rank=rank,
         )  # fmt: skip
-        self._train_loader = TrainLoader(ds, sampler, **self.options)
+        self._train_loader = TrainLoader(ds, sampler, global_step=lambda: self.trainer.global_step if self.trainer else -1, **self.options)
         return self._train_loader
 
     def val_dataloader(self) -> DataLoader:
@@ -231,6 +232,7 @@ class TranslationDataModule(LightningDataModule):
         trainer, loader = self.trainer, self._train_loader
         if trainer is not None and trainer.training and loader is not None and isinstance(batch, Batch):
             loader.consumed_one()
+            loader.counted(trainer.global_step)
         return batch
 
 
@@ -247,12 +249,23 @@ def _split_paths(run: RunDir, given: dict[str, SplitPaths | None], demo: tuple[i
 
 class TrainLoader(DataLoader):
     """The training DataLoader; stateful, so Lightning saves its place in an epoch with every
-    checkpoint and restores it on resume (before it iterates)."""
+    checkpoint and restores it on resume (before it iterates).
 
-    def __init__(self, dataset: TranslationDataset, sampler: TokenBatchSampler, **options: Any) -> None:
+    A checkpoint saved inside an optimizer step (Lightning's save when SLURM signals the time
+    limit comes whenever the signal does) records the place where that step began, as the task
+    records its RNG there: what the checkpoint's weights have seen, and no batch more."""
+
+    def __init__(self, dataset: TranslationDataset, sampler: TokenBatchSampler, *, global_step: Callable[[], int], **options: Any) -> None:
         super().__init__(dataset, sampler=sampler, **options)
         self.batches = sampler
         self._epoch, self._consumed = sampler.epoch, sampler.consumed
+        self._global_step = global_step  # the trainer's optimizer steps so far
+        self._step_start: tuple[int, int, int] | None = None  # (global step, epoch, consumed) where the step began
+
+    def counted(self, global_step: int) -> None:
+        """The batch just counted is part of optimizer step `global_step` + 1 (the first: it begins there)."""
+        if self._step_start is None or self._step_start[0] != global_step:
+            self._step_start = (global_step, self._epoch, self._consumed - 1)
 
     def consumed_one(self) -> None:
         if self._epoch != self.batches.epoch:
@@ -260,8 +273,11 @@ class TrainLoader(DataLoader):
         self._consumed += 1
 
     def state_dict(self) -> dict[str, Any]:
-        consumed = self._consumed if self._epoch == self.batches.epoch else 0
-        return self.batches.state_dict(consumed=consumed)
+        """The place after the last batch counted, or inside a step, the place where it began."""
+        epoch, consumed = self._epoch, self._consumed
+        if self._step_start is not None and self._global_step() == self._step_start[0]:
+            _, epoch, consumed = self._step_start
+        return self.batches.state_dict(consumed=consumed if epoch == self.batches.epoch else 0)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.batches.load_state_dict(state)

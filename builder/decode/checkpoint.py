@@ -125,7 +125,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
                 "yet; train one first"
             )
         run = latest
-    if not run.has_checkpoint:
+    if not run.last_checkpoint.is_file():
         if run.version is None and not any(p.exists() for p in (run.checkpoints, run.config, run.status_file)):
             raise UserError(
                 f"{path} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; "

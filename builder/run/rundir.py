@@ -4,7 +4,8 @@ its file names and of how they are written (atomically, see atomic.py).
     config.yaml          the resolved experiment
     config.diff.yaml     what it changes in the experiment it extends
     tokenizer.json       the shared BPE (or tokenizer.src.json and tokenizer.tgt.json)
-    checkpoints/         last.ckpt and step<N>.ckpt (the last K kept); averaged.ckpt
+    checkpoints/         last.ckpt and step<N>.ckpt (the last K kept); averaged.ckpt;
+                         hpc_ckpt_<n>.ckpt: Lightning's save when SLURM signals the time limit
     data/                the demo corpus, when the experiment trains on it
     status.json          running, interrupted, failed or finished
     translations/        valid.hyp and valid.ref: what results.json's BLEU scored, line by line
@@ -24,6 +25,7 @@ from aiayn.builder.run.atomic import dump_yaml, write_json, write_text_atomic
 RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches share its run directory
 _VERSION = re.compile(r"version_(\d+)")
 _STEP = re.compile(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt")
+_HPC = re.compile(r"hpc_ckpt_(\d+)\.ckpt")  # Lightning's name (its checkpoint connector's hpc_save_path)
 
 
 def version_dirs(parent: Path) -> list[Path]:
@@ -87,7 +89,17 @@ class RunDir:
 
     @property
     def has_checkpoint(self) -> bool:
-        return self.last_checkpoint.is_file()
+        return self.resume_checkpoint.is_file()
+
+    @property
+    def resume_checkpoint(self) -> Path:
+        """What a resume continues from: Lightning's newest hpc_ckpt_<n>.ckpt (saved when SLURM
+        signalled the job before its time limit; a later step checkpoint removes it), else last.ckpt."""
+        return (self.hpc_checkpoints() or [self.last_checkpoint])[-1]
+
+    def hpc_checkpoints(self) -> list[Path]:
+        found = [(_HPC.fullmatch(p.name), p) for p in self.checkpoints.glob("hpc_ckpt_*.ckpt")]
+        return [p for _, p in sorted((int(m.group(1)), p) for m, p in found if m)]
 
     @property
     def model_checkpoint(self) -> Path:

@@ -1,22 +1,26 @@
 """Running trials: each is one `python -m aiayn train ... --run-dir DIR` process, started by
 a local pool (N at a time, each with its own GPUs) or as a SLURM job through submitit."""
 
+import dataclasses
 import os
 import queue
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.sweep.slurm import ACTIVE, slurm_states, slurm_task
 from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
 
 ERROR_LINES = 20  # of a failed trial's stderr, kept in sweep.json
+ENDED_WAIT_S = 300  # a job SLURM ends is killed within its KillWait (30 s by default)
+POLL_S = 2.0  # seconds between two looks at the SLURM jobs of a sweep
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Outcome:
     returncode: int | None  # None: the process never ran or its job died (see error)
     wall_time_s: float
     error: str | None  # the last lines of stderr, or why the job died
+    slurm_state: str | None = None  # SLURM's final state of the trial's job (COMPLETED, CANCELLED, ...)
 
 
 Done = Callable[[Job, Outcome], None]
@@ -54,14 +59,24 @@ def launcher_overrides(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> list[
             out += ["trainer.accelerator=gpu", f"trainer.devices={gpus}"]
     else:
         accelerator = "gpu" if launcher.gpus_per_node else "cpu"
-        out += [f"trainer.accelerator={accelerator}", f"trainer.devices={launcher.gpus_per_node or 1}", f"trainer.num_nodes={launcher.nodes}"]
+        out += [f"trainer.accelerator={accelerator}", f"trainer.devices={launcher.tasks}", f"trainer.num_nodes={launcher.nodes}"]
     return out
 
 
 def run_job(job: Job, env: dict[str, str] | None = None, defaults: dict[str, str] | None = None) -> Outcome:
     """Run the trial's process with `env` set and `defaults` where the environment lacks them,
     its output appended to stdout.log and stderr.log in its run directory (rank k > 0 of a SLURM
-    job: stdout.rank<k>.log ...)."""
+    job: stdout.rank<k>.log ...). In a job that SLURM ends (scancel, requeue), the trial stops
+    and this process waits to be killed: no result is written, and a requeued job runs the trial
+    again, which resumes from its checkpoint."""
+    with slurm_task() as ended:
+        outcome = _run_trial(job, env, defaults)
+        if ended is not None and ended.is_set():
+            time.sleep(ENDED_WAIT_S)  # SLURM kills this process KillWait seconds after its SIGTERM
+    return outcome
+
+
+def _run_trial(job: Job, env: dict[str, str] | None, defaults: dict[str, str] | None) -> Outcome:
     rank = os.environ.get("SLURM_PROCID", "0")
     suffix = "" if rank == "0" else f".rank{rank}"
     job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -155,7 +170,9 @@ def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done
 def launch_slurm(
     jobs: Sequence[Job], launcher: SlurmLauncherSpec, folder: Path, on_done: Done, *, name: str, on_submit: Callable[[Job, str], None] | None = None
 ) -> None:
-    """One job per trial (a job array), submitted through submitit and waited for."""
+    """One job array, a task per trial, submitted through submitit and waited for. Each job is
+    requeueable and signalled (USR1) signal_delay_s before its time limit, when Lightning's SLURM
+    environment saves the trial and requeues it."""
     import submitit
 
     check(launcher)
@@ -165,7 +182,7 @@ def launch_slurm(
         timeout_min=launcher.timeout_min,
         nodes=launcher.nodes,
         gpus_per_node=launcher.gpus_per_node,
-        tasks_per_node=max(launcher.gpus_per_node, 1),  # a task per GPU: Lightning reads its rank from SLURM
+        tasks_per_node=launcher.tasks,  # a task per device: Lightning reads its rank from SLURM
         cpus_per_task=launcher.cpus_per_task,
         mem_gb=launcher.mem_gb,
     )
@@ -173,7 +190,7 @@ def launch_slurm(
         params.update(
             slurm_partition=launcher.partition,
             slurm_array_parallelism=launcher.array_parallelism,
-            slurm_additional_parameters=dict(launcher.additional) or None,
+            slurm_additional_parameters={"signal": f"USR1@{launcher.signal_delay_s}", "requeue": True, **launcher.additional},
             slurm_setup=list(launcher.setup) or None,
         )
     executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
@@ -185,16 +202,14 @@ def launch_slurm(
         if on_submit:
             on_submit(job, handle.job_id)
     try:
-        for handle in submitit.helpers.as_completed(submitted, poll_frequency=2):
-            job = by_id[handle.job_id]
-            try:
-                outcome = handle.result()
-            except Exception as e:  # the job died (timeout, preemption, node failure): submitit says why
-                lines = [line for line in str(e).splitlines() if line.strip()]
-                outcome = Outcome(None, 0.0, f"SLURM job {handle.job_id} failed: " + "\n".join(lines[-ERROR_LINES:]))
-            on_done(job, outcome)
+        if launcher.cluster == "slurm":
+            ended = _ended_slurm(submitted)
+        else:  # submitit's local executor: its processes leave a result whatever happens
+            ended = ((h, None) for h in submitit.helpers.as_completed(submitted, poll_frequency=POLL_S))
+        for handle, state in ended:
+            on_done(by_id[handle.job_id], _outcome(handle, state))
     except KeyboardInterrupt:
-        running = [h.job_id for h in submitted if not h.done()]
+        running = [h.job_id for h in submitted if not h.paths.result_pickle.exists()]
         if running and launcher.cluster == "slurm":
             print(
                 f"the SLURM jobs {' '.join(running)} keep running: `scancel {' '.join(running)}` stops them; "
@@ -202,3 +217,29 @@ def launch_slurm(
                 file=sys.stderr,
             )
         raise
+
+
+def _ended_slurm(handles: Sequence[Any]) -> Iterator[tuple[Any, str | None]]:
+    """(handle, SLURM's final state) of each job as it ends, whether or not it left a result:
+    a job that SLURM no longer knows (purged) has ended when it left its result."""
+    pending = {h.job_id: h for h in handles}
+    while pending:
+        states = slurm_states(pending)
+        for job_id, handle in list(pending.items()):
+            state = states.get(job_id)
+            if state in ACTIVE or state is None and not handle.paths.result_pickle.exists():
+                continue
+            del pending[job_id]
+            yield handle, state
+        if pending:
+            time.sleep(POLL_S)
+
+
+def _outcome(handle: Any, state: str | None) -> Outcome:
+    if not handle.paths.result_pickle.exists() and state is not None:
+        return Outcome(None, 0.0, f"SLURM job {handle.job_id} ended {state}, with no result", state)
+    try:
+        return dataclasses.replace(handle.result(), slurm_state=state)
+    except Exception as e:  # the job died (timeout, node failure): submitit says why
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        return Outcome(None, 0.0, f"SLURM job {handle.job_id} failed: " + "\n".join(lines[-ERROR_LINES:]), state)

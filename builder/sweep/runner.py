@@ -121,14 +121,19 @@ class Reporter:
             self.done += 1
             count = f"[{self.done}/{self.total}]"
         wall = round(outcome.wall_time_s, 1)
+        slurm = {"slurm_state": outcome.slurm_state} if outcome.slurm_state else {}
         if results is not None:
-            self.record.update(job.name, status="finished", returncode=outcome.returncode, wall_time_s=wall, bleu=results["bleu"], ppl=results["ppl"])
+            self.record.update(job.name, status="finished", returncode=outcome.returncode, wall_time_s=wall, bleu=results["bleu"], ppl=results["ppl"], **slurm)
             print(f"{count} {job.name}: finished in {outcome.wall_time_s:.0f} s: BLEU {results['bleu']:.2f}, PPL {results['ppl']:.2f}", flush=True)
             return
         error = outcome.error if outcome.returncode != 0 else f"exited 0 without results.json: {_unfinished_reason(run)}"
+        status = "cancelled" if outcome.slurm_state == "CANCELLED" else "failed"
+        if status == "cancelled":
+            error = f"{error}; {_unfinished_reason(run)}"
         self.failed.append(job.name)
-        self.record.update(job.name, status="failed", returncode=outcome.returncode, wall_time_s=wall, error=error, log=str(run.path / "stderr.log"))
-        print(f"{count} {job.name}: FAILED (exit {outcome.returncode}): {_last_line(error)}", flush=True)
+        self.record.update(job.name, status=status, returncode=outcome.returncode, wall_time_s=wall, error=error, log=str(run.path / "stderr.log"), **slurm)
+        how = "CANCELLED" if status == "cancelled" else f"FAILED (exit {outcome.returncode})"
+        print(f"{count} {job.name}: {how}: {_last_line(error)}", flush=True)
 
     def raise_if_failed(self, trials: list[Trial]) -> None:
         if not self.failed:
@@ -136,10 +141,11 @@ class Reporter:
         lines = []
         for name in [t.name for t in trials if t.name in self.failed]:
             entry = self.record.index[name]
-            lines += [f"  {name} (exit {entry['returncode']}): {_last_line(entry['error'])}", f"    log: {entry['log']}"]
-        raise SweepFailed(
-            f"{len(self.failed)} of {len(trials)} trials failed (their errors are in {self.record.path}):\n" + "\n".join(lines)
-        )
+            how = "cancelled" if entry["status"] == "cancelled" else f"exit {entry['returncode']}"
+            lines += [f"  {name} ({how}): {_last_line(entry['error'])}", f"    log: {entry['log']}"]
+        cancelled = sum(self.record.index[name]["status"] == "cancelled" for name in self.failed)
+        how = "failed" if not cancelled else "were cancelled" if cancelled == len(self.failed) else f"failed or were cancelled ({cancelled} cancelled)"
+        raise SweepFailed(f"{len(self.failed)} of {len(trials)} trials {how} (their errors are in {self.record.path}):\n" + "\n".join(lines))
 
 
 def _last_line(text: str | None) -> str:

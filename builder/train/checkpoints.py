@@ -6,7 +6,8 @@ Lightning's ModelCheckpoint keeps the newest by monitoring `step`, and a monitor
 that falls on an epoch's last batch waits for the next validation: with short epochs its files
 landed on the validation steps (15, 30 for an interval of 10), and the final step had none. This
 callback saves right after the optimizer step that is due, on every rank (a save is collective);
-rank 0 copies it to last.ckpt and prunes.
+rank 0 copies it to last.ckpt and prunes (Lightning's hpc_ckpt_<n>.ckpt too, which a SLURM job
+saves when signalled before its time limit and resumes from).
 """
 
 import shutil
@@ -51,7 +52,7 @@ class StepCheckpoints(L.Callback):
         if trainer.is_global_zero:
             with open(path, "rb") as source, atomic_write(self.run.last_checkpoint) as copy:
                 shutil.copyfileobj(source, copy)
-            for old in self.run.step_checkpoints()[: -self.keep]:
-                old.unlink(missing_ok=True)
+            for old in [*self.run.step_checkpoints()[: -self.keep], *self.run.hpc_checkpoints()]:
+                old.unlink(missing_ok=True)  # a step file supersedes the save before a time limit
         trainer.strategy.barrier("StepCheckpoints.save")
         self.saved_step, self._saved_at = step, time.monotonic()

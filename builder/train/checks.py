@@ -86,7 +86,7 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
         changed = where
     if not resume:
         return Resumable(0, {})
-    step = int(load_checkpoint(run.last_checkpoint).get("global_step", 0))  # a clear refusal for a damaged file
+    step = int(load_checkpoint(run.resume_checkpoint).get("global_step", 0))  # a clear refusal for a damaged file
     finished = (run.status() or {}).get("status") == "finished"
     if spec.trainer.max_steps < step or spec.trainer.max_steps == step and finished:
         raise UserError(

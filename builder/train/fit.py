@@ -68,7 +68,7 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     if trainer.is_global_zero:
         for caution in spec.cautions:
             print(f"warning: {caution}", file=sys.stderr, flush=True)
-    checkpoint = run.last_checkpoint if resume else None
+    checkpoint = run.resume_checkpoint if resume else None
     created = not run.path.exists()
     if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)
         hold_run(run.path, doing="resume it" if resume else "train again (a new run takes the next version)")

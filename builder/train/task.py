@@ -35,6 +35,7 @@ class TranslationTask(L.LightningModule):
         self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last logged step
         self._val_sums: list[torch.Tensor] = []
         self.validated_at: int | None = None  # the global step of the last validation
+        self._step_start: tuple[int, torch.Tensor] | None = None  # (global step, RNG state) where the step began
 
     # ---- training --------------------------------------------------------------------------
 
@@ -107,7 +108,9 @@ class TranslationTask(L.LightningModule):
     # ---- exact resume: the RNG streams (dropout) continue where they stopped -----------------
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["rng"] = {"torch": torch.get_rng_state()}
+        # inside an optimizer step (Lightning's save at SLURM's time-limit signal), the state where it began
+        inside = self._step_start is not None and self._step_start[0] == self.global_step
+        checkpoint["rng"] = {"torch": self._step_start[1] if inside else torch.get_rng_state()}  # type: ignore[index]
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Applied at the first batch: building the DataLoader iterator draws from the RNG too.
@@ -117,3 +120,5 @@ class TranslationTask(L.LightningModule):
         if getattr(self, "_resume_rng", None) is not None:
             torch.set_rng_state(self._resume_rng)
             self._resume_rng = None
+        if self._step_start is None or self._step_start[0] != self.global_step:  # an optimizer step begins
+            self._step_start = (self.global_step, torch.get_rng_state())

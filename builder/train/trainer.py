@@ -123,7 +123,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         enable_checkpointing=False,  # no ModelCheckpoint: StepCheckpoints writes them
         callbacks=[checkpoints, ValidationTranslations(), *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks],
         plugins=[AtomicCheckpointIO()],
-        default_root_dir=str(run.path),
+        default_root_dir=str(run.checkpoints),  # where Lightning's SLURM auto-requeue saves hpc_ckpt_<n>.ckpt
         use_distributed_sampler=False,  # our token-batch sampler splits batches across ranks itself
     )
     check_launch(trainer)

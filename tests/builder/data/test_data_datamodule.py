@@ -185,6 +185,40 @@ def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, sto
     assert first.seen + second.seen == reference.seen
 
 
+class SaveInsideStep(L.Callback):
+    """Saves a checkpoint inside optimizer step `step` + 1, between its forward and backward, as
+    Lightning's SLURM auto-requeue does when the time-limit signal lands there."""
+
+    def __init__(self, step: int, path) -> None:
+        self.step, self.path = step, path
+
+    def on_before_backward(self, trainer, task, loss):
+        if trainer.global_step == self.step:
+            trainer.save_checkpoint(self.path)
+
+
+@pytest.mark.filterwarnings("ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*")
+@pytest.mark.parametrize("stop", [25, 41])
+def test_a_save_inside_a_step_resumes_at_that_step(tmp_path, stop):
+    reference = fit(make(tmp_path / "ref"), max_steps=60)
+    dm = make(tmp_path / "run")
+    dm.prepare_tokenizers()
+    first = Recorder(dm.vocab_size)
+    ckpt = tmp_path / "inside.ckpt"
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_steps=stop + 3, logger=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False, limit_val_batches=0, num_sanity_val_steps=0, default_root_dir=dm.run_dir,
+        enable_checkpointing=False, callbacks=[SaveInsideStep(stop, ckpt)],
+    )  # fmt: skip
+    trainer.fit(first, datamodule=dm)
+    state = torch.load(ckpt, weights_only=False)
+    assert state["global_step"] == stop
+    assert (state["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["consumed"]) == stop  # not stop + 1
+    second = fit(make(tmp_path / "run"), max_steps=60, ckpt_path=ckpt)
+    assert first.seen[: stop + 1] == reference.seen[: stop + 1]
+    assert second.seen == reference.seen[stop:60]  # the step it was inside is taken again, then the rest
+
+
 def fake_trainer(world_size: int, rank: int) -> SimpleNamespace:
     return SimpleNamespace(world_size=world_size, global_rank=rank, training=True)
 

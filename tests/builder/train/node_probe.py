@@ -24,7 +24,7 @@ class Probe(L.Callback):
         record = {
             "rank": rank, "node_rank": trainer.node_rank, "world": trainer.world_size, "num_nodes": trainer.num_nodes,
             "accumulate": trainer.accumulate_grad_batches, "max_tokens": trainer.datamodule.max_tokens,
-            "run_dir": str(Path(trainer.default_root_dir).resolve()), "pid": os.getpid(), "step": trainer.global_step,
+            "run_dir": str(Path(trainer.default_root_dir).resolve().parent), "pid": os.getpid(), "step": trainer.global_step,
         }  # fmt: skip
         torch.save({k: v.detach().clone() for k, v in task.model.state_dict().items()}, self.out / f"rank{rank}.pt")
         (self.out / f"rank{rank}.json").write_text(json.dumps(record))

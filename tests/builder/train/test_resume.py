@@ -79,3 +79,24 @@ def test_an_abbreviated_option_is_an_error(args, capsys):
         main(args)
     assert exit_.value.code == 2
     assert f"error: unrecognized arguments: {args[-2] if args[0] != 'train' else args[-1]}" in capsys.readouterr().err
+
+
+def test_a_save_inside_a_step_keeps_the_rng_where_the_step_began(tmp_path):
+    """Lightning's save at SLURM's time-limit signal lands inside a step, after its dropout drew
+    from the RNG: the checkpoint holds the RNG of the step's start, which the resumed run replays."""
+    import torch
+
+    from aiayn.builder.run.config import load_experiment
+    from aiayn.builder.train.task import TranslationTask
+
+    task = TranslationTask(load_experiment(DEMO, tiny(tmp_path)).model_dump(mode="json"))  # global_step 0: no trainer
+    task.on_train_batch_start(None, 0)
+    began = torch.get_rng_state()
+    torch.rand(3)  # the step's dropout
+    inside: dict = {}
+    task.on_save_checkpoint(inside)
+    assert torch.equal(inside["rng"]["torch"], began)
+    task._step_start = (-1, began)  # a step that ended (the trainer's step is past it): the RNG as it is now
+    after: dict = {}
+    task.on_save_checkpoint(after)
+    assert torch.equal(after["rng"]["torch"], torch.get_rng_state()) and not torch.equal(after["rng"]["torch"], began)

@@ -1,0 +1,190 @@
+"""Sweeps through a real SLURM (tests/slurm/cluster.py: munged, slurmctld and slurmd on this
+machine, no accounting database): one job array, array_parallelism, scancel, scontrol requeue,
+the time-limit signal, and a 2-task job training one run with DDP through Lightning's SLURM
+environment."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+# ~35 ms a step on one core: what is tested is what SLURM does to a trial, not the model
+SHORT = [
+    "data.n_train=300", "data.n_valid=20", "data.n_test=20", "dims.vocab_size=200", "train.tokens_per_step=500",
+    "train.validation.bleu=false", "trainer.val_check_interval=null", "decode.beam=1", "train.checkpoint.keep_last=2",
+]  # fmt: skip
+LAUNCHER = "{type: slurm, gpus_per_node: 0, cpus_per_task: 1, timeout_min: 10, array_parallelism: 2}"
+
+
+def start_sweep(tmp_path: Path, cluster, variants: str, *overrides: str, launcher: str = LAUNCHER) -> subprocess.Popen:
+    sweep = tmp_path / "s.sweep.yaml"
+    sweep.write_text(f"name: s\nbase: {DEMO}\nvariants:\n{variants}launcher: {launcher}\n")
+    argv = [sys.executable, "-m", "aiayn", "sweep", str(sweep), *SHORT, *overrides, "--runs", str(tmp_path / "runs")]
+    env = {**cluster.env, "AIAYN_CACHE": str(tmp_path / "cache")}
+    return subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the sweep did not end in {timeout} s:\n{out}\n{err}")
+    return proc.returncode, out, err
+
+
+def wait_for(what, timeout: float = 120, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"waited {timeout} s for {what.__doc__ or what}")
+
+
+def trials(tmp_path: Path) -> dict[str, dict]:
+    path = tmp_path / "runs" / "s" / "sweep.json"
+    return {t["name"]: t for t in json.loads(path.read_text())["trials"]} if path.is_file() else {}
+
+
+def run_dir(tmp_path: Path, trial: str) -> Path:
+    return tmp_path / "runs" / "s" / trial / "version_0"
+
+
+def job_with_checkpoint(tmp_path: Path, trial: str):
+    """The trial's job id, once its run has a step checkpoint and is still training."""
+    status = run_dir(tmp_path, trial) / "status.json"
+    running = status.is_file() and json.loads(status.read_text())["status"] == "running"
+    if running and any((run_dir(tmp_path, trial) / "checkpoints").glob("step*.ckpt")):
+        return trials(tmp_path)[trial]["job_id"]
+    return None
+
+
+def test_a_job_array_with_a_cancelled_trial_and_its_rerun(tmp_path, cluster):
+    variants = "  - {name: a}\n  - {name: b, overrides: [dims.h=2]}\n  - {name: c, overrides: [dims.h=8]}\n"
+    proc = start_sweep(tmp_path, cluster, variants, "trainer.max_steps=150", "train.checkpoint.every_n_train_steps=20")
+    job = wait_for(lambda: job_with_checkpoint(tmp_path, "b-seed1"))
+    subprocess.run(["scancel", job], check=True, env=cluster.env)
+    code, out, err = finish(proc)
+    record = trials(tmp_path)
+    assert code == 1, out + err
+    array = record["a-seed1"]["job_id"].split("_")[0]
+    assert [record[t]["job_id"] for t in ("a-seed1", "b-seed1", "c-seed1")] == [f"{array}_{i}" for i in range(3)]  # one array
+    assert [(record[t]["status"], record[t].get("slurm_state")) for t in ("a-seed1", "b-seed1", "c-seed1")] == [
+        ("finished", "COMPLETED"), ("cancelled", "CANCELLED"), ("finished", "COMPLETED"),
+    ]  # fmt: skip
+    stopped = json.loads((run_dir(tmp_path, "b-seed1") / "status.json").read_text())
+    assert stopped["status"] == "interrupted"
+    assert record["b-seed1"]["error"] == (
+        f"SLURM job {job} ended CANCELLED, with no result; status.json says interrupted at step {stopped['step']}; re-run the sweep to resume it"
+    )
+    assert (
+        err.splitlines()[0]
+        == f"aiayn sweep: error: 1 of 3 trials were cancelled (their errors are in {tmp_path / 'runs' / 's' / 'sweep.json'}):"
+    )
+    assert f"b-seed1: CANCELLED: {record['b-seed1']['error']}" in out
+    script = (tmp_path / "runs" / "s" / "submitit" / array / f"{array}_submission.sh").read_text().splitlines()
+    assert {"#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=USR1@120", "#SBATCH --ntasks-per-node=1"} <= set(script)
+    # array_parallelism: 2 tasks at a time, so c started once a or b had ended
+    tasks = {t: cluster.job(record[t]["job_id"]) for t in ("a-seed1", "b-seed1", "c-seed1")}
+    assert {t["ArrayTaskThrottle"] for t in tasks.values()} == {"2"}
+    assert tasks["c-seed1"]["StartTime"] >= min(tasks["a-seed1"]["EndTime"], tasks["b-seed1"]["EndTime"])
+
+    code, out, err = finish(
+        start_sweep(tmp_path, cluster, variants, "trainer.max_steps=150", "train.checkpoint.every_n_train_steps=20")
+    )
+    assert code == 0, out + err
+    assert out.splitlines()[0] == f"sweep s: 3 trials, 2 finished before (skipped), 1 to run -> {tmp_path / 'runs' / 's'}"
+    again = trials(tmp_path)
+    assert [again[t]["status"] for t in ("a-seed1", "b-seed1", "c-seed1")] == ["skipped", "finished", "skipped"]
+    assert again["b-seed1"]["job_id"].split("_")[0] != array and "job_id" not in again["a-seed1"]
+    results = json.loads((run_dir(tmp_path, "b-seed1") / "results.json").read_text())
+    assert [s["started_at_step"] for s in results["sessions"]] == [0, stopped["step"] // 20 * 20]  # resumed, same run directory
+    assert results["steps"] == 150
+
+
+def test_a_requeued_trial_continues_from_its_checkpoint_to_the_same_parameters(tmp_path, cluster):
+    variants = "  - {name: preempted}\n  - {name: undisturbed}\n"  # the same training twice
+    proc = start_sweep(tmp_path, cluster, variants, "trainer.max_steps=200", "train.checkpoint.every_n_train_steps=25")
+    job = wait_for(lambda: job_with_checkpoint(tmp_path, "preempted-seed1"))
+    subprocess.run(["scontrol", "requeue", job], check=True, env=cluster.env)
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    record = trials(tmp_path)
+    assert (record["preempted-seed1"]["status"], record["preempted-seed1"]["slurm_state"]) == ("finished", "COMPLETED")
+    assert cluster.job(job)["Restarts"] == "1"
+    sessions = json.loads((run_dir(tmp_path, "preempted-seed1") / "results.json").read_text())["sessions"]
+    assert len(sessions) == 2 and sessions[1]["started_at_step"] > 0 and sessions[1]["ended_at_step"] == 200
+    assert sorted(p.name for p in run_dir(tmp_path, "preempted-seed1").parent.iterdir()) == ["trial.json", "version_0"]
+    preempted = checkpoint_params(run_dir(tmp_path, "preempted-seed1") / "checkpoints" / "last.ckpt")
+    undisturbed = checkpoint_params(run_dir(tmp_path, "undisturbed-seed1") / "checkpoints" / "last.ckpt")
+    assert preempted.keys() == undisturbed.keys()
+    assert all(torch.equal(preempted[k], undisturbed[k]) for k in preempted)  # bit for bit
+
+
+def test_a_trial_signalled_before_its_time_limit_saves_requeues_itself_and_finishes(tmp_path, cluster):
+    # a 1-minute limit, signalled 30 s before it (slurmctld may send it up to ~15 s early); about
+    # 30 s of training, with no step checkpoint before the last step: only Lightning's save before
+    # the limit (hpc_ckpt_<n>.ckpt) lets the requeued job go on from where it was
+    launcher = "{type: slurm, gpus_per_node: 0, cpus_per_task: 1, timeout_min: 1, signal_delay_s: 30}"
+    code, out, err = finish(
+        start_sweep(
+            tmp_path,
+            cluster,
+            "  - {name: limited}\n",
+            "trainer.max_steps=800",
+            "train.checkpoint.every_n_train_steps=100000",
+            launcher=launcher,
+        )
+    )
+    assert code == 0, out + err
+    record = trials(tmp_path)["limited-seed1"]
+    assert (record["status"], record["slurm_state"]) == ("finished", "COMPLETED")
+    assert int(cluster.job(record["job_id"])["Restarts"]) >= 1
+    run = run_dir(tmp_path, "limited-seed1")
+    sessions = json.loads((run / "results.json").read_text())["sessions"]
+    assert len(sessions) >= 2 and all(s["started_at_step"] > 0 for s in sessions[1:]), sessions
+    # each went on from its save at the signal: after where the one before started, at or before
+    # where it stopped (the requeue's SIGTERM comes a step or so after the save)
+    assert all(a["started_at_step"] < b["started_at_step"] <= a["ended_at_step"] for a, b in zip(sessions, sessions[1:])), (
+        sessions
+    )
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt", "step00000800.ckpt"]  # no hpc_ckpt left
+
+
+def test_a_two_task_job_trains_one_run_with_ddp(tmp_path, cluster):
+    out, run = tmp_path / "probe", tmp_path / "runs" / "demo" / "version_0"
+    out.mkdir()
+    args = tiny(tmp_path, "trainer.devices=2", "trainer.accelerator=cpu", "trainer.strategy=ddp", "trainer.max_steps=3",
+                "trainer.val_check_interval=null", "train.max_tokens_per_batch=200", "--run-dir", str(run))  # fmt: skip
+    command = " ".join([sys.executable, "-m", "tests.builder.train.node_probe", str(out), "train", DEMO, *args])
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\nexport PYTHONPATH={ROOT} OMP_NUM_THREADS=1\nsrun {command}\n")
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--wait", "--ntasks-per-node=2", "--cpus-per-task=1", "--job-name=ddp", f"--output={tmp_path / 'job.log'}", str(script)],
+        capture_output=True, text=True, env=cluster.env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    log = (tmp_path / "job.log").read_text()
+    assert submitted.returncode == 0, log[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [(r["rank"], r["world"], r["step"]) for r in ranks] == [(0, 2, 3), (1, 2, 3)]
+    assert ranks[0]["run_dir"] == ranks[1]["run_dir"] == str(run.resolve())
+    params = [torch.load(out / f"rank{r}.pt") for r in (0, 1)]
+    assert all(torch.equal(params[0][k], params[1][k]) for k in params[0])  # one model on both ranks
+    # one run directory, written by rank 0
+    assert sorted(p.name for p in (tmp_path / "runs").rglob("version_*")) == ["version_0"]
+    writers = {int(p.name.split(".")[-2]) for p in run.glob("events.out.tfevents.*")}
+    assert writers == {ranks[0]["pid"]}
+    assert json.loads((run / "results.json").read_text())["steps"] == 3
+    assert log.count("finished in") == 1
