@@ -3,12 +3,15 @@
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import yaml
 
+from aiayn.builder.errors import UserError
 from aiayn.builder.model.size import check_size
 from aiayn.builder.model.summary import render, summary
-from aiayn.builder.run.config import load_experiment
+from aiayn.builder.run.config import load_experiment, parent_of
+from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -28,6 +31,10 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
     add_experiment_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--figure", type=Path, metavar="PATH",
+        help="also draw the model, in the manner of the paper's Figure 1, to PATH (.svg or .png, 800 px wide)",
+    )  # fmt: skip
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -48,6 +55,8 @@ def validate(args: argparse.Namespace) -> int:
 def show(args: argparse.Namespace) -> int:
     spec = load_experiment(args.experiment, args.overrides)
     check_size(spec.model)
+    if args.figure is not None:
+        write_figure(spec, args.figure, Path(args.experiment))
     info = summary(spec)
     if args.json:
         print(json.dumps(info, indent=2))
@@ -58,6 +67,25 @@ def show(args: argparse.Namespace) -> int:
     print()
     print(render(info))
     return 0
+
+
+def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
+    from aiayn.builder.model.figure import layout, save  # matplotlib is imported only here
+
+    if path.suffix.lower() not in (".svg", ".png"):
+        raise UserError(f"--figure {path}: give a file name ending in .svg or .png (the suffix chooses the format)")
+    if path.is_dir():
+        raise UserError(f"--figure {path} is a folder; give a file name ending in .svg or .png")
+    if not path.parent.is_dir():
+        raise UserError(f"--figure {path}: the folder {path.parent} does not exist; create it first")
+    reads, parent = [experiment], parent_of(experiment)
+    while parent is not None and parent not in reads:
+        reads.append(parent)
+        parent = parent_of(parent)
+    check_output(path, "--figure", inputs=reads)
+    width, height = save(layout(spec.model, title=spec.name), path)
+    size = f"{width} x {height} px" if path.suffix.lower() == ".png" else f"{width / 100:g} x {height / 100:g} in"
+    print(f"wrote {path} ({size})", file=sys.stderr)
 
 
 def schema(args: argparse.Namespace) -> int:

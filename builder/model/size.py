@@ -44,44 +44,62 @@ def _on_meta() -> Iterator[None]:
         raise UserError("model: some weight would have more elements than PyTorch can count (2^63); use smaller dims") from None
 
 
-def _embedding_rows(spec: ModelSpec) -> list[Row]:
+def embedding_groups(spec: ModelSpec) -> tuple[list[tuple[tuple[str, ...], int]], int]:
+    """([(the sides that hold one matrix: source, target, output, or "output bias"; its size)],
+    the positional parameters of one side)."""
     with _on_meta():
         src, tgt, output = embeddings(spec)
     holders: dict[int, tuple[nn.Parameter, list[str]]] = {}
     for side, module in (("source", src.token), ("target", tgt.token), ("output", output)):
         for p in module.parameters():
-            holders.setdefault(id(p), (p, []))[1].append(side)
+            holders.setdefault(id(p), (p, []))[1].append("output bias" if p is output.bias else side)
+    return [(tuple(sides), p.numel()) for p, sides in holders.values()], _numel(src.positional)
+
+
+def _embedding_rows(spec: ModelSpec) -> list[Row]:
+    groups, positions = embedding_groups(spec)
     rows = []
-    for p, sides in holders.values():
-        if p is output.bias:
+    for sides, count in groups:
+        if sides == ("output bias",):
             label = "output projection bias"
         elif len(sides) > 1:
             label = f"embedding ({' = '.join(sides)})"
         else:
             label = {"source": "embedding.source", "target": "embedding.target", "output": "output projection"}[sides[0]]
-        rows.append((label, p.numel(), 1))
-    if positions := _numel(src.positional):
+        rows.append((label, count, 1))
+    if positions:
         rows.append((f"positional ({registration(spec.positional).label(spec.positional)}, per side)", positions, 2))
     return rows
+
+
+def layer_sizes(stack: StackSpec, d_model: int, side: Side, index: int) -> tuple[list[int], list[int]]:
+    """(parameters of each sub-layer, of each sub-layer's norm) of layer `index` of the stack."""
+    with _on_meta():
+        built = layer(stack.overrides.get(index, stack.layer), stack, stack_context(stack, d_model, side, layer=index))
+    return [_numel(block.sublayer) for block in built.sublayers], [_numel(block.norm) for block in built.sublayers]
+
+
+def stack_extras(stack: StackSpec, d_model: int, side: Side) -> tuple[int | None, int | None]:
+    """(parameters of the final norm, of the position bias), None for what the stack has not."""
+    with _on_meta():
+        ctx = stack_context(stack, d_model, side)
+        norm, bias = final_norm(stack, ctx), position_bias(stack, ctx)
+    return (None if norm is None else _numel(norm)), (None if bias is None else _numel(bias))
 
 
 def _stack_rows(name: Side, stack: StackSpec, d_model: int) -> list[Row]:
     rows = []
     norm_label = registration(stack.add_norm.norm).label(stack.add_norm.norm)
     for where, sublayers, times, first in stack.groups:
-        with _on_meta():
-            built = layer(sublayers, stack, stack_context(stack, d_model, name, layer=first))
-        for j, (sub, block) in enumerate(zip(sublayers, built.sublayers)):
-            rows.append((f"{name}.{where}[{j}] {registration(sub).label(sub)}", _numel(block.sublayer), times))
-        norms = sum(_numel(block.norm) for block in built.sublayers)
-        rows.append((f"{name}.{where} add & norm ({norm_label} x{len(sublayers)})", norms, times))
-    with _on_meta():
-        ctx = stack_context(stack, d_model, name)
-        norm, bias = final_norm(stack, ctx), position_bias(stack, ctx)
+        params, norms = layer_sizes(stack, d_model, name, first)
+        for j, (sub, count) in enumerate(zip(sublayers, params)):
+            rows.append((f"{name}.{where}[{j}] {registration(sub).label(sub)}", count, times))
+        rows.append((f"{name}.{where} add & norm ({norm_label} x{len(sublayers)})", sum(norms), times))
+    norm, bias = stack_extras(stack, d_model, name)
     if norm is not None:
-        rows.append((f"{name} final {norm_label}", _numel(norm), 1))
+        rows.append((f"{name} final {norm_label}", norm, 1))
     if bias is not None:
-        rows.append((f"{name} position bias ({registration(stack.position_bias).label(stack.position_bias)})", _numel(bias), 1))
+        rows.append((f"{name} position bias ({registration(stack.position_bias).label(stack.position_bias)})", bias, 1))
     return rows
 
 

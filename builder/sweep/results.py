@@ -214,14 +214,17 @@ def _delta(difference: Difference | None) -> str:
     return f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]{seeds}" + (" *" if d.significant else "")
 
 
-def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None) -> str:
+def markdown(
+    rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None, figures: dict[str, str] | None = None
+) -> str:
     """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, the seeds that
     agree, * where significant) and lines under the table that say how it was computed and from
-    which row. A column empty in every row is left out (the CSV keeps every column)."""
-    differences = differences or {}
+    which row; with `figures` (variant -> path), a link to each row's model figure. A column
+    empty in every row is left out (the CSV keeps every column)."""
+    differences, figures = differences or {}, figures or {}
     settings, shown = differing(rows), switches(rows)
     head = ["group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
-    head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper"]
+    head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model"]
     agreement = directions(rows, differences, base)
     body: list[list[str]] = []
     previous: object = object()
@@ -243,6 +246,7 @@ def markdown(rows: list[Row], differences: dict[str, Difference] | None = None, 
             f"{row.params / 1e6:.2f}",
             *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
             agreement.get(row.variant, ""),
+            f"[figure]({figures[row.variant]})" if row.variant in figures else "",
         ]
         body.append(cells)
     kept = [j for j, name in enumerate(head) if name == "variant" or any(cells[j] for cells in body)]
@@ -393,9 +397,32 @@ def sweep_order(directory: Path) -> list[str]:
         return []
 
 
+def write_figures(rows: list[Row], folder: Path) -> dict[str, str]:
+    """figures/<variant>.svg: each row's model (`aiayn show --figure`), drawn from its first run's
+    config.yaml; {variant: its path relative to the sweep directory}. A config this release cannot
+    read has no figure."""
+    from aiayn.builder.model.figure import layout, save  # matplotlib is imported only here
+    from aiayn.schemas.experiment import ExperimentSpec
+
+    made = {}
+    for row in rows:
+        if not row.runs:
+            continue
+        try:
+            spec = ExperimentSpec.model_validate(yaml.safe_load((row.runs[0][1] / "config.yaml").read_text()))
+        except (OSError, ValueError, yaml.YAMLError, ValidationError):
+            continue
+        folder.mkdir(exist_ok=True)
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", row.variant) + ".svg"
+        save(layout(spec.model, title=row.variant), folder / name)
+        made[row.variant] = f"{folder.name}/{name}"
+    return made
+
+
 def write_results(directory: Path, base: str | None = None) -> str:
-    """results.md, results.csv and results.png in `directory`; returns the markdown. `base`: the
-    variant ΔBLEU is measured from (default: see base_row)."""
+    """results.md (with a link to each row's model figure in figures/), results.csv and
+    results.png in `directory`; returns the markdown. `base`: the variant ΔBLEU is measured from
+    (default: see base_row)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
     runs = collect(directory)
@@ -407,7 +434,7 @@ def write_results(directory: Path, base: str | None = None) -> str:
     rows = table(runs, sweep_order(directory))
     reference = base_row(rows, base, sweep_base(directory))
     differences = base_differences(rows, reference)
-    text = markdown(rows, differences, reference)
+    text = markdown(rows, differences, reference, write_figures(rows, directory / "figures"))
     (directory / "results.md").write_text(text)
     write_csv(rows, directory / "results.csv", differences, reference)
     from aiayn.builder.sweep.plot import plot  # matplotlib is imported only here

@@ -75,6 +75,13 @@ class Board(TensorBoardLogger):
         )
 
     @rank_zero_only
+    def log_model(self, spec: ExperimentSpec, step: int) -> None:
+        """The model drawn from its config (`aiayn show --figure`), as the image `model`."""
+        from aiayn.builder.model.figure import draw, layout  # matplotlib
+
+        self.experiment.add_figure("model", draw(layout(spec.model, title=spec.name)), global_step=step, close=False)  # no pyplot
+
+    @rank_zero_only
     def end_session(self, status: str) -> None:
         """status: success, failure or running (stopped, to be resumed)."""
         status_enum = {"success": api_pb2.STATUS_SUCCESS, "failure": api_pb2.STATUS_FAILURE}.get(status, api_pb2.STATUS_RUNNING)

@@ -44,6 +44,7 @@ class ValidationTranslations(L.Callback):
         self.sources, self.refs = sources[:first], refs[:first]
         if isinstance(trainer.logger, Board):
             trainer.logger.start_session(task.spec, self.n_split)
+            trainer.logger.log_model(task.spec, trainer.global_step)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:

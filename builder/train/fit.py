@@ -50,6 +50,10 @@ def fit(
         return _fit(spec, run, experiment_path, resume, list(callbacks))
     finally:
         release_run(run.path)  # the run is free again once this returns (a process that ends frees it anyway)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # each rank leaves its process group before it exits: a gloo group still open at exit
+            # can abort the process (std::terminate in its threads) once its peers have gone
+            torch.distributed.destroy_process_group()
 
 
 def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from aiayn.builder.model.registry import registration
 from aiayn.builder.model.size import count_params, flops_per_token, param_table
 from aiayn.builder.model.summary import paper_columns
 from aiayn.builder.run.config import load_experiment
-from aiayn.schemas.slots import SLOTS
+from aiayn.schemas.slots import SLOTS, load
 from tests.conftest import EXPERIMENTS
 
 SMALL = ["dims.vocab_size=50", "dims.d_model=16", "dims.d_ff=24", "dims.h=2", "dims.d_k=5", "dims.d_v=3", "dims.N=2"]
@@ -23,6 +23,7 @@ def subclasses(cls):
 
 
 def test_every_spec_of_a_slot_is_registered_with_its_builder():
+    load()  # the blocks register (and their spec modules are imported) on first use: use them
     for slot in SLOTS.values():
         ours = [c for c in subclasses(slot.base) if c.__module__.startswith("aiayn.") and "type" in c.model_fields]
         assert ours, slot.name

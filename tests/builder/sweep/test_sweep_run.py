@@ -72,6 +72,8 @@ def check_every_trial_finished_and_the_table_has_every_row(sweep_dir, out, plann
     for name, h in (("demo-h2", 2), ("demo-h4", 4), ("demo-h8", 8)):
         row = cells[name]
         assert [row["h"], row["d_k"], row["d_v"], row["steps"], row["runs"], row["params ×10⁶"]] == [str(h), str(128 // h), str(128 // h), "4", "2", "0.95"]
+        assert row["model"] == f"[figure](figures/{name}.svg)"  # the variant's model, beside its row
+        assert f"h={h}, d_k={128 // h}, d_v={128 // h}" in (sweep_dir / "figures" / f"{name}.svg").read_text()
         ppl, ppl_std = (float(x) for x in row["PPL"].split(" ± "))
         bleu, bleu_std = (float(x) for x in row["BLEU"].split(" ± "))
         assert 1.0 < ppl < 1000.0 and ppl_std >= 0.0 and 0.0 <= bleu <= 100.0 and bleu_std >= 0.0

@@ -59,6 +59,8 @@ def test_train_writes_a_finished_run(tmp_path, monkeypatch):
     assert [e.step for e in events.Scalars("BLEU/valid")][-1] == 12  # the whole split, once, at the end
     assert tags["tensors"] == ["valid/samples/text_summary"]
     assert any(t.startswith("valid/attention/decoder.layer0.cross") for t in tags["images"])
+    (figure,) = events.Images("model")  # the model drawn from its config, when the run started
+    assert (figure.step, figure.width) == (0, 800) and figure.height > 600
     loss = [e.value for e in events.Scalars("loss/train")]
     assert sum(loss[-3:]) / 3 < sum(loss[:3]) / 3  # it learns
     lrs = [e.value for e in events.Scalars("lr")]

@@ -1,0 +1,108 @@
+"""builder.model.figure and `aiayn show --figure`: the model drawn from its config. The figure's
+text is read back from the SVG (matplotlib keeps text as <text> with svg.fonttype none) and the
+PNG is opened with Pillow."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from PIL import Image
+
+import aiayn
+from aiayn.builder.cli import main
+from aiayn.builder.model.figure import WIDTH_IN, layout, save
+from aiayn.builder.model.registry import unregister
+from aiayn.builder.run.config import load_experiment
+from tests.builder.model.test_registry import TINY, ScaledGatedAttentionSpec, build_gated, experiment, gated_flops
+from tests.conftest import EXPERIMENTS
+
+
+def svg_texts(path) -> list[str]:
+    texts = [el for el in ET.parse(path).iter() if el.tag.endswith("text")]
+    return ["".join(el.itertext()) for el in texts]
+
+
+def sublayers_and_counts(texts: list[str], names: set[str]) -> list[str]:
+    return [t for t in texts if t in names or t.endswith("×") or t.startswith("layer")]
+
+
+def test_the_papers_base_model(tmp_path, capsys):
+    path = tmp_path / "base.svg"
+    assert main(["show", str(EXPERIMENTS / "base.yaml"), "--figure", str(path)]) == 0
+    assert capsys.readouterr().err == f"wrote {path} (8 x 10 in)\n"
+    texts = svg_texts(path)
+    assert texts == layout(load_experiment(EXPERIMENTS / "base.yaml").model, title="base").texts()
+    names = {"self_attention", "causal_self_attention", "cross_attention", "feed_forward"}
+    # bottom-up, each stack once with its N: the encoder, then the decoder
+    assert sublayers_and_counts(texts, names) == ["self_attention", "feed_forward", "6×", "causal_self_attention", "cross_attention", "feed_forward", "6×"]
+    assert texts.count("Add & LayerNorm") == 5 and "h=8, d_k=64, d_v=64" in texts and "d_ff=2048" in texts
+    assert "1,050,624 params" in texts and "2,099,712 params" in texts and "18,944,000 params" in texts  # aiayn show's counts
+    assert "Linear (tied to the embedding)" in texts and "shared: source = target = output" in texts
+    assert texts[-1] == "one embedding matrix: source = target = output"
+
+
+def test_a_heterogeneous_pre_norm_stack_draws_each_different_layer(write, tmp_path):
+    yaml = write(
+        "het.yaml",
+        f"extends: {EXPERIMENTS / 'demo.yaml'}\nname: het\ndims: {{N: 4}}\nmodel:\n  encoder:\n"
+        "    add_norm: {placement: pre, norm: {type: rms_norm}}\n"
+        "    overrides:\n      2: [{type: self_attention, h: 2, d_k: 64, d_v: 64, kv_heads: 1}, {type: gated_feed_forward, d_ff: 341}]\n",
+    )
+    spec = load_experiment(yaml).model
+    path = tmp_path / "het.svg"
+    save(layout(spec, title="het"), path)
+    texts = svg_texts(path)
+    names = {"self_attention", "causal_self_attention", "cross_attention", "feed_forward", "gated_feed_forward (swiglu)"}
+    assert sublayers_and_counts(texts, names) == [
+        "self_attention", "feed_forward", "layers 0-1 (2×)",
+        "self_attention", "gated_feed_forward (swiglu)", "layer 2",
+        "self_attention", "feed_forward", "layer 3",
+        "causal_self_attention", "cross_attention", "feed_forward", "4×",
+    ]  # fmt: skip
+    encoder = texts[texts.index("Encoder (N=4)") : texts.index("Decoder (N=4)")]
+    first = encoder[encoder.index("Positional: sinusoidal") + 2 :][:7]
+    assert first == ["RMSNorm", "128 params", "self_attention", "h=4, d_k=32, d_v=32", "66,048 params", "Add (residual)", "RMSNorm"]  # pre-norm
+    assert "h=2, d_k=64, d_v=64, kv_heads=1" in texts and encoder[-2:] == ["final RMSNorm", "128 params"]
+
+
+def test_a_plugin_block_is_labelled_by_its_registration(write, tmp_path):
+    aiayn.register(
+        ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda spec, d: 0,
+        label=lambda spec: f"scaled gated attention ({spec.h} heads)",
+    )  # fmt: skip
+    try:
+        spec = load_experiment(experiment(write), TINY).model
+        path = tmp_path / "plugin.svg"
+        save(layout(spec), path)
+        texts = svg_texts(path)
+    finally:
+        unregister(ScaledGatedAttentionSpec)
+    assert sublayers_and_counts(texts, {"scaled gated attention (2 heads)", "feed_forward"})[:3] == ["scaled gated attention (2 heads)", "feed_forward", "1×"]
+    assert "h=2, d_k=8, d_v=12" in texts  # what the spec says of itself (table3)
+
+
+def test_the_png_opens_and_has_the_stated_size(tmp_path, capsys):
+    path = tmp_path / "demo.png"
+    assert main(["show", str(EXPERIMENTS / "demo.yaml"), "--figure", str(path), "--json"]) == 0
+    out = capsys.readouterr()
+    width, height = Image.open(path).size
+    assert out.err == f"wrote {path} ({width} x {height} px)\n" and width == WIDTH_IN * 100 and height > 600
+    assert out.out.startswith("{")  # the JSON alone on stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("model.pdf", "--figure {p}: give a file name ending in .svg or .png (the suffix chooses the format)"),
+        ("missing/model.svg", "--figure {p}: the folder {parent} does not exist; create it first"),
+        ("figures.svg", "--figure {p} is a folder; give a file name ending in .svg or .png"),
+    ],
+)
+def test_bad_figure_paths_are_messages(tmp_path, capsys, name, message):
+    experiment_file = tmp_path / "demo.yaml"
+    experiment_file.write_text(f"extends: {EXPERIMENTS / 'demo.yaml'}\n")
+    before = experiment_file.read_bytes()
+    path = tmp_path / name
+    (tmp_path / "figures.svg").mkdir()
+    assert main(["show", str(experiment_file), "--figure", str(path)]) == 2
+    assert capsys.readouterr().err == f"aiayn show: error: {message.format(p=path, parent=path.parent)}\n"
+    assert experiment_file.read_bytes() == before
