@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from aiayn.schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Spec
+from aiayn.schemas.search import SearchSpec
 
 NAME_PATTERN = r"^[A-Za-z0-9._\-]+$"
 # What a sweep sets itself: the trial's name and its seed.
@@ -142,10 +143,19 @@ class SweepSpec(Spec):
     seeds: tuple[int, ...] = (1,)
     overrides: tuple[str, ...] = ()  # every trial, after its variant's and the grid's
     launcher: LauncherSpec = LocalLauncherSpec()
+    search: SearchSpec | None = None  # tune each variant with Optuna, then train the best with the seeds
 
     @model_validator(mode="after")
     def _check(self) -> "SweepSpec":
         _check_overrides(self.overrides, "overrides")
+        if self.search is not None:
+            if not isinstance(self.launcher, LocalLauncherSpec):
+                raise FieldError("search", "runs its trials with the local launcher in this release; set launcher: {type: local, parallel: N}")
+            if self.grid:
+                raise FieldError("search", "and grid both choose settings; put the grid's keys in search.params as categorical")
+            for key in self.search.params:
+                if key in RESERVED_KEYS:
+                    raise FieldError(f"search.params.{key}", f"the search sets {key}, which {RESERVED_KEYS[key]}")
         for key, values in self.grid.items():
             if not DOTLIST_KEY.match(key):
                 raise FieldError(f"grid.{key}", f"{key!r} is not a dotted key such as dims.h")

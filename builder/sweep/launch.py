@@ -131,9 +131,10 @@ def check(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> None:
         )
 
 
-def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done, *, gpus: Sequence[str] | None = None) -> None:
-    """`launcher.parallel` jobs at a time; with gpus_per_trial k, each job holds k GPUs (a slot of
-    the pool, shared by at most launcher.trials_per_gpu jobs) while it runs."""
+def local_runner(launcher: LocalLauncherSpec, *, gpus: Sequence[str] | None = None) -> tuple[Callable[..., Outcome], int]:
+    """(run(job, env=None): run a job with `env` added, how many may run at once): with
+    gpus_per_trial k, a job holds k GPUs (a slot of the pool, shared by at most
+    launcher.trials_per_gpu jobs) while it runs."""
     k = launcher.gpus_per_trial
     slots: queue.Queue[tuple[str, ...]] = queue.Queue()
     workers = launcher.parallel
@@ -146,19 +147,24 @@ def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done
     # as torchrun does: trials running at once share the cores instead of oversubscribing them
     threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
 
-    def work(job: Job) -> None:
+    def run(job: Job, extra: dict[str, str] | None = None) -> Outcome:
         slot = slots.get() if k else None
         try:
             env = {"CUDA_VISIBLE_DEVICES": ",".join(slot)} if slot else {"CUDA_VISIBLE_DEVICES": ""} if k == 0 else {}
-            outcome = run_job(job, env, threads)
+            return run_job(job, {**env, **(extra or {})}, threads)
         finally:
             if slot:
                 slots.put(slot)
-        on_done(job, outcome)
 
+    return run, workers
+
+
+def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done, *, gpus: Sequence[str] | None = None) -> None:
+    """`launcher.parallel` jobs at a time (see local_runner)."""
+    run, workers = local_runner(launcher, gpus=gpus)
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        for future in [pool.submit(work, job) for job in jobs]:
+        for future in [pool.submit(lambda job: on_done(job, run(job)), job) for job in jobs]:
             future.result()
     finally:  # on Ctrl-C the running trials stop too (same process group); start no more
         pool.shutdown(wait=True, cancel_futures=True)

@@ -93,9 +93,12 @@ def _read(path: Path) -> DictConfig:
 # ---- trials ----------------------------------------------------------------------------
 
 
-def expand(sweep: SweepSpec, sweep_path: str | Path, overrides: typing.Sequence[str] = ()) -> list[Trial]:
+def expand(
+    sweep: SweepSpec, sweep_path: str | Path, overrides: typing.Sequence[str] = (), tuned: dict[str, list[str]] | None = None
+) -> list[Trial]:
     """Every trial of the sweep, in order: variants, then grid points, then seeds. Each trial's
-    experiment is validated here, so a typo stops the sweep before anything runs."""
+    experiment is validated here, so a typo stops the sweep before anything runs. `tuned`:
+    {variant: the settings its search found best}, applied after the variant's own."""
     sweep_path = Path(sweep_path)
     here = sweep_path.parent
     trials: list[Trial] = []
@@ -109,8 +112,8 @@ def expand(sweep: SweepSpec, sweep_path: str | Path, overrides: typing.Sequence[
         stem = variant.name or "-".join([_experiment_name(experiment), *(_label(o) for o in variant.overrides)])
         for point in sweep.grid_points:
             grid = [f"{key}={_dotlist_value(value)}" for key, value in point.items()]
-            changes = [*variant.overrides, *grid]
             name = "-".join([stem, *(_label(g) for g in grid)])
+            changes = [*variant.overrides, *grid, *(tuned or {}).get(name, [])]
             for seed in sweep.seeds:
                 trial = f"{name}-seed{seed}"
                 label = f"variants[{i}]" if sweep.variants else "base"

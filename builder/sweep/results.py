@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
+from aiayn.builder.sweep.search import SEARCH_DIR
 from aiayn.builder.sweep.significance import LEVEL, SAMPLES, Difference, compare_to_base
 from aiayn.schemas.results import ResultsSpec
 
@@ -54,8 +55,11 @@ def collect(directory: Path) -> list[dict[str, Any]]:
     """Every finished run under `directory`. In a sweep's trial directory only the run that
     trial.json names counts: older runs there had another config."""
     runs = []
+    searched = directory / SEARCH_DIR  # a search's trials: the study's, not rows
     for path in sorted(directory.rglob("results.json")):
         run_dir = path.parent
+        if searched in run_dir.parents:
+            continue
         record = read_trial_record(run_dir.parent) if (run_dir.parent / TRIAL_FILE).is_file() else None
         if record is not None and record.get("run_dir") != run_dir.name:
             continue

@@ -18,6 +18,7 @@ from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
 from aiayn.builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
+from aiayn.builder.sweep.search import check_search
 from aiayn.schemas.sweep import LocalLauncherSpec, SweepSpec
 
 
@@ -36,11 +37,11 @@ class Plan:
     states: list[TrialState]
 
 
-def plan_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path) -> Plan:
+def plan_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path, tuned: dict[str, list[str]] | None = None) -> Plan:
     path = Path(path)
     sweep_overrides, trial_overrides = split_overrides(overrides)
     sweep = load_sweep(path, sweep_overrides)
-    trials = expand(sweep, path, trial_overrides)
+    trials = expand(sweep, path, trial_overrides, tuned)
     directory = Path(runs) / sweep.name
     return Plan(sweep, path, directory, trials, [state(t, directory) for t in trials])
 
@@ -162,6 +163,8 @@ def _unfinished_reason(run: RunDir) -> str:
 
 def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path, *, dry_run: bool) -> int:
     plan = plan_sweep(path, overrides, runs)
+    if plan.sweep.search is not None:
+        check_search(plan.sweep, plan.path, _variant_trials(plan))
     if dry_run:
         print(render_plan(plan))
         return 0
@@ -169,9 +172,41 @@ def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Pat
     # one sweep at a time in a sweep directory: another would start the trials this one queued
     hold_run(plan.directory, doing="run the sweep again")
     try:
+        if plan.sweep.search is not None:
+            plan = plan_sweep(path, overrides, runs, tuned=_search(plan))
         return _run(plan)
     finally:
         release_run(plan.directory)
+
+
+def _variant_trials(plan: Plan) -> list[Trial]:
+    """The first trial of each variant (its first seed's): what a search tunes for the variant."""
+    return list({t.variant: t for t in reversed(plan.trials)}.values())[::-1]
+
+
+def _search(plan: Plan) -> dict[str, list[str]]:
+    """Tune each variant (its first seed's trial stands for it); {variant: its best settings}."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise UserError("search: a sweep's search runs on Optuna, which is not installed: pip install 'optuna>=4.2'") from None
+    from aiayn.builder.sweep.search import JOURNAL, tune
+
+    search = plan.sweep.search
+    assert search is not None
+    variants = _variant_trials(plan)
+    print(
+        f"search: {search.n_trials} trials per variant ({len(variants)}: {', '.join(t.variant for t in variants)}), "
+        f"{search.sampler} sampler, {search.pruner.type} pruner, on valid {search.metric.upper()} -> {plan.directory / JOURNAL}",
+        flush=True,
+    )
+    best = tune(plan.sweep, plan.directory, variants, report=lambda line: print(f"  {line}", flush=True))
+    missing = [t.variant for t in variants if t.variant not in best]
+    if missing:
+        raise SweepFailed(f"the search found no complete trial for {', '.join(missing)} (all pruned or failed); see {plan.directory / 'search'}")
+    for name, settings in best.items():
+        print(f"best {name}: {' '.join(settings)}", flush=True)
+    return best
 
 
 def _run(plan: Plan) -> int:
@@ -220,4 +255,10 @@ def render_plan(plan: Plan) -> str:
     lines += [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip() for r in rows]
     counts = {a: sum(s.action == a for s in plan.states) for a in ("run", "resume", "skip")}
     lines.append(f"{counts['run']} to run, {counts['resume']} to resume, {counts['skip']} finished (skipped)")
+    if plan.sweep.search is not None:
+        search = plan.sweep.search
+        lines.append(
+            f"first a search: {search.n_trials} trials per variant over {', '.join(search.params)} ({search.sampler} sampler, "
+            f"{search.pruner.type} pruner, valid {search.metric.upper()}); the trials above then train each variant's best settings"
+        )
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
 from aiayn.builder.train.checks import check_memory, check_resumable
+from aiayn.builder.train.pruning import Pruning
 from aiayn.builder.train.task import TranslationTask
 from aiayn.builder.train.threads import busy_note, cpu_threads
 from aiayn.builder.train.trainer import batching, build_trainer
@@ -59,7 +60,8 @@ def fit(
 def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     check_data_files(spec)
-    trainer = build_trainer(spec, run, callbacks=callbacks)
+    pruning = Pruning.from_env()  # a sweep's search trial: its study may stop it at a validation
+    trainer = build_trainer(spec, run, callbacks=[*callbacks, *([pruning] if pruning else [])])
     device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
     check_memory(spec, device, max_tokens)
     if device.type == "cpu":
@@ -99,7 +101,8 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     if not trainer.is_global_zero:
         return None
     if not finished(spec, trainer.global_step, interrupted=trainer.interrupted):
-        sessions.end("interrupted", trainer.global_step, wall)
+        pruned = pruning is not None and pruning.pruned_at is not None
+        sessions.end("pruned" if pruned else "interrupted", trainer.global_step, wall)  # a pruned trial has its checkpoint
         return None
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     return _finalise(spec, run, trainer, task, data, sessions, wall)

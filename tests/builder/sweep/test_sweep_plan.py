@@ -110,7 +110,7 @@ def test_unknown_keys_name_their_yaml_path(write):
         "  variants[1]: a variant is an experiment file, a list of overrides, or a mapping with name, experiment and overrides; got 3\n"
         "  grid.dims.h[0]: [1, 2] is none of: bool (input should be a valid boolean); int (input should be a valid integer); float (input should be a valid number); str (input should be a valid string)\n"
         "  launcher.partitin: unknown key; did you mean 'partition'?\n"
-        "  lr: unknown key; known keys: name, description, base, variants, grid, seeds, overrides, launcher"
+        "  lr: unknown key; known keys: name, description, base, variants, grid, seeds, overrides, launcher, search"
     )
 
 
@@ -429,3 +429,11 @@ def test_a_slurm_sweep_needs_sbatch_before_anything_is_made(sweep_file, tmp_path
         "or set sweep.launcher.cluster=local to run the jobs on this machine through submitit\n"
     )
     assert not runs.exists()
+
+
+@pytest.mark.parametrize("name", ["demo.search.sweep.yaml", "multi30k/tuned.sweep.yaml"])
+def test_the_shipped_searches_plan(name, tmp_path, capsys):
+    assert main(["sweep", str(EXPERIMENTS / name), "--dry-run", "--runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("first a search: ") and "train.lr_schedule.factor, train.lr_schedule.warmup_steps" in out[-1]
+    assert not any(tmp_path.iterdir())

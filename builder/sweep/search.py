@@ -1,0 +1,213 @@
+"""A sweep's `search:`: each variant tuned with Optuna at the same budget, then its best settings
+trained with the sweep's seeds (plan.expand's `tuned`), so that the results table compares
+tuned variants.
+
+One study per variant, all in one journal file (runs/<sweep>/study.journal: Optuna's
+JournalStorage, no database server), so that re-running the sweep continues each study. There
+are no batches: each of `launcher.parallel` workers asks the study for a trial, runs it as an
+`aiayn train` process, tells the study its result and asks again. The trial process reports its
+validation metric to the same study at every validation and stops, with a checkpoint, when the
+pruner says so (builder/train/pruning.py reads AIAYN_SEARCH).
+"""
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.config import load_experiment
+from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.run.study import ENV, make_pruner, storage
+from aiayn.builder.sweep.launch import Job, Outcome, launcher_overrides, local_runner, trial_argv
+from aiayn.builder.sweep.plan import Trial
+from aiayn.schemas.search import CategoricalParam, FloatParam, IntParam, SearchSpec
+from aiayn.schemas.sweep import SweepSpec
+
+JOURNAL = "study.journal"
+SEARCH_DIR = "search"  # runs/<sweep>/search/<variant>/trial<k>/version_0: not rows of the results table
+
+
+def open_study(journal: Path, name: str, search: SearchSpec) -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = {
+        "tpe": lambda: optuna.samplers.TPESampler(seed=search.seed),
+        "random": lambda: optuna.samplers.RandomSampler(seed=search.seed),
+        "grid": lambda: optuna.samplers.GridSampler(search.grid(), seed=search.seed),
+    }[search.sampler]()
+    return optuna.create_study(
+        study_name=name, storage=storage(journal), sampler=sampler, pruner=make_pruner(search.pruner),
+        direction=search.direction, load_if_exists=True,
+    )  # fmt: skip
+
+
+def suggest(trial: Any, search: SearchSpec) -> list[str]:
+    """The trial's settings, as overrides of the experiment."""
+    out = []
+    for key, p in search.params.items():
+        if isinstance(p, FloatParam):
+            value: Any = trial.suggest_float(key, p.low, p.high, log=p.log)
+        elif isinstance(p, IntParam):
+            value = trial.suggest_int(key, p.low, p.high, step=p.step, log=p.log)
+        else:
+            value = trial.suggest_categorical(key, list(p.choices))
+        out.append(f"{key}={_value(value)}")
+    return out
+
+
+def _value(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else "null" if value is None else str(value)
+
+
+def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> None:
+    """Every parameter is a key of each variant's experiment, and the metric is one it logs."""
+    search = sweep.search
+    assert search is not None
+    for trial in variants:
+        for key, p in search.params.items():
+            fixed = next((o for o in trial.overrides if o.partition("=")[0] == key), None)
+            if fixed is not None:
+                raise UserError(f"{sweep_path}: search.params.{key}: the override {fixed} sets it too; the search chooses it: drop the override")
+            probe = p.choices[0] if isinstance(p, CategoricalParam) else p.low
+            try:
+                load_experiment(trial.experiment, [*trial.overrides, f"{key}={_value(probe)}"], source="by the search")
+            except UserError as e:
+                raise UserError(f"{sweep_path}: search.params.{key}: {str(e).splitlines()[-1].strip()}") from None
+        validation = trial.spec.train.validation
+        if search.metric == "bleu" and not validation.bleu:
+            raise UserError(
+                f"{sweep_path}: search.metric: bleu, but {trial.variant} logs no validation BLEU (train.validation.bleu: false); "
+                "set it true, or search on ppl"
+            )
+        if search.pruner.type != "none" and trial.spec.trainer.val_check_interval is None:
+            raise UserError(
+                f"{sweep_path}: search.pruner: {search.pruner.type} reads the metric at each validation, but {trial.variant} "
+                "validates only at the end (trainer.val_check_interval: null); set an interval, or pruner: {type: none}"
+            )
+
+
+@dataclass
+class Searched:
+    variant: str
+    number: int
+    state: str  # COMPLETE, PRUNED or FAIL
+    value: float | None
+    params: dict[str, Any]
+
+
+def tune(
+    sweep: SweepSpec, directory: Path, variants: list[Trial], *, report: Callable[[str], None] = print
+) -> dict[str, list[str]]:
+    """Run each variant's study to search.n_trials finished trials; {variant: its best settings as
+    overrides} for the variants whose study has a complete trial."""
+    import optuna
+
+    search = sweep.search
+    assert search is not None
+    journal = directory / JOURNAL
+    studies = {t.variant: open_study(journal, t.variant, search) for t in variants}
+    for study in studies.values():  # a trial left running by a killed sweep (this one holds the directory now)
+        for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
+    lock = threading.Lock()
+    by_variant = {t.variant: t for t in variants}
+    extra = launcher_overrides(sweep.launcher)
+
+    def budget_left(name: str) -> bool:
+        done = studies[name].get_trials(deepcopy=False)
+        counted = [t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")]
+        return len(counted) < search.n_trials
+
+    def work() -> None:
+        while True:
+            with lock:
+                name = next((v for v in studies if budget_left(v)), None)
+                if name is None:
+                    return
+                trial = studies[name].ask()
+            base = by_variant[name]
+            params = suggest(trial, search)
+            run_dir = directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            # the variant's trial as the sweep makes it (its seed and name last), with the trial's settings
+            overrides = [*base.overrides[:-2], *params, *extra, f"train.seed={base.seed}", f"name={name}-trial{trial.number}"]
+            env = {ENV: json.dumps({"journal": str(journal), "study": name, "trial": trial.number, "metric": search.metric,
+                                    "pruner": search.pruner.model_dump(mode="json")})}  # fmt: skip
+            outcome = run(Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env)
+            report(_tell(studies[name], trial, RunDir(run_dir), outcome, search))
+
+    run, workers = local_runner(sweep.launcher)  # type: ignore[arg-type]  (a search's launcher is local)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for future in [pool.submit(work) for _ in range(workers)]:
+            future.result()
+    best = {}
+    for name, study in studies.items():
+        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if complete:
+            best[name] = [f"{k}={_value(v)}" for k, v in study.best_trial.params.items()]
+    return best
+
+
+def _tell(study: Any, trial: Any, run: RunDir, outcome: Outcome, search: SearchSpec) -> str:
+    import optuna
+
+    results, status = run.results(), (run.status() or {})
+    label = f"{study.study_name} trial {trial.number} ({', '.join(f'{k}={v}' for k, v in trial.params.items())})"
+    if results is not None:
+        study.tell(trial, float(results[search.metric]))
+        return f"{label}: {search.metric} {results[search.metric]:.2f}"
+    if status.get("status") == "pruned":
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return f"{label}: pruned at step {status.get('step')}"
+    trial.set_user_attr("error", (outcome.error or "")[-500:] or f"exit code {outcome.returncode}")
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    return f"{label}: FAILED (exit {outcome.returncode}); log: {run.path / 'stderr.log'}"
+
+
+def searched(directory: Path) -> list[Searched]:
+    """Every finished trial of every study in the sweep's journal."""
+    import optuna
+
+    journal = directory / JOURNAL
+    if not journal.is_file():
+        return []
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = []
+    for summary in optuna.get_all_study_summaries(storage(journal)):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage(journal))
+        for t in study.get_trials(deepcopy=False):
+            if t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
+                out.append(Searched(summary.study_name, t.number, t.state.name, t.value, dict(t.params)))
+    return out
+
+
+def search_report(directory: Path, top: int = 3) -> str:
+    """Per study: its best trials and the parameters' importances (Optuna's fANOVA)."""
+    import optuna
+
+    journal = directory / JOURNAL
+    if not journal.is_file():
+        return ""
+    lines = []
+    for summary in optuna.get_all_study_summaries(storage(journal)):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage(journal))
+        trials = study.get_trials(deepcopy=False)
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        pruned = sum(t.state.name == "PRUNED" for t in trials)
+        lines.append(f"search {summary.study_name}: {len(complete)} complete, {pruned} pruned, {len(trials) - len(complete) - pruned} failed or running")
+        reverse = summary.direction == optuna.study.StudyDirection.MAXIMIZE
+        for t in sorted(complete, key=lambda t: t.value, reverse=reverse)[:top]:
+            lines.append(f"  trial {t.number}: {t.value:.2f}  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()))
+        if len(complete) >= 2 and len(complete[0].params) >= 1:
+            try:
+                importance = optuna.importance.get_param_importances(study)
+            except (RuntimeError, ValueError, ImportError) as e:
+                lines.append(f"  importances: not computed ({e})")
+            else:
+                lines.append("  importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importance.items()))
+    return "\n".join(lines)
