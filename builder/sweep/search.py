@@ -14,7 +14,6 @@ import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,15 +90,6 @@ def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> N
             )
 
 
-@dataclass
-class Searched:
-    variant: str
-    number: int
-    state: str  # COMPLETE, PRUNED or FAIL
-    value: float | None
-    params: dict[str, Any]
-
-
 def tune(
     sweep: SweepSpec, directory: Path, variants: list[Trial], *, report: Callable[[str], None] = print
 ) -> dict[str, list[str]]:
@@ -167,23 +157,6 @@ def _tell(study: Any, trial: Any, run: RunDir, outcome: Outcome, search: SearchS
     trial.set_user_attr("error", (outcome.error or "")[-500:] or f"exit code {outcome.returncode}")
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     return f"{label}: FAILED (exit {outcome.returncode}); log: {run.path / 'stderr.log'}"
-
-
-def searched(directory: Path) -> list[Searched]:
-    """Every finished trial of every study in the sweep's journal."""
-    import optuna
-
-    journal = directory / JOURNAL
-    if not journal.is_file():
-        return []
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    out = []
-    for summary in optuna.get_all_study_summaries(storage(journal)):
-        study = optuna.load_study(study_name=summary.study_name, storage=storage(journal))
-        for t in study.get_trials(deepcopy=False):
-            if t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
-                out.append(Searched(summary.study_name, t.number, t.state.name, t.value, dict(t.params)))
-    return out
 
 
 def search_report(directory: Path, top: int = 3) -> str:
