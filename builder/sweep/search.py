@@ -127,7 +127,7 @@ def tune(
             # the variant's trial as the sweep makes it (its seed and name last), with the trial's settings
             overrides = [*base.overrides[:-2], *params, *extra, f"train.seed={base.seed}", f"name={name}-trial{trial.number}"]
             env = {ENV: json.dumps({"journal": str(journal), "study": name, "trial": trial.number, "metric": search.metric,
-                                    "pruner": search.pruner.model_dump(mode="json")})}  # fmt: skip
+                                    "pruner": search.pruner.model_dump(mode="json"), "params": trial.params})}  # fmt: skip
             outcome = run(Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env)
             report(_tell(studies[name], trial, RunDir(run_dir), outcome, search))
 

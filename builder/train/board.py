@@ -9,6 +9,8 @@ tags themselves: BLEU/valid is the whole validation split, written once at the e
 placeholder at step 0.
 """
 
+import json
+import os
 import time
 from contextlib import closing
 from typing import Any
@@ -21,6 +23,7 @@ from torch.utils.tensorboard.writer import FileWriter
 
 from aiayn.builder.model.size import count_params
 from aiayn.builder.model.summary import paper_columns
+from aiayn.builder.run.study import ENV
 from aiayn.schemas.experiment import ExperimentSpec
 
 BLEU, PPL = "BLEU/valid", "PPL/valid"  # the whole validation split: the numbers of results.json
@@ -50,6 +53,7 @@ class Board(TensorBoardLogger):
         """The HParams tab's row for this run: Table 3's columns, then the metrics' tags."""
         columns = dict(paper_columns(spec))
         columns.update(params=count_params(spec.model), name=spec.name, seed=spec.train.seed)
+        columns.update(json.loads(os.environ.get(ENV) or "{}").get("params", {}))  # a search trial: what it tries
         columns = {k: v for k, v in columns.items() if v is not None}
         names = {k: f"{i:02d} {k}" for i, k in enumerate(columns)}  # sorted by name = Table 3's order
         infos = [

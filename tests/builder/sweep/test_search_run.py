@@ -12,6 +12,8 @@ import time
 
 import optuna
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
 
 from aiayn.builder.run.study import storage
 from tests.conftest import EXPERIMENTS
@@ -86,6 +88,11 @@ def test_tune_then_compare_survives_a_kill(tmp_path):
             else:
                 assert json.loads((run / "results.json").read_text())["ppl"] == pytest.approx(t.value)
     assert any(t.state.name == "PRUNED" for trials in after.values() for t in trials), "the median pruner pruned nothing"
+    trial = after["pre-norm"][-1]  # TensorBoard's HParams lists every trial with the settings it tried
+    events = EventAccumulator(str(directory / "search" / "pre-norm" / f"trial{trial.number:03d}" / "version_0")).Reload()
+    start = plugin_data_pb2.HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+    hparams = {name.split(" ", 1)[1]: value for name, value in start.session_start_info.hparams.items()}
+    assert hparams["train.lr_schedule.factor"].number_value == trial.params["train.lr_schedule.factor"]
     for key, state in before.items():  # finished before the kill: not run again
         run = directory / "search" / key[0] / f"trial{key[1]:03d}" / "version_0"
         assert (run / "status.json").stat().st_mtime_ns == stamps[key]
