@@ -71,8 +71,10 @@ class EncoderDecoder(nn.Module):
         state: DecoderState | None = None,
         rows: Tensor | None = None,
         memory_rows: PackedRows | None = None,
+        project: bool = True,
     ) -> Tensor:
-        """tgt (B, T), right-padded -> logits (B, T, V). With `state`, tgt holds only the new
+        """tgt (B, T), right-padded -> logits (B, T, V) (project=False: the decoder's output
+        (..., d_model), for a loss that applies `generator` itself). With `state`, tgt holds only the new
         tokens. With `rows` (n,), flat indices into B * T of a prefix of each row (its
         non-padding tokens), the decoder computes those rows only and returns their logits (n, V).
         `memory_rows`: the memory holds only these rows of (B, S) (a packed `encode`)."""
@@ -98,9 +100,11 @@ class EncoderDecoder(nn.Module):
         y = self.decoder(x, ctx)  # (B, T, d_model) or (n, d_model)
         if state is not None:
             state.advance(tgt.size(1))
-        return self.generator(y)  # (B, T, V) or (n, V)
+        return self.generator(y) if project else y  # (B, T, V) or (n, V)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, rows: Tensor | None = None, src_rows: Tensor | None = None) -> Tensor:
+    def forward(
+        self, src: Tensor, tgt_in: Tensor, rows: Tensor | None = None, src_rows: Tensor | None = None, project: bool = True
+    ) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T) (the target shifted right) -> logits (B, T, V).
 
         `rows` (n,): flat indices into B * T of the non-padding targets (in each row a
@@ -108,7 +112,7 @@ class EncoderDecoder(nn.Module):
         projection (the largest matrix product of a small model) and the loss skip the padding.
         `src_rows`: the same for the source (see `encode`): the encoder skips its padding."""
         memory, src_padding = self.encode(src, src_rows)
-        return self.decode(tgt_in, memory, src_padding, rows=rows, memory_rows=self.encoded_rows(src, src_rows))
+        return self.decode(tgt_in, memory, src_padding, rows=rows, memory_rows=self.encoded_rows(src, src_rows), project=project)
 
     def init_state(self) -> DecoderState:
         """A fresh, empty cache for incremental decoding."""

@@ -66,6 +66,9 @@ class TrainSpec(Spec):
     checkpoint: CheckpointSpec = CheckpointSpec()
     validation: ValidationSpec = ValidationSpec()
     compile: bool = False  # torch.compile the model's training forward (pays on GPUs, not on CPUs)
+    # the output projection and the loss together in chunks of rows, recomputed in backward: the
+    # batch's (n, V) logits are never held (less memory; the projection's FLOPs a third more)
+    fused_output_loss: bool = False
     # threads of a CPU run (torch.set_num_threads); auto: $OMP_NUM_THREADS where set (a sweep's
     # share), else the cores this process may use. On a machine another process keeps busy, 1 may
     # be 10x faster than all (threads that wait on each other)

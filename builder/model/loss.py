@@ -67,13 +67,22 @@ def smoothed_nll_fusable(logits: Tensor, target: Tensor, *, eps: float, pad_id: 
     return (a * nll + b * total).sum(), nll.sum(), weight.sum().to(torch.long)
 
 
-def batch_loss(model: nn.Module, batch: Any, *, eps: float, pad_id: int, loss: Any = smoothed_nll_chunked) -> tuple[Tensor, Tensor, Tensor]:
+def batch_loss(
+    model: nn.Module, batch: Any, *, eps: float, pad_id: int, loss: Any = smoothed_nll_chunked, fused: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
     """`loss` (the chunked one, or a compiled `smoothed_nll_fusable`) of a teacher-forced batch
     (a builder.data.collate.Batch), with logits for its non-padding targets only
     (`batch.tgt_rows`), the encoder on the non-padding sources only (`batch.src_rows`),
-    as training computes it."""
-    logits = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows)  # (n, V)
+    as training computes it. `fused`: the output projection and the loss together in chunks of
+    rows (projected_loss.py), never the batch's logits."""
     target = batch.tgt_out.flatten().index_select(0, batch.tgt_rows)  # (n,)
+    if fused:
+        from aiayn.builder.model.projected_loss import projected_smoothed_nll
+
+        hidden = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows, project=False)  # (n, d_model)
+        generator = model.generator
+        return projected_smoothed_nll(hidden, generator.weight, generator.bias, target, eps=eps, pad_id=pad_id)
+    logits = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows)  # (n, V)
     return loss(logits, target, eps=eps, pad_id=pad_id)
 
 

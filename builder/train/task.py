@@ -26,6 +26,7 @@ class TranslationTask(L.LightningModule):
         self.spec = ExperimentSpec.model_validate(experiment)
         self.model = build_model(self.spec.model)
         self.criterion = smoothed_nll_chunked
+        self.fused = self.spec.train.fused_output_loss  # projection and loss together (projected_loss.py)
         if self.spec.train.compile:
             self.model.compile(dynamic=True)  # in place: the state_dict keeps its names
             self.criterion = torch.compile(smoothed_nll_fusable, dynamic=True)  # fused: no (N, V) fp32 pass
@@ -40,7 +41,7 @@ class TranslationTask(L.LightningModule):
     # ---- training --------------------------------------------------------------------------
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion)
+        loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused)
         n = batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
         total, targets = self._window
@@ -91,7 +92,7 @@ class TranslationTask(L.LightningModule):
     # ---- validation: loss and perplexity here, BLEU and pictures in callbacks -----------------
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        loss, nll, count = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion)
+        loss, nll, count = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused)
         self._val_sums.append(torch.stack([loss.detach(), nll.detach(), count.to(loss.dtype)]))
 
     def on_validation_epoch_end(self) -> None:
