@@ -149,8 +149,6 @@ class SweepSpec(Spec):
     def _check(self) -> "SweepSpec":
         _check_overrides(self.overrides, "overrides")
         if self.search is not None:
-            if not isinstance(self.launcher, LocalLauncherSpec):
-                raise FieldError("search", "runs its trials with the local launcher in this release; set launcher: {type: local, parallel: N}")
             if self.grid:
                 raise FieldError("search", "and grid both choose settings; put the grid's keys in search.params as categorical")
             for key in self.search.params:

@@ -183,6 +183,35 @@ def launch_slurm(
 
     check(launcher)
     executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
+    executor.update_parameters(**slurm_parameters(launcher, name=name))
+    with executor.batch():
+        submitted = [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
+    by_id = {}
+    for job, handle in zip(jobs, submitted):
+        by_id[handle.job_id] = job
+        if on_submit:
+            on_submit(job, handle.job_id)
+    try:
+        if launcher.cluster == "slurm":
+            ended = ended_slurm(submitted)
+        else:  # submitit's local executor: its processes leave a result whatever happens
+            ended = ((h, None) for h in submitit.helpers.as_completed(submitted, poll_frequency=POLL_S))
+        for handle, state in ended:
+            on_done(by_id[handle.job_id], outcome_of(handle, state))
+    except KeyboardInterrupt:
+        running = [h.job_id for h in submitted if not h.paths.result_pickle.exists()]
+        if running and launcher.cluster == "slurm":
+            print(
+                f"the SLURM jobs {' '.join(running)} keep running: `scancel {' '.join(running)}` stops them; "
+                "re-run the sweep once they are done, or it submits them again",
+                file=sys.stderr,
+            )
+        raise
+
+
+def slurm_parameters(launcher: SlurmLauncherSpec, *, name: str) -> dict[str, Any]:
+    """submitit's parameters for the launcher's jobs: requeueable, signalled (USR1)
+    signal_delay_s before the time limit, a task per device."""
     params: dict[str, Any] = dict(
         name=name,
         timeout_min=launcher.timeout_min,
@@ -199,33 +228,10 @@ def launch_slurm(
             slurm_additional_parameters={"signal": f"USR1@{launcher.signal_delay_s}", "requeue": True, **launcher.additional},
             slurm_setup=list(launcher.setup) or None,
         )
-    executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
-    with executor.batch():
-        submitted = [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
-    by_id = {}
-    for job, handle in zip(jobs, submitted):
-        by_id[handle.job_id] = job
-        if on_submit:
-            on_submit(job, handle.job_id)
-    try:
-        if launcher.cluster == "slurm":
-            ended = _ended_slurm(submitted)
-        else:  # submitit's local executor: its processes leave a result whatever happens
-            ended = ((h, None) for h in submitit.helpers.as_completed(submitted, poll_frequency=POLL_S))
-        for handle, state in ended:
-            on_done(by_id[handle.job_id], _outcome(handle, state))
-    except KeyboardInterrupt:
-        running = [h.job_id for h in submitted if not h.paths.result_pickle.exists()]
-        if running and launcher.cluster == "slurm":
-            print(
-                f"the SLURM jobs {' '.join(running)} keep running: `scancel {' '.join(running)}` stops them; "
-                "re-run the sweep once they are done, or it submits them again",
-                file=sys.stderr,
-            )
-        raise
+    return {k: v for k, v in params.items() if v is not None}
 
 
-def _ended_slurm(handles: Sequence[Any]) -> Iterator[tuple[Any, str | None]]:
+def ended_slurm(handles: Sequence[Any]) -> Iterator[tuple[Any, str | None]]:
     """(handle, SLURM's final state) of each job as it ends, whether or not it left a result:
     a job that SLURM no longer knows (purged) has ended when it left its result."""
     pending = {h.job_id: h for h in handles}
@@ -241,7 +247,7 @@ def _ended_slurm(handles: Sequence[Any]) -> Iterator[tuple[Any, str | None]]:
             time.sleep(POLL_S)
 
 
-def _outcome(handle: Any, state: str | None) -> Outcome:
+def outcome_of(handle: Any, state: str | None) -> Outcome:
     if not handle.paths.result_pickle.exists() and state is not None:
         return Outcome(None, 0.0, f"SLURM job {handle.job_id} ended {state}, with no result", state)
     try:

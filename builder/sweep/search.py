@@ -10,10 +10,13 @@ validation metric to the same study at every validation and stops, with a checkp
 pruner says so (builder/train/pruning.py reads AIAYN_SEARCH).
 """
 
+import fcntl
 import json
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +24,19 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.study import ENV, make_pruner, storage
-from aiayn.builder.sweep.launch import Job, Outcome, launcher_overrides, local_runner, trial_argv
+from aiayn.builder.sweep.launch import (
+    Job,
+    Outcome,
+    ended_slurm,
+    launcher_overrides,
+    local_runner,
+    run_job,
+    slurm_parameters,
+    trial_argv,
+)
 from aiayn.builder.sweep.plan import Trial
 from aiayn.schemas.search import CategoricalParam, FloatParam, IntParam, SearchSpec
-from aiayn.schemas.sweep import SweepSpec
+from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec, SweepSpec
 
 JOURNAL = "study.journal"
 SEARCH_DIR = "search"  # runs/<sweep>/search/<variant>/trial<k>/version_0: not rows of the results table
@@ -94,7 +106,9 @@ def tune(
     sweep: SweepSpec, directory: Path, variants: list[Trial], *, report: Callable[[str], None] = print
 ) -> dict[str, list[str]]:
     """Run each variant's study to search.n_trials finished trials; {variant: its best settings as
-    overrides} for the variants whose study has a complete trial."""
+    overrides} for the variants whose study has a complete trial. Local: `parallel` worker
+    threads; SLURM: one job array of workers (array_parallelism of them, else 2), each asking
+    the same journal."""
     import optuna
 
     search = sweep.search
@@ -104,16 +118,47 @@ def tune(
     for study in studies.values():  # a trial left running by a killed sweep (this one holds the directory now)
         for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
-    lock = threading.Lock()
-    by_variant = {t.variant: t for t in variants}
-    extra = launcher_overrides(sweep.launcher)
+    worker = Worker(search, directory, tuple(variants), tuple(launcher_overrides(sweep.launcher)))
+    if isinstance(sweep.launcher, LocalLauncherSpec):
+        run, workers = local_runner(sweep.launcher)
+        lock = threading.Lock()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in [pool.submit(worker, run, lock, report) for _ in range(workers)]:
+                future.result()
+    else:
+        _on_slurm(worker, sweep, directory, report)
+    best = {}
+    for name, study in studies.items():
+        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if complete:
+            best[name] = [f"{k}={_value(v)}" for k, v in study.best_trial.params.items()]
+    return best
 
-    def budget_left(name: str) -> bool:
-        done = studies[name].get_trials(deepcopy=False)
-        counted = [t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")]
-        return len(counted) < search.n_trials
 
-    def work() -> None:
+@dataclass(frozen=True)
+class Worker:
+    """One searcher: asks the studies for a trial, runs it, tells its result, until every study
+    has its budget. Picklable: on SLURM it is a job of its own (submitit), and the workers of
+    several processes share the budget through a lock file beside the journal."""
+
+    search: SearchSpec
+    directory: Path
+    variants: tuple[Trial, ...]
+    extra: tuple[str, ...]  # the launcher's overrides
+
+    def __call__(self, run: Callable[..., Outcome] | None = None, lock: Any = None, report: Callable[[str], None] = print) -> None:
+        search, journal = self.search, self.directory / JOURNAL
+        studies = {t.variant: open_study(journal, t.variant, search) for t in self.variants}
+        by_variant = {t.variant: t for t in self.variants}
+        threads = {"OMP_NUM_THREADS": os.environ.get("SLURM_CPUS_PER_TASK", "1")}  # a SLURM worker's trials: its cores
+        run = run or (lambda job, env: run_job(job, env, threads))
+        lock = lock or _FileLock(self.directory / "study.lock")
+
+        def budget_left(name: str) -> bool:
+            done = studies[name].get_trials(deepcopy=False)
+            counted = [t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")]
+            return len(counted) < search.n_trials
+
         while True:
             with lock:
                 name = next((v for v in studies if budget_left(v)), None)
@@ -122,25 +167,53 @@ def tune(
                 trial = studies[name].ask()
             base = by_variant[name]
             params = suggest(trial, search)
-            run_dir = directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
+            run_dir = self.directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             # the variant's trial as the sweep makes it (its seed and name last), with the trial's settings
-            overrides = [*base.overrides[:-2], *params, *extra, f"train.seed={base.seed}", f"name={name}-trial{trial.number}"]
+            overrides = [*base.overrides[:-2], *params, *self.extra, f"train.seed={base.seed}", f"name={name}-trial{trial.number}"]
             env = {ENV: json.dumps({"journal": str(journal), "study": name, "trial": trial.number, "metric": search.metric,
                                     "pruner": search.pruner.model_dump(mode="json"), "params": trial.params})}  # fmt: skip
+            trial.set_user_attr("worker", os.environ.get("SLURM_JOB_ID") or f"pid {os.getpid()}")
             outcome = run(Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env)
             report(_tell(studies[name], trial, RunDir(run_dir), outcome, search))
 
-    run, workers = local_runner(sweep.launcher)  # type: ignore[arg-type]  (a search's launcher is local)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for future in [pool.submit(work) for _ in range(workers)]:
-            future.result()
-    best = {}
-    for name, study in studies.items():
-        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if complete:
-            best[name] = [f"{k}={_value(v)}" for k, v in study.best_trial.params.items()]
-    return best
+
+class _FileLock:
+    """flock on a file: the workers of a job array take turns to count a study's trials and ask it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        self.file = open(self.path, "a")
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+        self.file.close()
+
+
+def _on_slurm(worker: Worker, sweep: SweepSpec, directory: Path, report: Callable[[str], None]) -> None:
+    """The workers as one job array through submitit; each runs its trials inside its allocation."""
+    import submitit
+
+    launcher = sweep.launcher
+    assert isinstance(launcher, SlurmLauncherSpec)
+    count = launcher.array_parallelism or 2
+    executor = submitit.AutoExecutor(folder=directory / "submitit" / "%j", cluster=launcher.cluster)
+    executor.update_parameters(**slurm_parameters(launcher, name=f"{sweep.name}-search"))
+    with executor.batch():
+        handles = [executor.submit(worker) for _ in range(count)]
+    report(f"{count} search workers: SLURM jobs {' '.join(h.job_id for h in handles)}")
+    ended = ended_slurm(handles) if launcher.cluster == "slurm" else ((h, None) for h in submitit.helpers.as_completed(handles))
+    for handle, state in ended:  # a worker that died leaves its trial running: the next sweep replaces it
+        if not handle.paths.result_pickle.exists():
+            report(f"search worker {handle.job_id} ended {state} (its log: {handle.paths.stderr})")
+            continue
+        try:
+            handle.result()
+        except Exception as e:  # the worker raised: submitit's message, its last line
+            report(f"search worker {handle.job_id} failed: {str(e).strip().splitlines()[-1]}")
 
 
 def _tell(study: Any, trial: Any, run: RunDir, outcome: Outcome, search: SearchSpec) -> str:

@@ -38,12 +38,6 @@ def test_bad_search_blocks(block, where, message):
     assert field_error(search=block) == (where, *message)
 
 
-def test_a_search_runs_on_the_local_launcher():
-    assert field_error(search=search(), launcher={"type": "slurm"}) == (
-        (), "search", "runs its trials with the local launcher in this release; set launcher: {type: local, parallel: N}"
-    )
-
-
 def test_an_unknown_distribution_names_the_choices(tmp_path, capsys):
     from aiayn.builder.cli import main
 

@@ -73,7 +73,7 @@ class Cluster:
                 f"SlurmctldPidFile={f / 'slurmctld.pid'}", f"SlurmdPidFile={f / 'slurmd.pid'}",
                 f"SlurmctldLogFile={f / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={f / 'log' / 'slurmd.log'}",
                 "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
-                "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory",
+                "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",  # cores are what jobs share; memory is not counted
                 "SchedulerType=sched/backfill", "SchedulerParameters=sched_interval=1,bf_interval=1",
                 "ReturnToService=2", "JobRequeue=1",
                 "KillWait=5", "MinJobAge=3600", "InactiveLimit=0",

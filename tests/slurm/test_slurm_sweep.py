@@ -96,10 +96,12 @@ def test_a_job_array_with_a_cancelled_trial_and_its_rerun(tmp_path, cluster):
     assert f"b-seed1: CANCELLED: {record['b-seed1']['error']}" in out
     script = (tmp_path / "runs" / "s" / "submitit" / array / f"{array}_submission.sh").read_text().splitlines()
     assert {"#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=USR1@120", "#SBATCH --ntasks-per-node=1"} <= set(script)
-    # array_parallelism: 2 tasks at a time, so c started once a or b had ended
+    # array_parallelism 2: two tasks at a time
     tasks = {t: cluster.job(record[t]["job_id"]) for t in ("a-seed1", "b-seed1", "c-seed1")}
     assert {t["ArrayTaskThrottle"] for t in tasks.values()} == {"2"}
-    assert tasks["c-seed1"]["StartTime"] >= min(tasks["a-seed1"]["EndTime"], tasks["b-seed1"]["EndTime"])
+    a, b, c = (tasks[t] for t in ("a-seed1", "b-seed1", "c-seed1"))
+    assert a["StartTime"] < b["EndTime"] and b["StartTime"] < a["EndTime"]  # a and b ran at once
+    assert c["StartTime"] >= min(a["EndTime"], b["EndTime"])  # c waited for one of them
 
     code, out, err = finish(
         start_sweep(tmp_path, cluster, variants, "trainer.max_steps=150", "train.checkpoint.every_n_train_steps=20")
@@ -188,3 +190,31 @@ def test_a_two_task_job_trains_one_run_with_ddp(tmp_path, cluster):
     assert writers == {ranks[0]["pid"]}
     assert json.loads((run / "results.json").read_text())["steps"] == 3
     assert log.count("finished in") == 1
+
+
+def test_a_search_on_slurm_shares_one_study_between_its_array_of_workers(tmp_path, cluster):
+    import optuna
+
+    from aiayn.builder.run.study import storage
+
+    sweep = tmp_path / "s.sweep.yaml"
+    sweep.write_text(
+        f"name: s\nbase: {DEMO}\nseeds: [1]\n"
+        "search:\n  params: {train.lr_schedule.factor: {type: categorical, choices: [1.0, 0.5, 0.25]}}\n"
+        "  n_trials: 4\n  sampler: random\n  metric: ppl\n  pruner: {type: none}\n"
+        f"launcher: {LAUNCHER}\n"
+    )
+    argv = [sys.executable, "-m", "aiayn", "sweep", str(sweep), *SHORT, "trainer.max_steps=20", "--runs", str(tmp_path / "runs")]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env={**cluster.env, "AIAYN_CACHE": str(tmp_path / "cache")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    journal = tmp_path / "runs" / "s" / "study.journal"
+    searched = optuna.load_study(study_name="demo", storage=storage(journal)).get_trials(deepcopy=False)
+    assert [t.state.name for t in searched] == ["COMPLETE"] * 4 and sorted(t.number for t in searched) == [0, 1, 2, 3]
+    workers = {t.user_attrs["worker"] for t in searched}  # the SLURM job of the worker that ran it
+    assert len(workers) == 2 and all(w.isdigit() for w in workers), workers
+    assert "2 search workers: SLURM jobs " in out
+    final = json.loads((tmp_path / "runs" / "s" / "sweep.json").read_text())["trials"]
+    assert [(t["name"], t["status"], t["slurm_state"]) for t in final] == [("demo-seed1", "finished", "COMPLETED")]
+    best = optuna.load_study(study_name="demo", storage=storage(journal)).best_params["train.lr_schedule.factor"]
+    assert f"factor: {best}" in (tmp_path / "runs" / "s" / "demo-seed1" / "version_0" / "config.yaml").read_text()
