@@ -4,8 +4,9 @@ tuned variants.
 
 One study per variant, all in one journal file (runs/<sweep>/study.journal: Optuna's
 JournalStorage, no database server), so that re-running the sweep continues each study. There
-are no batches: each of `launcher.parallel` workers asks the study for a trial, runs it as an
-`aiayn train` process, tells the study its result and asks again. The trial process reports its
+are no batches: each worker (`launcher.parallel` threads; on SLURM, a job array of them) asks the
+study for a trial, runs it as an `aiayn train` process, tells the study its result and asks
+again; worker k samples with seed search.seed + k. The trial process reports its
 validation metric to the same study at every validation and stops, with a checkpoint, when the
 pruner says so (builder/train/pruning.py reads AIAYN_SEARCH).
 """
@@ -16,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,17 @@ JOURNAL = "study.journal"
 SEARCH_DIR = "search"  # runs/<sweep>/search/<variant>/trial<k>/version_0: not rows of the results table
 
 
-def open_study(journal: Path, name: str, search: SearchSpec) -> Any:
+def open_study(journal: Path, name: str, search: SearchSpec, *, worker: int = 0) -> Any:
+    """The variant's study; its sampler seeded search.seed + worker, so that workers, each with a
+    sampler of its own, do not draw the same settings."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seed = search.seed + worker
     sampler = {
-        "tpe": lambda: optuna.samplers.TPESampler(seed=search.seed),
-        "random": lambda: optuna.samplers.RandomSampler(seed=search.seed),
-        "grid": lambda: optuna.samplers.GridSampler(search.grid(), seed=search.seed),
+        "tpe": lambda: optuna.samplers.TPESampler(seed=seed),
+        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
+        "grid": lambda: optuna.samplers.GridSampler(search.grid(), seed=seed),
     }[search.sampler]()
     return optuna.create_study(
         study_name=name, storage=storage(journal), sampler=sampler, pruner=make_pruner(search.pruner),
@@ -123,7 +127,7 @@ def tune(
         run, workers = local_runner(sweep.launcher)
         lock = threading.Lock()
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in [pool.submit(worker, run, lock, report) for _ in range(workers)]:
+            for future in [pool.submit(replace(worker, index=k), run, lock, report) for k in range(workers)]:
                 future.result()
     else:
         _on_slurm(worker, sweep, directory, report)
@@ -145,10 +149,11 @@ class Worker:
     directory: Path
     variants: tuple[Trial, ...]
     extra: tuple[str, ...]  # the launcher's overrides
+    index: int = 0  # k of worker k: its sampler's seed is search.seed + k
 
     def __call__(self, run: Callable[..., Outcome] | None = None, lock: Any = None, report: Callable[[str], None] = print) -> None:
         search, journal = self.search, self.directory / JOURNAL
-        studies = {t.variant: open_study(journal, t.variant, search) for t in self.variants}
+        studies = {t.variant: open_study(journal, t.variant, search, worker=self.index) for t in self.variants}
         by_variant = {t.variant: t for t in self.variants}
         threads = {"OMP_NUM_THREADS": os.environ.get("SLURM_CPUS_PER_TASK", "1")}  # a SLURM worker's trials: its cores
         run = run or (lambda job, env: run_job(job, env, threads))
@@ -203,7 +208,7 @@ def _on_slurm(worker: Worker, sweep: SweepSpec, directory: Path, report: Callabl
     executor = submitit.AutoExecutor(folder=directory / "submitit" / "%j", cluster=launcher.cluster)
     executor.update_parameters(**slurm_parameters(launcher, name=f"{sweep.name}-search"))
     with executor.batch():
-        handles = [executor.submit(worker) for _ in range(count)]
+        handles = [executor.submit(replace(worker, index=k)) for k in range(count)]
     report(f"{count} search workers: SLURM jobs {' '.join(h.job_id for h in handles)}")
     ended = ended_slurm(handles) if launcher.cluster == "slurm" else ((h, None) for h in submitit.helpers.as_completed(handles))
     for handle, state in ended:  # a worker that died leaves its trial running: the next sweep replaces it
