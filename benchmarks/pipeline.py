@@ -56,12 +56,16 @@ class StepTimer(L.Callback):
 def raw_step(spec: Any, device: torch.device, batches: list[Any], args: argparse.Namespace) -> float:
     """Tokens per second of forward, loss, backward and Adam as TranslationTask does them."""
     task = TranslationTask(spec.model_dump(mode="json")).to(device).train()
+    task.compile_for(device)  # as fit compiles it (train.compile)
     optimizer = torch.optim.Adam(task.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
     bf16 = spec.trainer.precision.startswith("bf16")
 
     def step(batch: Any) -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0, loss=task.criterion)[0] / batch.n_tgt_tokens
+            if task.compiled_loss is not None:
+                loss = task.compiled_loss(batch)[0] / batch.n_tgt_tokens
+            else:
+                loss = batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0, loss=task.criterion)[0] / batch.n_tgt_tokens
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -79,7 +83,8 @@ def pipeline(args: argparse.Namespace, device: torch.device) -> None:
         "trainer.enable_progress_bar=false", "train.validation.bleu=false",
         f"trainer.accelerator={'gpu' if cuda else 'cpu'}", "trainer.devices=1",
         f"trainer.precision={'bf16-mixed' if cuda and not args.fp32 else '32-true'}",
-        *(["train.compile=true"] if args.compile else []),
+        *([f"train.compile={args.mode}"] if args.compile else []),
+        *([f"data.static_shapes.num_buckets={args.static_shapes}"] if args.static_shapes else []),
     ]  # fmt: skip
     spec = load_experiment(ROOT / "experiments" / name, overrides)
     with tempfile.TemporaryDirectory() as work:
@@ -94,7 +99,7 @@ def pipeline(args: argparse.Namespace, device: torch.device) -> None:
         total = time.perf_counter() - start
     (t0, n0), (t1, n1) = timer.start, timer.end  # type: ignore[misc]
     end_to_end = (n1 - n0) / (t1 - t0)
-    print(f"{args.preset}: {name} {' '.join(dims)}; {device} ({device_name(device)}), {spec.trainer.precision}, compile {spec.train.compile}; "
+    print(f"{args.preset}: {name} {' '.join(dims)}; {device} ({device_name(device)}), {spec.trainer.precision}, compile {spec.train.compile}, static shapes {spec.data.static_shapes}; "
           f"{spec.trainer.max_steps} steps of {spec.train.tokens_per_step} tokens per side")  # fmt: skip
     print("| measure | tokens/s (src + tgt) |")
     print("|---|---:|")

@@ -3,6 +3,8 @@ Hugging Face's MarianMTModel at the same sizes, in one process, on the same batc
 
     python benchmarks/train_step.py --preset demo|multi30k|base [--device cpu|cuda] [--steps 20]
     python benchmarks/train_step.py --preset base --compile   # + aiayn compiled as train.compile, its recompilations
+    python benchmarks/train_step.py --preset multi30k --compile --static-shapes 6 --mode reduce-overhead
+        # batches of data.static_shapes (6 buckets), compiled as train.compile=reduce-overhead then compiles them
     python benchmarks/train_step.py --pipeline --preset multi30k   # `aiayn train` vs its raw step
 
 Every model gets one shared, scaled embedding matrix tied to the output projection, sinusoidal
@@ -40,10 +42,12 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from aiayn.blocks import SinusoidalPositionalEncoding
+from aiayn.builder.data.buckets import StaticCollator, bucket_of, bucket_shapes, bucket_widths
 from aiayn.builder.data.collate import Batch, TranslationCollator
 from aiayn.builder.data.dataset import Example
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_fusable
+from aiayn.builder.train.compiled import CUDA_GRAPH_MODES, CompiledAdam, StaticStepLoss, compile_mode
 
 PRESETS = {
     # d_model, heads, layers, d_ff, vocab; tokens per side per step, mean sentence length
@@ -55,17 +59,26 @@ PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10"
 EPS = 0.1
 
 
-def batches(preset: dict, n: int, seed: int = 0) -> list[Batch]:
+def batches(preset: dict, n: int, seed: int = 0, num_buckets: int | None = None) -> list[Batch]:
     """`n` training batches as `aiayn train` makes them: a corpus of random sentences (lengths
-    uniform in [length/2, 3 length/2]) packed by the token-budget sampler (~tokens per side)."""
+    uniform in [length/2, 3 length/2]) packed by the token-budget sampler (~tokens per side);
+    with `num_buckets`, as data.static_shapes makes them (at least one batch of each shape)."""
     rng = np.random.default_rng(seed)
     lo, hi, vocab = preset["length"] // 2, 3 * preset["length"] // 2, preset["vocab"]
     pairs = 40 * preset["tokens"] // preset["length"]
     src, tgt = rng.integers(lo, hi + 1, pairs), rng.integers(lo, hi + 1, pairs)
-    sampler = TokenBatchSampler(src, tgt + 1, max_tokens=preset["tokens"], seed=seed)
     collate = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    if num_buckets is None:
+        chosen = list(TokenBatchSampler(src, tgt + 1, max_tokens=preset["tokens"], seed=seed))[:n]
+    else:
+        widths = bucket_widths(np.maximum(src, tgt + 1), num_buckets=num_buckets, boundaries=None)
+        sampler = TokenBatchSampler(src, tgt + 1, max_tokens=preset["tokens"], seed=seed, buckets=widths)
+        collate = StaticCollator(bucket_shapes(sampler.batches, src, tgt + 1, widths, preset["tokens"], packed=True), pad_id=PAD, bos_id=BOS, eos_id=EOS)
+        every = list(sampler)
+        first = {int(bucket_of(np.asarray([max(src[b].max(), tgt[b].max() + 1)]), widths)[0]): b for b in reversed(every)}
+        chosen = [*first.values(), *every][: max(n, len(first))]  # each shape, then the epoch's order
     out = []
-    for ids in list(sampler)[:n]:
+    for ids in chosen:
         examples = [Example(i, rng.integers(3, vocab, src[i], dtype=np.int32), rng.integers(3, vocab, tgt[i], dtype=np.int32)) for i in ids]
         out.append(collate(examples))
     return out
@@ -142,11 +155,16 @@ class Contender:
     # a compiled contender's FLOPs are its eager twin's: tracing it under FlopCounterMode's
     # dispatch mode would leave its frames to run eager for good
     flops_of: str | None = None
+    compiled_update: dict | None = None  # torch.compile's options for Adam's update (CUDA graphs), else fused Adam
 
 
 def make_step(c: Contender, device: torch.device, bf16: bool) -> Callable[[Batch], None]:
     c.model.to(device).train()
-    optimizer = torch.optim.Adam(c.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+    adam = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    if c.compiled_update is not None:
+        optimizer: torch.optim.Optimizer = CompiledAdam(c.model.parameters(), compile_options=c.compiled_update, **adam)
+    else:
+        optimizer = torch.optim.Adam(c.model.parameters(), **adam, fused=True)
 
     def step(batch: Batch) -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
@@ -244,16 +262,24 @@ def peak_tflops(device: torch.device) -> float | None:
     return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
 
 
-def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
+def contenders(preset: dict, args: argparse.Namespace, device: torch.device) -> list[Contender]:
     sizes = {k: preset[k] for k in ("d_model", "heads", "layers", "d_ff", "vocab")}
     torch.manual_seed(0)
     found = [Contender("aiayn eager", aiayn_model(**sizes), aiayn_loss)]
-    if args.compile:  # as train.compile compiles them (the model and the loss; dynamic shapes), unless --static
+    if args.compile:  # as train.compile compiles them
         compiled = aiayn_model(**sizes)
         compiled.load_state_dict(found[0].model.state_dict())
-        compiled.compile(dynamic=not args.static)
-        fused = torch.compile(smoothed_nll_fusable, dynamic=not args.static)
-        found.append(Contender("aiayn compiled", compiled, lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0], flops_of="aiayn eager"))
+        mode, note = compile_mode(args.mode, device)
+        if note:
+            print(note)
+        if args.static_shapes:  # the step's loss in one function, a graph per shape
+            step_loss = StaticStepLoss(compiled, eps=EPS, pad_id=PAD, fused=False, mode=mode)
+            update = {"mode": mode} if device.type == "cuda" and mode in CUDA_GRAPH_MODES else None
+            found.append(Contender(f"aiayn compiled ({mode})", compiled, lambda model, batch: step_loss(batch)[0], "aiayn eager", update))
+        else:  # the model and the loss; dynamic shapes, unless --static
+            compiled.compile(dynamic=not args.static, mode=mode)
+            fused = torch.compile(smoothed_nll_fusable, dynamic=not args.static, mode=mode)
+            found.append(Contender(f"aiayn compiled ({mode})", compiled, lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0], flops_of="aiayn eager"))
     found.append(Contender("torch.nn.Transformer", TorchTransformer(**sizes), torch_loss))
     if not args.no_marian and (hf := marian(**sizes)) is not None:
         found.append(Contender("transformers Marian", hf, torch_loss))
@@ -263,12 +289,12 @@ def contenders(preset: dict, args: argparse.Namespace) -> list[Contender]:
 def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
     preset = PRESETS[args.preset]
     bf16 = device.type == "cuda" and not args.fp32
-    data = [to_device(b, device) for b in batches(preset, 8)]
+    data = [to_device(b, device) for b in batches(preset, 8, num_buckets=args.static_shapes)]
     tokens = statistics.fmean(b.n_src_tokens + b.n_tgt_tokens for b in data)
     peak = peak_tflops(device)
     steps, flops, memory = {}, {}, {}
     with counting_recompiles() as recompiles:
-        for c in contenders(preset, args):
+        for c in contenders(preset, args, device):
             if device.type == "cuda":  # each contender's own peak: what the ones set up before it hold is left out
                 others = torch.cuda.memory_allocated(device)
                 torch.cuda.reset_peak_memory_stats(device)
@@ -277,7 +303,10 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
             if device.type == "cuda":
                 steps[c.name](data[0])
                 memory[c.name] = (torch.cuda.max_memory_allocated(device) - others) / 2**30
-        times = measure_interleaved(steps, data, device, args.warmup, args.steps)
+        warmup = max(args.warmup, len({shapes(b) for b in data}))  # every shape compiled before the timing
+        measure_interleaved(steps, data, device, warmup, 0)
+        compiled_in_warmup = recompiles.count
+        times = measure_interleaved(steps, data, device, 0, args.steps)
     rows = [(name, 1000 * statistics.median(times[name]), flops[name], memory.get(name)) for name in steps]
     print(f"preset {args.preset}: {preset}; {device} ({device_name(device)}, "
           f"{torch.get_num_threads()} threads), {'bf16 autocast' if bf16 else 'fp32'}, torch {torch.__version__}; "
@@ -291,8 +320,10 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
         mem = f"{memory:.1f}" if memory is not None else "-"
         print(f"| {name} | {ms:.1f} | {tokens / (ms / 1000):,.0f} | {tflops:.3g} | {mfu} | {mem} | {base_ms / ms:.2f}x |")
     if args.compile:
-        print(f"aiayn compiled (dynamic={not args.static}): {recompiles.count} recompilations after the first compilation, "
-              f"over {len(data)} batches of {len({shapes(b) for b in data})} distinct shapes")  # fmt: skip
+        how = f"static shapes, {args.static_shapes} buckets" if args.static_shapes else f"dynamic={not args.static}"
+        print(f"aiayn compiled ({how}): {len({shapes(b) for b in data})} distinct batch shapes over {len(data)} batches; "
+              f"recompilations after the first compilation: {compiled_in_warmup} in the warm-up ({warmup} steps), "
+              f"{recompiles.count - compiled_in_warmup} in the {args.steps} timed steps")  # fmt: skip
 
 
 def main() -> None:
@@ -305,6 +336,8 @@ def main() -> None:
     p.add_argument("--fp32", action="store_true", help="fp32 on CUDA too (default there: bf16 autocast)")
     p.add_argument("--compile", action="store_true", help="add aiayn compiled (torch.compile)")
     p.add_argument("--static", action="store_true", help="compile with dynamic=False (default: dynamic=True, as train.compile)")
+    p.add_argument("--static-shapes", type=int, metavar="BUCKETS", help="batches of data.static_shapes with this many buckets")
+    p.add_argument("--mode", default="default", help="torch.compile's mode for --compile (train.compile's value)")
     p.add_argument("--no-marian", action="store_true")
     p.add_argument("--pipeline", action="store_true", help="aiayn train end to end against its raw step")
     args = p.parse_args()

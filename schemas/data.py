@@ -2,9 +2,9 @@
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from aiayn.schemas._base import PositiveInt, Spec
+from aiayn.schemas._base import FieldError, PositiveInt, Spec
 
 
 class TokenizerSpec(Spec):
@@ -15,6 +15,33 @@ class TokenizerSpec(Spec):
     # a larger training split trains the BPE on this many of its pairs, drawn at random with a
     # fixed seed (SentencePiece's input_sentence_size); null: every pair, however many
     train_sample_pairs: PositiveInt | None = 1_000_000
+
+
+class StaticShapesSpec(Spec):
+    """Every training batch takes one of a few fixed shapes, so that a compiled step never
+    compiles again and CUDA graphs replay (train.compile: reduce-overhead): tf.data's
+    bucket_by_sequence_length with pad_to_bucket_boundary, and fixed rows. A pair goes to the
+    first bucket as wide as its longer side (the target with its <s> or </s>); a bucket of width
+    w makes batches of max_tokens // w pairs, its last one filled up with one-token rows the loss
+    ignores; the tokens the encoder and the decoder compute are a fixed count per bucket too."""
+
+    num_buckets: PositiveInt = Field(default=6, le=8)  # at most 8: torch.compile keeps 8 graphs of a function
+    # the buckets' widths, ascending; a last bucket as wide as the longest pair is added when
+    # it is longer. None: num_buckets quantiles of the training pairs' lengths
+    bucket_boundaries: list[PositiveInt] | None = None
+    # true: each bucket's encoder and decoder compute the most tokens any of its batches holds
+    # (rounded up to a multiple of 8); false: every position of the (rows, width) batch
+    packed: bool = True
+
+    @model_validator(mode="after")
+    def _ascending(self) -> "StaticShapesSpec":
+        edges = self.bucket_boundaries
+        if edges is not None and (not edges or any(b <= a for a, b in zip(edges, edges[1:])) or len(edges) > 7):
+            raise FieldError(
+                "bucket_boundaries",
+                f"{edges} must be 1 to 7 widths in ascending order (with the longest pair's, at most 8 shapes)",
+            )
+        return self
 
 
 class _DataSpec(Spec):
@@ -28,6 +55,7 @@ class _DataSpec(Spec):
     # computes, in pinned memory), none on a CPU (whose cores the model needs)
     num_workers: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     pad_to_multiple: PositiveInt = 1  # pad batch widths to a multiple (8 suits tensor cores and compile)
+    static_shapes: StaticShapesSpec | None = None  # None: batches as long as their longest pair
 
 
 class FilesDataSpec(_DataSpec):

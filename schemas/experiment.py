@@ -73,6 +73,12 @@ class ExperimentSpec(Spec):
                 f"sentences would have no position; set model.positional.max_len >= {needed} or "
                 f"data.max_len <= {covered - 1}",
             )
+        if self.train.compile in ("reduce-overhead", "max-autotune") and self.data.static_shapes is None:
+            raise FieldError(
+                "train.compile",
+                f"{self.train.compile} records CUDA graphs, one for every batch shape; set data.static_shapes "
+                "(data.static_shapes.num_buckets=6, say) so that training batches take a few fixed shapes",
+            )
         if self.data.min_len > self.data.max_len:
             raise FieldError(
                 "data.min_len",

@@ -1,8 +1,10 @@
 """The training recipe (Sec. 5): loss, optimizer, learning-rate schedule, batching, checkpoints."""
 
-from typing import Literal
+import difflib
+import typing
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 
@@ -56,6 +58,9 @@ class ValidationSpec(Spec):
     probe_sentence: str | None = None  # None: the first validation sentence
 
 
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
+
+
 class TrainSpec(Spec):
     seed: int = 1
     label_smoothing: Probability = 0.1  # eps_ls, spread over the V-1 non-target classes
@@ -65,7 +70,10 @@ class TrainSpec(Spec):
     lr_schedule: NoamSpec = NoamSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     validation: ValidationSpec = ValidationSpec()
-    compile: bool = False  # torch.compile the model's training forward (pays on GPUs, not on CPUs)
+    # torch.compile the training step (pays on GPUs, not on CPUs): true is mode default; or one of
+    # torch.compile's modes; reduce-overhead and max-autotune record CUDA graphs and need
+    # data.static_shapes (builder/train/compiled.py)
+    compile: bool | CompileMode = False
     # the output projection and the loss together in chunks of rows, recomputed in backward: the
     # batch's (n, V) logits are never held (less memory; the projection's FLOPs a third more)
     fused_output_loss: bool = False
@@ -75,6 +83,16 @@ class TrainSpec(Spec):
     cpu_threads: PositiveInt | Literal["auto"] = "auto"
     # Sec. 6.1: evaluate (results.json) the mean of the last K checkpoints, kept as checkpoints/averaged.ckpt
     average_last: PositiveInt | None = None
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _a_mode(cls, value: Any) -> Any:
+        modes = typing.get_args(CompileMode)
+        if isinstance(value, str) and value not in modes:
+            close = difflib.get_close_matches(value, modes, n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ValueError(f"{value!r} is not true, false or one of torch.compile's modes {', '.join(modes)}{hint}")
+        return value
 
     @model_validator(mode="after")
     def _average_what_is_kept(self) -> "TrainSpec":

@@ -19,14 +19,21 @@ class Batch(NamedTuple):
     n_src_tokens: int  # non-pad tokens in src
     n_tgt_tokens: int  # non-pad tokens in tgt_out: the number of predictions the loss averages
     tgt_rows: torch.Tensor  # (n_tgt_tokens,) long: flat indices into tgt_out of its non-pad tokens
-    src_rows: torch.Tensor  # (n_src_tokens,) long: flat indices into src of its non-pad tokens
+    # (n_src_tokens,) long: flat indices into src of its non-pad tokens (builder/data/buckets.py: and
+    # padding positions after them, or None: every position, the padding masked)
+    src_rows: torch.Tensor | None
 
 
-def _pad(rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1) -> torch.Tensor:
-    extra = (before is not None) + (after is not None)
-    width = max((len(r) for r in rows), default=0) + extra
-    width = -(-width // multiple) * multiple  # rounded up
-    out = np.full((len(rows), width), pad_id, dtype=np.int64)
+def padded(
+    rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1,
+    width: int | None = None, n_rows: int | None = None,
+) -> torch.Tensor:
+    """(n_rows or len(rows), width) right-padded: each row `before` + row + `after`. `width`
+    None: the longest such row's, rounded up to `multiple`; n_rows: rows of padding below."""
+    if width is None:
+        width = max((len(r) for r in rows), default=0) + (before is not None) + (after is not None)
+        width = -(-width // multiple) * multiple  # rounded up
+    out = np.full((n_rows or len(rows), width), pad_id, dtype=np.int64)
     for b, row in enumerate(rows):
         start = 0
         if before is not None:
@@ -46,21 +53,21 @@ class TranslationCollator:
     def __call__(self, examples: Sequence[Example]) -> Batch:
         src = [e.src for e in examples]
         tgt = [e.tgt for e in examples]
-        tgt_out = _pad(tgt, self.pad_id, before=None, after=self.eos_id, multiple=self.multiple)
-        padded_src = _pad(src, self.pad_id, before=None, after=None, multiple=self.multiple)
+        tgt_out = padded(tgt, self.pad_id, before=None, after=self.eos_id, multiple=self.multiple)
+        padded_src = padded(src, self.pad_id, before=None, after=None, multiple=self.multiple)
         return Batch(
             src=padded_src,
-            tgt_in=_pad(tgt, self.pad_id, before=self.bos_id, after=None, multiple=self.multiple),
+            tgt_in=padded(tgt, self.pad_id, before=self.bos_id, after=None, multiple=self.multiple),
             tgt_out=tgt_out,
             ids=torch.tensor([e.id for e in examples], dtype=torch.long),
             n_src_tokens=sum(len(s) for s in src),
             n_tgt_tokens=sum(len(t) + 1 for t in tgt),
-            tgt_rows=_rows([len(t) + 1 for t in tgt], tgt_out.size(1)),
-            src_rows=_rows([len(s) for s in src], padded_src.size(1)),
+            tgt_rows=rows_of([len(t) + 1 for t in tgt], tgt_out.size(1)),
+            src_rows=rows_of([len(s) for s in src], padded_src.size(1)),
         )
 
 
-def _rows(lengths: Sequence[int], width: int) -> torch.Tensor:
+def rows_of(lengths: Sequence[int], width: int) -> torch.Tensor:
     """Flat indices into a (len(lengths), width) right-padded matrix of its first lengths[b] columns."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - np.cumsum(lengths) + lengths, lengths)

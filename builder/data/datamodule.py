@@ -24,6 +24,7 @@ from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader
 
+from aiayn.builder.data.buckets import BucketShape, StaticCollator, bucket_shapes, bucket_widths
 from aiayn.builder.data.cache import encode_cached
 from aiayn.builder.data.collate import Batch
 from aiayn.builder.data.corpus import count_parallel, filter_by_length, sampled_lines
@@ -35,6 +36,7 @@ from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir
+from aiayn.schemas.data import StaticShapesSpec
 
 SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
 
@@ -77,6 +79,7 @@ class TranslationDataModule(LightningDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         pad_to_multiple: int = 1,
+        static_shapes: StaticShapesSpec | None = None,
     ) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
@@ -93,6 +96,8 @@ class TranslationDataModule(LightningDataModule):
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.min_len, self.seed = max_len, min_len, seed
         self.options = loader_options(num_workers, pin_memory, pad_to_multiple)
+        self.pad_to_multiple, self.static_shapes = pad_to_multiple, static_shapes
+        self.shapes: tuple[BucketShape, ...] = ()  # the training batches' shapes, under static_shapes
 
         self.src_tokenizer: Tokenizer | None = None
         self.tgt_tokenizer: Tokenizer | None = None
@@ -209,11 +214,23 @@ class TranslationDataModule(LightningDataModule):
     def train_dataloader(self) -> "TrainLoader":
         ds = self._dataset("train")
         world, rank = self._world()
+        static, buckets = self.static_shapes, None
+        src, tgt = ds.src_lengths, ds.tgt_lengths + 1
+        if static is not None:
+            buckets = bucket_widths(
+                np.maximum(src, tgt), num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=self.pad_to_multiple
+            )  # fmt: skip
         sampler = TokenBatchSampler(
-            ds.src_lengths, ds.tgt_lengths + 1, max_tokens=self.max_tokens, shuffle=True,
-            seed=self.seed, num_replicas=world, rank=rank,
+            src, tgt, max_tokens=self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank, buckets=buckets
         )  # fmt: skip
-        self._train_loader = TrainLoader(ds, sampler, global_step=lambda: self.trainer.global_step if self.trainer else -1, **self.options)
+        options = self.options
+        if static is not None and buckets is not None:
+            self.shapes = bucket_shapes(sampler.batches, src, tgt, buckets, self.max_tokens, packed=static.packed)
+            options = {**options, "collate_fn": StaticCollator(self.shapes, pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)}
+            say("static shapes: batches (rows x width; packed source, target tokens) " + ", ".join(
+                f"{s.rows}x{s.width} ({s.src_tokens}, {s.tgt_tokens})" for s in self.shapes
+            ))  # fmt: skip
+        self._train_loader = TrainLoader(ds, sampler, global_step=lambda: self.trainer.global_step if self.trainer else -1, **options)
         return self._train_loader
 
     def val_dataloader(self) -> DataLoader:

@@ -10,6 +10,9 @@ How the batches are made (once, from `seed`; only their order changes per epoch)
      batch with the most examples is halved (halves stay within budget), so every rank gets the
      same number of batches and every example is seen exactly once per epoch. Only when no batch
      has two examples left (fewer examples than ranks, say) are the first batches repeated.
+With `buckets` (widths, data.static_shapes: builder/data/buckets.py) steps 2 and 3 put each
+pair in the first bucket as wide as it and cut each bucket into batches of max_tokens // width
+pairs, keeping step 1's order.
 Per epoch the batch order is shuffled with `seed + epoch`; rank r takes batches r, r + R, ...
 Without `shuffle` (evaluation) the batches stay in length order; `Batch.ids` restores input order.
 
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Sampler
 
+from aiayn.builder.data.buckets import bucket_batches
 from aiayn.builder.errors import UserError
 
 
@@ -88,6 +92,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         bucket_size: int | None = None,
+        buckets: Sequence[int] | None = None,
     ) -> None:
         src = np.asarray(src_lengths, dtype=np.int64)
         tgt = np.asarray(tgt_lengths, dtype=np.int64)
@@ -103,6 +108,7 @@ class TokenBatchSampler(Sampler[list[int]]):
             raise ValueError(f"bucket_size must be positive or None, got {bucket_size}")
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.bucket_size = num_replicas, rank, bucket_size
+        self.buckets = None if buckets is None else [int(w) for w in buckets]
         self.num_examples = len(src)
         self.batches = even_out(self._pack(src, tgt), num_replicas)  # all ranks' batches
         self.epoch = 0
@@ -114,6 +120,8 @@ class TokenBatchSampler(Sampler[list[int]]):
             order = np.random.default_rng(self.seed).permutation(len(src))
         else:
             order = np.arange(len(src))
+        if self.buckets is not None:
+            return bucket_batches(order, np.maximum(src, tgt), self.buckets, self.max_tokens)
         step = self.bucket_size or len(src)
         batches = []
         for start in range(0, len(order), step):
@@ -183,4 +191,5 @@ class TokenBatchSampler(Sampler[list[int]]):
             "max_tokens": self.max_tokens,
             "seed": self.seed,
             "num_replicas": self.num_replicas,
+            **({"buckets": self.buckets} if self.buckets is not None else {}),
         }

@@ -78,6 +78,7 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
         num_workers=(2 if on_gpu else 0) if data.num_workers == "auto" else data.num_workers,
         pin_memory=on_gpu,
         pad_to_multiple=data.pad_to_multiple,
+        static_shapes=data.static_shapes,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

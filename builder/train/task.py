@@ -9,6 +9,7 @@ import torch
 from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
 from aiayn.builder.train.board import PPL
+from aiayn.builder.train.compiled import CUDA_GRAPH_MODES, CompiledAdam, StaticStepLoss, compile_mode
 from aiayn.builder.train.schedule import noam_lr
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -27,9 +28,8 @@ class TranslationTask(L.LightningModule):
         self.model = build_model(self.spec.model)
         self.criterion = smoothed_nll_chunked
         self.fused = self.spec.train.fused_output_loss  # projection and loss together (projected_loss.py)
-        if self.spec.train.compile:
-            self.model.compile(dynamic=True)  # in place: the state_dict keeps its names
-            self.criterion = torch.compile(smoothed_nll_fusable, dynamic=True)  # fused: no (N, V) fp32 pass
+        self.compiled_loss: StaticStepLoss | None = None  # the training step's loss under static shapes
+        self.compile_options: dict[str, Any] | None = None  # how train.compile compiled, once it has
         self.tokens_seen = 0  # source + target, this process, this session
         self.step_lr: float | None = None  # the learning rate of the newest optimizer step
         self._window: tuple[torch.Tensor | None, int] = (None, 0)  # training loss sum (on the device), target tokens
@@ -38,10 +38,35 @@ class TranslationTask(L.LightningModule):
         self.validated_at: int | None = None  # the global step of the last validation
         self._step_start: tuple[int, torch.Tensor] | None = None  # (global step, RNG state) where the step began
 
+    # ---- compiling (train.compile, builder/train/compiled.py) ---------------------------------
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit":
+            self.compile_for(self.trainer.strategy.root_device, say=self.trainer.is_global_zero)
+
+    def compile_for(self, device: torch.device, *, say: bool = True, **options: Any) -> None:
+        """Compiles as train.compile says, for a run on `device` (once); `options` go to
+        torch.compile (a test's backend)."""
+        mode, note = compile_mode(self.spec.train.compile, device)
+        if mode is None or self.compile_options is not None:
+            return
+        if note and say:
+            print(note, flush=True)
+        self.compile_options = options or {"mode": mode}
+        if self.spec.data.static_shapes is None:
+            self.model.compile(dynamic=True, **self.compile_options)  # in place: the state_dict keeps its names
+            self.criterion = torch.compile(smoothed_nll_fusable, dynamic=True, **self.compile_options)  # no (N, V) fp32 pass
+            return
+        eps = self.spec.train.label_smoothing
+        self.compiled_loss = StaticStepLoss(self.model, eps=eps, pad_id=PAD_ID, fused=self.fused, **self.compile_options)
+
     # ---- training --------------------------------------------------------------------------
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused)
+        if self.compiled_loss is not None:
+            loss, nll, _ = self.compiled_loss(batch)
+        else:
+            loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused)
         n = batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
         total, targets = self._window
@@ -77,10 +102,12 @@ class TranslationTask(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         adam, schedule = self.spec.train.optimizer, self.spec.train.lr_schedule
-        optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay,
-            fused=self.device.type in ("cpu", "cuda"),  # one kernel per step, not one per tensor
-        )
+        settings = dict(lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay)
+        options = self.compile_options or {}
+        if self.device.type == "cuda" and options.get("mode") in CUDA_GRAPH_MODES:  # the update replays as a graph too
+            optimizer: torch.optim.Optimizer = CompiledAdam(self.model.parameters(), compile_options=options, **settings)
+        else:  # fused: one kernel per step, not one per tensor
+            optimizer = torch.optim.Adam(self.model.parameters(), **settings, fused=self.device.type in ("cpu", "cuda"))
         d_model = self.spec.model.d_model
 
         def lr(step: int) -> float:  # LambdaLR counts from 0; eq. (3) from 1

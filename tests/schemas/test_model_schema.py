@@ -94,3 +94,23 @@ def test_each_variants_bad_input_names_its_yaml_path(overrides, message):
 
 def test_positional_none_is_short_for_its_type():
     assert load_experiment(BASE, ["model.positional=none"]).model.positional.type == "none"
+
+
+def test_static_shapes_and_cuda_graph_modes_are_checked():
+    assert error_of("train.compile=reduce-overhead").endswith(
+        "  train.compile: reduce-overhead records CUDA graphs, one for every batch shape; set data.static_shapes "
+        "(data.static_shapes.num_buckets=6, say) so that training batches take a few fixed shapes "
+        "(set on the command line: train.compile=reduce-overhead)"
+    )
+    assert error_of("data.static_shapes.bucket_boundaries=[20,10]").endswith(
+        "  data.static_shapes.bucket_boundaries: [20, 10] must be 1 to 7 widths in ascending order (with the longest "
+        "pair's, at most 8 shapes) (set on the command line: data.static_shapes.bucket_boundaries=[20,10])"
+    )
+    assert "data.static_shapes.num_buckets: input should be less than or equal to 8" in error_of("data.static_shapes.num_buckets=9")
+    assert error_of("train.compile=reduce_overhead").endswith(
+        "  train.compile: 'reduce_overhead' is not true, false or one of torch.compile's modes default, reduce-overhead, "
+        "max-autotune, max-autotune-no-cudagraphs; did you mean 'reduce-overhead'? (set on the command line: train.compile=reduce_overhead)"
+    )
+    spec = load_experiment(BASE, ["train.compile=reduce-overhead", "data.static_shapes={num_buckets: 6}"])
+    assert (spec.train.compile, spec.data.static_shapes.num_buckets, spec.data.static_shapes.packed) == ("reduce-overhead", 6, True)
+    assert load_experiment(BASE, ["train.compile=true"]).train.compile is True

@@ -16,6 +16,7 @@ from aiayn.builder.data.spec import make_datamodule
 from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
+from aiayn.schemas.data import StaticShapesSpec
 from tests.conftest import EXPERIMENTS
 
 DEMO = (400, 50, 40)
@@ -217,6 +218,21 @@ def test_a_save_inside_a_step_resumes_at_that_step(tmp_path, stop):
     second = fit(make(tmp_path / "run"), max_steps=60, ckpt_path=ckpt)
     assert first.seen[: stop + 1] == reference.seen[: stop + 1]
     assert second.seen == reference.seen[stop:60]  # the step it was inside is taken again, then the rest
+
+
+def test_static_shapes_make_the_training_batches_of_a_few_shapes(tmp_path, capsys):
+    dm = make(tmp_path / "run", static_shapes=StaticShapesSpec(num_buckets=3), max_tokens=300)
+    dm.setup("fit")
+    batches = list(dm.train_dataloader())
+    assert sorted(i for b in batches for i in b.ids.tolist() if i >= 0) == list(range(400))
+    assert {tuple(b.src.shape) for b in batches} == {s.shape for s in dm.shapes} and len(dm.shapes) == 3
+    assert {len(b.tgt_rows) for b in batches} == {s.tgt_tokens for s in dm.shapes}
+    assert all(b.src.numel() <= 300 for b in batches)
+    printed = capsys.readouterr().out.splitlines()[-1]
+    assert printed == "static shapes: batches (rows x width; packed source, target tokens) " + ", ".join(
+        f"{s.rows}x{s.width} ({s.src_tokens}, {s.tgt_tokens})" for s in dm.shapes
+    )
+    assert {tuple(b.src.shape) for b in dm.val_dataloader()} != {s.shape for s in dm.shapes}  # evaluation as always
 
 
 def fake_trainer(world_size: int, rank: int) -> SimpleNamespace:
