@@ -59,10 +59,11 @@ PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10"
 EPS = 0.1
 
 
-def batches(preset: dict, n: int, seed: int = 0, num_buckets: int | None = None) -> list[Batch]:
+def batches(preset: dict, n: int, seed: int = 0, num_buckets: int | None = None, packed: bool = True) -> list[Batch]:
     """`n` training batches as `aiayn train` makes them: a corpus of random sentences (lengths
     uniform in [length/2, 3 length/2]) packed by the token-budget sampler (~tokens per side);
-    with `num_buckets`, as data.static_shapes makes them (at least one batch of each shape)."""
+    with `num_buckets`, as data.static_shapes makes them (at least one batch of each shape; `packed`
+    false: the encoder and decoder compute every position)."""
     rng = np.random.default_rng(seed)
     lo, hi, vocab = preset["length"] // 2, 3 * preset["length"] // 2, preset["vocab"]
     pairs = 40 * preset["tokens"] // preset["length"]
@@ -73,7 +74,7 @@ def batches(preset: dict, n: int, seed: int = 0, num_buckets: int | None = None)
     else:
         widths = bucket_widths(np.maximum(src, tgt + 1), num_buckets=num_buckets, boundaries=None)
         sampler = TokenBatchSampler(src, tgt + 1, max_tokens=preset["tokens"], seed=seed, buckets=widths)
-        collate = StaticCollator(bucket_shapes(sampler.batches, src, tgt + 1, widths, preset["tokens"], packed=True), pad_id=PAD, bos_id=BOS, eos_id=EOS)
+        collate = StaticCollator(bucket_shapes(sampler.batches, src, tgt + 1, widths, preset["tokens"], packed=packed), pad_id=PAD, bos_id=BOS, eos_id=EOS)
         every = list(sampler)
         first = {int(bucket_of(np.asarray([max(src[b].max(), tgt[b].max() + 1)]), widths)[0]): b for b in reversed(every)}
         chosen = [*first.values(), *every][: max(n, len(first))]  # each shape, then the epoch's order
@@ -289,7 +290,7 @@ def contenders(preset: dict, args: argparse.Namespace, device: torch.device) -> 
 def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
     preset = PRESETS[args.preset]
     bf16 = device.type == "cuda" and not args.fp32
-    data = [to_device(b, device) for b in batches(preset, 8, num_buckets=args.static_shapes)]
+    data = [to_device(b, device) for b in batches(preset, 8, num_buckets=args.static_shapes, packed=not args.every_position)]
     tokens = statistics.fmean(b.n_src_tokens + b.n_tgt_tokens for b in data)
     peak = peak_tflops(device)
     steps, flops, memory = {}, {}, {}
@@ -337,6 +338,7 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="add aiayn compiled (torch.compile)")
     p.add_argument("--static", action="store_true", help="compile with dynamic=False (default: dynamic=True, as train.compile)")
     p.add_argument("--static-shapes", type=int, metavar="BUCKETS", help="batches of data.static_shapes with this many buckets")
+    p.add_argument("--every-position", action="store_true", help="with --static-shapes: data.static_shapes.packed false")
     p.add_argument("--mode", default="default", help="torch.compile's mode for --compile (train.compile's value)")
     p.add_argument("--no-marian", action="store_true")
     p.add_argument("--pipeline", action="store_true", help="aiayn train end to end against its raw step")

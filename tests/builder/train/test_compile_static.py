@@ -68,6 +68,24 @@ def test_no_compilation_after_warm_up_over_a_whole_epoch():
     assert int(compiled[2]) == batches[0].n_tgt_tokens == int(eager[2])
 
 
+def test_the_fused_output_loss_compiles_into_the_static_step():
+    shapes = bucket_shapes([[0, 1, 2]], SRC, TGT, [40, 70], 640, packed=True)
+    batch = StaticCollator(shapes, pad_id=PAD, bos_id=BOS, eos_id=EOS)(_examples([0, 1, 2]))
+    model = tiny_model(dropout=0.0, tied=False)  # with the projection's bias
+    backend = Counting()
+    results = []
+    for step in (StaticStepLoss(model, eps=0.1, pad_id=PAD, fused=True, backend=backend), None):
+        loss, nll, count = step(batch) if step else batch_loss(model, batch, eps=0.1, pad_id=PAD, fused=True)
+        (loss + nll).backward()
+        results.append((loss.detach(), int(count), torch.cat([p.grad.flatten() for p in model.parameters()])))
+        model.zero_grad(set_to_none=True)
+    assert backend.graphs == 1  # train.fused_output_loss's autograd.Function inside the one graph
+    (loss_c, count_c, grads_c), (loss_e, count_e, grads_e) = results
+    assert count_c == count_e == batch.n_tgt_tokens
+    torch.testing.assert_close(loss_c, loss_e, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(grads_c, grads_e, rtol=1e-5, atol=1e-6)
+
+
 def test_reduce_overhead_compiles_as_default_on_a_cpu():
     assert compile_mode(False, torch.device("cpu")) == (None, None)
     assert compile_mode(True, torch.device("cpu")) == ("default", None)
