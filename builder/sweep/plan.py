@@ -71,7 +71,7 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
         if not sep or not DOTLIST_KEY.match(key):
             raise UserError(f"override {SWEEP_PREFIX}{item!r} is not {SWEEP_PREFIX}KEY=VALUE, e.g. sweep.launcher.parallel=2")
         try:  # replace, not merge: `sweep.grid={}` empties the grid
-            OmegaConf.update(config, key, OmegaConf.from_dotlist([f"value={item.partition('=')[2]}"]).value, merge=False)
+            _set(config, key, OmegaConf.from_dotlist([f"value={item.partition('=')[2]}"]).value, item)
         except (OmegaConfBaseException, yaml.YAMLError) as e:
             raise UserError(f"override {SWEEP_PREFIX}{item}: {first_line(e)}") from None
     try:
@@ -84,6 +84,31 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
         lines = [f"  {line}" for line in format_validation_error(e, root=SweepSpec)]
         noun = "error" if len(lines) == 1 else "errors"
         raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
+
+
+def _set(config: DictConfig, key: str, value: Any, item: str) -> None:
+    """Sets `key` of the sweep file to `value`. The searched params' names are dotted keys of the
+    experiment: `search.params.train.lr_schedule.factor.low` is the key `low` of the param
+    `train.lr_schedule.factor` (`...factor={...}` the whole param); a param the file does not
+    search yet is a message."""
+    prefix = "search.params."
+    if not key.startswith(prefix):
+        OmegaConf.update(config, key, value, merge=False)
+        return
+    params = OmegaConf.select(config, "search.params")
+    rest, known = key.removeprefix(prefix), [str(k) for k in params.keys()] if isinstance(params, DictConfig) else []
+    for name in sorted(known, key=len, reverse=True):  # the longest first: `a.b` before `a`
+        if rest == name:
+            params[name] = value
+            return
+        if rest.startswith(f"{name}."):
+            OmegaConf.update(params[name], rest.removeprefix(f"{name}."), value, merge=False)
+            return
+    raise UserError(
+        f"override {SWEEP_PREFIX}{item}: a searched parameter's name is a dotted key of the experiment, so an override "
+        f"can set only those the sweep file searches ({', '.join(known) or 'none'}), as {SWEEP_PREFIX}{prefix}NAME.low=... "
+        "or NAME={...}; add a new one in the file"
+    )
 
 
 def _read(path: Path) -> DictConfig:

@@ -2,7 +2,10 @@
 
 import pytest
 
+from aiayn.builder.errors import UserError
+from aiayn.builder.sweep.plan import load_sweep
 from aiayn.schemas.search import SearchSpec
+from tests.conftest import EXPERIMENTS
 from tests.schemas.test_sweep_schema import field_error, sweep
 
 FACTOR = {"train.lr_schedule.factor": {"type": "float", "low": 0.25, "high": 4.0, "log": True}}
@@ -72,3 +75,20 @@ def test_a_search_that_cannot_run_is_a_message_before_anything_runs(tmp_path, ca
     assert main(["sweep", str(path), "--dry-run", "--runs", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == f"aiayn sweep: error: {path}: {message}\n"
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_command_line_sets_a_searched_parameter_by_its_dotted_name():
+    path = EXPERIMENTS / "demo.search.sweep.yaml"
+    params = load_sweep(path, [
+        "search.params.train.lr_schedule.factor.low=0.5",
+        "search.params.train.lr_schedule.warmup_steps={type: int, low: 40, high: 80, step: 20}",
+    ]).search.params  # fmt: skip
+    assert (params["train.lr_schedule.factor"].low, params["train.lr_schedule.factor"].high) == (0.5, 2.0)
+    assert (params["train.lr_schedule.warmup_steps"].low, params["train.lr_schedule.warmup_steps"].high) == (40, 80)
+    with pytest.raises(UserError) as info:
+        load_sweep(path, ["search.params.train.lr_schedule.warmup.low=3"])
+    assert str(info.value) == (
+        "override sweep.search.params.train.lr_schedule.warmup.low=3: a searched parameter's name is a dotted key of "
+        "the experiment, so an override can set only those the sweep file searches (train.lr_schedule.factor, "
+        "train.lr_schedule.warmup_steps), as sweep.search.params.NAME.low=... or NAME={...}; add a new one in the file"
+    )
