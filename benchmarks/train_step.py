@@ -6,6 +6,7 @@ Hugging Face's MarianMTModel at the same sizes, in one process, on the same batc
     python benchmarks/train_step.py --preset multi30k --compile --static-shapes 6 --mode reduce-overhead
         # batches of data.static_shapes (6 buckets), compiled as train.compile=reduce-overhead then compiles them
     python benchmarks/train_step.py --pipeline --preset multi30k   # `aiayn train` vs its raw step
+    python benchmarks/train_step.py --preset base --profile 15   # + torch.profiler's top 15 kernels of aiayn's step
 
 Every model gets one shared, scaled embedding matrix tied to the output projection, sinusoidal
 positions, post-norm layers with ReLU, dropout 0.1, Adam(0.9, 0.98, 1e-9), and label smoothing
@@ -320,11 +321,30 @@ def raw_steps(args: argparse.Namespace, device: torch.device) -> None:
         mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"
         mem = f"{memory:.1f}" if memory is not None else "-"
         print(f"| {name} | {ms:.1f} | {tokens / (ms / 1000):,.0f} | {tflops:.3g} | {mfu} | {mem} | {base_ms / ms:.2f}x |")
+    if args.profile:
+        name = "aiayn compiled" if args.compile else "aiayn eager"
+        profile(next(step for n, step in steps.items() if n.startswith(name)), data, device, args.profile)
     if args.compile:
         how = f"static shapes, {args.static_shapes} buckets" if args.static_shapes else f"dynamic={not args.static}"
         print(f"aiayn compiled ({how}): {len({shapes(b) for b in data})} distinct batch shapes over {len(data)} batches; "
               f"recompilations after the first compilation: {compiled_in_warmup} in the warm-up ({warmup} steps), "
               f"{recompiles.count - compiled_in_warmup} in the {args.steps} timed steps")  # fmt: skip
+
+
+def profile(step: Callable[[Batch], None], data: list[Batch], device: torch.device, top: int) -> None:
+    """torch.profiler over 4 steps: the `top` kernels (CUDA) or operators (CPU) by their own time,
+    what the step's time goes to."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device.type == "cuda" else [])]
+    with profiler(activities=activities) as prof:
+        for i in range(4):
+            step(data[i % len(data)])
+        sync(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(f"torch.profiler, 4 steps, by {key}:")
+    print(prof.key_averages().table(sort_by=key, row_limit=top, max_name_column_width=60))
 
 
 def main() -> None:
@@ -340,6 +360,7 @@ def main() -> None:
     p.add_argument("--static-shapes", type=int, metavar="BUCKETS", help="batches of data.static_shapes with this many buckets")
     p.add_argument("--every-position", action="store_true", help="with --static-shapes: data.static_shapes.packed false")
     p.add_argument("--mode", default="default", help="torch.compile's mode for --compile (train.compile's value)")
+    p.add_argument("--profile", type=int, metavar="TOP", help="profile aiayn's step (compiled where --compile): the TOP kernels")
     p.add_argument("--no-marian", action="store_true")
     p.add_argument("--pipeline", action="store_true", help="aiayn train end to end against its raw step")
     args = p.parse_args()

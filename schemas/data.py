@@ -27,7 +27,7 @@ class StaticShapesSpec(Spec):
 
     num_buckets: PositiveInt = Field(default=6, le=8)  # at most 8: torch.compile keeps 8 graphs of a function
     # the buckets' widths, ascending; a last bucket as wide as the longest pair is added when
-    # it is longer. None: num_buckets quantiles of the training pairs' lengths
+    # it is longer. None: the num_buckets widths that pad the training pairs least
     bucket_boundaries: list[PositiveInt] | None = None
     # true: each bucket's encoder and decoder compute the most tokens any of its batches holds
     # (rounded up to a multiple of 8); false: every position of the (rows, width) batch

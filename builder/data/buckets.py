@@ -3,8 +3,8 @@ that a compiled step is compiled once per shape and CUDA graphs replay.
 
 tf.data's bucket_by_sequence_length(pad_to_bucket_boundary=True), with a fixed row count:
   - a pair's width is its longer side (the target counted with its <s> or </s>); it goes to the
-    first bucket at least that wide (`bucket_widths`: quantiles of the training widths, or the
-    YAML's boundaries, and the longest pair's width last);
+    first bucket at least that wide (`bucket_widths`: the widths that pad the training pairs
+    least, or the YAML's boundaries; the longest pair's width last);
   - a bucket of width w makes batches of max_tokens // w pairs in the sampler's shuffled order
     (`bucket_batches`), so a batch's padded size stays within max_tokens as without buckets;
   - `StaticCollator` pads every batch to its bucket's (rows, w): a bucket's last batch gets filler

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The measurements issue 23 asks of a GPU, in calls that each fit the device tool's 10 minutes.
+# On the GPU machine, from the project's root (bash ../shared/gpu/prepare.sh first, here):
+#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh steps          # train_step.py: base and multi30k, eager, compiled, profile
+#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh static         # multi30k: static shapes + CUDA graphs, raw and end to end
+#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh base-default   # multi30k/base.yaml as shipped: train, evaluate test2016
+#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh base-fast      # the same with static shapes + reduce-overhead (same seed)
+#   ... tiny-default, tiny-fast: multi30k/tiny.yaml (the literature's 41.02 lowercased BLEU)
+# Each writes under $OUT (default ./gpu-out): one log per command, times.txt, results-<label>.json;
+# the runs go to /tmp/runs.
+set -uo pipefail
+out=$(realpath -m "${OUT:-gpu-out}")
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+fast=(data.static_shapes.num_buckets=6 train.compile=reduce-overhead)
+
+step() {  # name, command...: the command's output in $out/<name>.log, its exit code and wall time in $out/times.txt
+    local name=$1 start=$SECONDS; shift
+    "$@" > "$out/$name.log" 2>&1
+    echo "$name rc=$? $((SECONDS - start))s: $*" | tee -a "$out/times.txt"
+}
+
+recipe() {  # experiment, label, overrides...: train, then evaluate test2016 (sacreBLEU and lowercased BLEU)
+    local experiment=$1 label=$2; shift 2
+    step "train-$label" aiayn train "$experiment" "$@" --runs "/tmp/runs/$label"
+    local run
+    run=$(ls -d /tmp/runs/"$label"/*/version_* | tail -1)
+    step "evaluate-$label" aiayn evaluate "$run" --split test --lc-bleu --json
+    cp "$run/results.json" "$out/results-$label.json"
+}
+
+case ${1:-} in
+steps)  # about 5 minutes on an H100
+    cd benchmarks
+    step base-eager python3 train_step.py --preset base --steps 20 --warmup 5
+    step base-compiled python3 train_step.py --preset base --steps 20 --warmup 5 --compile --no-marian
+    step base-profile python3 train_step.py --preset base --steps 5 --warmup 3 --no-marian --profile 20
+    step m30k-compiled python3 train_step.py --preset multi30k --steps 30 --warmup 5 --compile --no-marian
+    step m30k-pipeline python3 train_step.py --pipeline --preset multi30k --steps 30 --warmup 10
+    ;;
+static)  # six shapes to compile, twice
+    cd benchmarks
+    step m30k-static-cudagraphs python3 train_step.py --preset multi30k --steps 30 --warmup 5 --compile --static-shapes 6 --mode reduce-overhead --no-marian
+    step m30k-pipeline-static python3 train_step.py --pipeline --preset multi30k --steps 30 --warmup 10 --compile --static-shapes 6 --mode reduce-overhead
+    ;;
+base-default) recipe experiments/multi30k/base.yaml base-default ;;
+base-fast) recipe experiments/multi30k/base.yaml base-fast "${fast[@]}" ;;
+tiny-default) recipe experiments/multi30k/tiny.yaml tiny-default ;;
+tiny-fast) recipe experiments/multi30k/tiny.yaml tiny-fast "${fast[@]}" ;;
+*)
+    echo "usage: bash benchmarks/gpu_issue23.sh steps|static|base-default|base-fast|tiny-default|tiny-fast" >&2
+    exit 2
+    ;;
+esac
