@@ -114,7 +114,8 @@ class SlurmLauncherSpec(Spec):
     array_parallelism: PositiveInt | None = None  # at most this many trials running at once
     additional: dict[str, str | int | float | bool] = {}  # more #SBATCH options, e.g. {account: nlp}
     setup: tuple[str, ...] = ()  # shell lines run before the trial, e.g. "module load cuda"
-    signal_delay_s: PositiveInt = 120  # --signal=USR1@this: the time a save before the time limit may take
+    # --signal=USR1@this: time for the step (and a validation) under way to end, and the save after it
+    signal_delay_s: PositiveInt = 120
 
     @property
     def tasks(self) -> int:

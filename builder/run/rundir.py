@@ -5,7 +5,8 @@ its file names and of how they are written (atomically, see atomic.py).
     config.diff.yaml     what it changes in the experiment it extends
     tokenizer.json       the shared BPE (or tokenizer.src.json and tokenizer.tgt.json)
     checkpoints/         last.ckpt and step<N>.ckpt (the last K kept); averaged.ckpt;
-                         hpc_ckpt_<n>.ckpt: Lightning's save when SLURM signals the time limit
+                         hpc_ckpt_<n>.ckpt: Lightning's own save at SLURM's time-limit signal
+                         (runs of aiayn before requeue.py, or a Trainer of your own)
     data/                the demo corpus, when the experiment trains on it
     status.json          running, interrupted, failed or finished
     translations/        valid.hyp and valid.ref: what results.json's BLEU scored, line by line
@@ -93,8 +94,9 @@ class RunDir:
 
     @property
     def resume_checkpoint(self) -> Path:
-        """What a resume continues from: Lightning's newest hpc_ckpt_<n>.ckpt (saved when SLURM
-        signalled the job before its time limit; a later step checkpoint removes it), else last.ckpt."""
+        """What a resume continues from: Lightning's newest hpc_ckpt_<n>.ckpt (its own save when
+        SLURM signals a job before its time limit, which aiayn's trainer now leaves to
+        builder/train/requeue.py; a later step checkpoint removes it), else last.ckpt."""
         return (self.hpc_checkpoints() or [self.last_checkpoint])[-1]
 
     def hpc_checkpoints(self) -> list[Path]:

@@ -177,8 +177,8 @@ def launch_slurm(
     jobs: Sequence[Job], launcher: SlurmLauncherSpec, folder: Path, on_done: Done, *, name: str, on_submit: Callable[[Job, str], None] | None = None
 ) -> None:
     """One job array, a task per trial, submitted through submitit and waited for. Each job is
-    requeueable and signalled (USR1) signal_delay_s before its time limit, when Lightning's SLURM
-    environment saves the trial and requeues it."""
+    requeueable and signalled (USR1) signal_delay_s before its time limit, when the trial saves its
+    step and requeues its job (builder/train/requeue.py)."""
     import submitit
 
     check(launcher)

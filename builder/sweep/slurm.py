@@ -86,9 +86,9 @@ def _call(argv: list[str]) -> str | None:
 def slurm_task() -> Iterator[threading.Event | None]:
     """Inside a SLURM job's task (submitit's process, its main thread), around the trial's process.
 
-    The signal that comes before the time limit (USR1) is the trial's: Lightning's SLURM
-    environment saves and requeues the job. This process must outlive it, so it takes USR1 with
-    a Python handler (an exec resets that to the default, so the trial installs Lightning's).
+    The signal that comes before the time limit (USR1) is the trial's: it saves its step and
+    requeues the job (builder/train/requeue.py). This process must outlive it, so it takes USR1
+    with a Python handler (an exec resets that to the default, so the trial installs its own).
     A SIGTERM means SLURM ends this job (scancel, or a requeue): the event is set, so that the
     trial's interruption is not reported as its result."""
     if "SLURM_JOB_ID" not in os.environ or threading.current_thread() is not threading.main_thread():

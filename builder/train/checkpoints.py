@@ -6,8 +6,8 @@ Lightning's ModelCheckpoint keeps the newest by monitoring `step`, and a monitor
 that falls on an epoch's last batch waits for the next validation: with short epochs its files
 landed on the validation steps (15, 30 for an interval of 10), and the final step had none. This
 callback saves right after the optimizer step that is due, on every rank (a save is collective);
-rank 0 copies it to last.ckpt and prunes (Lightning's hpc_ckpt_<n>.ckpt too, which a SLURM job
-saves when signalled before its time limit and resumes from).
+rank 0 copies it to last.ckpt and prunes (Lightning's hpc_ckpt_<n>.ckpt too, which its own SLURM
+auto-requeue saves when signalled before a time limit; requeue.py saves a step file instead).
 """
 
 import shutil

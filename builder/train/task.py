@@ -136,7 +136,7 @@ class TranslationTask(L.LightningModule):
     # ---- exact resume: the RNG streams (dropout) continue where they stopped -----------------
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # inside an optimizer step (Lightning's save at SLURM's time-limit signal), the state where it began
+        # inside an optimizer step (Lightning's own save at SLURM's time-limit signal), the state where it began
         inside = self._step_start is not None and self._step_start[0] == self.global_step
         checkpoint["rng"] = {"torch": self._step_start[1] if inside else torch.get_rng_state()}  # type: ignore[index]
 

@@ -13,6 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator, MPSAccelerator
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn.builder.errors import UserError
@@ -22,6 +23,7 @@ from aiayn.builder.train.board import Board
 from aiayn.builder.train.callbacks import ValidationTranslations
 from aiayn.builder.train.checkpoints import StepCheckpoints
 from aiayn.builder.train.progress import ConsoleProgress
+from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.trainer import TrainerSpec
 
@@ -112,6 +114,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
     )
     checkpoints = StepCheckpoints(run, every_n_train_steps=ckpt.every_n_train_steps, every_n_minutes=ckpt.minutes, keep_last=ckpt.keep_last)
+    slurm = in_slurm_job()
     trainer = L.Trainer(
         **t.model_dump(exclude={"val_check_interval"}),  # Lightning's own arguments, by their names
         # Lightning counts val_check_interval in batches; the experiment counts optimizer steps
@@ -121,9 +124,13 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         check_val_every_n_epoch=None,
         logger=logger,
         enable_checkpointing=False,  # no ModelCheckpoint: StepCheckpoints writes them
-        callbacks=[checkpoints, ValidationTranslations(), *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks],
-        plugins=[AtomicCheckpointIO()],
-        default_root_dir=str(run.checkpoints),  # where Lightning's SLURM auto-requeue saves hpc_ckpt_<n>.ckpt
+        callbacks=[
+            checkpoints, *([RequeueAtStepEnd(checkpoints)] if slurm else []), ValidationTranslations(),
+            *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks,
+        ],  # fmt: skip
+        # in a SLURM job, RequeueAtStepEnd saves and requeues before the time limit, not Lightning
+        plugins=[AtomicCheckpointIO(), *([SLURMEnvironment(auto_requeue=False)] if slurm else [])],
+        default_root_dir=str(run.checkpoints),
         use_distributed_sampler=False,  # our token-batch sampler splits batches across ranks itself
     )
     check_launch(trainer)

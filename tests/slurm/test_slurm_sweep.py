@@ -1,7 +1,7 @@
 """Sweeps through a real SLURM (tests/slurm/cluster.py: munged, slurmctld and slurmd on this
 machine, no accounting database): one job array, array_parallelism, scancel, scontrol requeue,
-the time-limit signal, and a 2-task job training one run with DDP through Lightning's SLURM
-environment."""
+the time-limit signal (a step checkpoint, a requeue: bit for bit the run without a limit), and a
+2-task job training one run with DDP through Lightning's SLURM environment."""
 
 import json
 import subprocess
@@ -137,8 +137,8 @@ def test_a_requeued_trial_continues_from_its_checkpoint_to_the_same_parameters(t
 
 def test_a_trial_signalled_before_its_time_limit_saves_requeues_itself_and_finishes(tmp_path, cluster):
     # a 1-minute limit, signalled 30 s before it (slurmctld may send it up to ~15 s early); about
-    # 30 s of training, with no step checkpoint before the last step: only Lightning's save before
-    # the limit (hpc_ckpt_<n>.ckpt) lets the requeued job go on from where it was
+    # 30 s of training, with no step checkpoint due before the last step: only the save at the
+    # end of the step the signal lands in lets the requeued job go on from where it was
     launcher = "{type: slurm, gpus_per_node: 0, cpus_per_task: 1, timeout_min: 1, signal_delay_s: 30}"
     code, out, err = finish(
         start_sweep(
@@ -157,12 +157,25 @@ def test_a_trial_signalled_before_its_time_limit_saves_requeues_itself_and_finis
     run = run_dir(tmp_path, "limited-seed1")
     sessions = json.loads((run / "results.json").read_text())["sessions"]
     assert len(sessions) >= 2 and all(s["started_at_step"] > 0 for s in sessions[1:]), sessions
-    # each went on from its save at the signal: after where the one before started, at or before
-    # where it stopped (the requeue's SIGTERM comes a step or so after the save)
+    # each went on from the step its predecessor saved at the signal (training went on until the
+    # requeue's SIGTERM), and that step's file is the one kept beside the final step's
     assert all(a["started_at_step"] < b["started_at_step"] <= a["ended_at_step"] for a, b in zip(sessions, sessions[1:])), (
         sessions
     )
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt", "step00000800.ckpt"]  # no hpc_ckpt left
+    saved = f"step{sessions[-1]['started_at_step']:08d}.ckpt"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt", saved, "step00000800.ckpt"]
+    # and the run is the one it would have been without the limit, bit for bit
+    env = {**cluster.env, "AIAYN_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    local = subprocess.run(
+        [sys.executable, "-m", "aiayn", "train", str(run / "config.yaml"), "--runs", str(tmp_path / "local")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stdout[-2000:] + local.stderr[-3000:]
+    limited = checkpoint_params(run / "checkpoints" / "last.ckpt")
+    unlimited = checkpoint_params(next((tmp_path / "local").rglob("last.ckpt")))
+    assert limited.keys() == unlimited.keys()
+    assert all(torch.equal(limited[k], unlimited[k]) for k in limited)
 
 
 def test_a_two_task_job_trains_one_run_with_ddp(tmp_path, cluster):

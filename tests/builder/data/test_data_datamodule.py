@@ -188,7 +188,8 @@ def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, sto
 
 class SaveInsideStep(L.Callback):
     """Saves a checkpoint inside optimizer step `step` + 1, between its forward and backward, as
-    Lightning's SLURM auto-requeue does when the time-limit signal lands there."""
+    Lightning's own SLURM auto-requeue does when the time-limit signal lands there (aiayn's
+    trainer saves at the step's end instead: builder/train/requeue.py)."""
 
     def __init__(self, step: int, path) -> None:
         self.step, self.path = step, path
