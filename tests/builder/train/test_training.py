@@ -82,9 +82,10 @@ def check_results_equal_evaluate_on_the_validation_split(run: Path, results: dic
     assert round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2) == results["bleu"]
 
 
-def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("static", [[], ["data.static_shapes.num_buckets=3"]], ids=["dynamic", "static_shapes"])
+def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, static):
     monkeypatch.chdir(tmp_path)
-    common = tiny(tmp_path, "trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=3")
+    common = tiny(tmp_path, "trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=3", *static)
     assert main(["train", DEMO, *common, "trainer.max_steps=6", "--runs", "straight"]) == 0
     assert main(["train", DEMO, *common, "trainer.max_steps=3", "--runs", "split"]) == 0
     split = tmp_path / "split" / "demo" / "version_0"
