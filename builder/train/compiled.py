@@ -46,7 +46,10 @@ class StaticStepLoss:
         self.compiled = torch.compile(step_loss, dynamic=False, **compile_options)
 
     def __call__(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
-        return self.compiled(batch.src, batch.tgt_in, batch.tgt_out, batch.tgt_rows, batch.src_rows)
+        loss, nll, count = self.compiled(batch.src, batch.tgt_in, batch.tgt_out, batch.tgt_rows, batch.src_rows)
+        # a CUDA graph's outputs live in its memory pool and its next replay writes over them;
+        # the task keeps the loss across steps (the logged window's sum): three scalars copied
+        return loss.clone(), nll.clone(), count.clone()
 
 
 class CompiledAdam(torch.optim.Adam):
