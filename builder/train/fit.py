@@ -6,7 +6,9 @@
 
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +32,7 @@ from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
 from aiayn.builder.train.checks import check_memory, check_resumable
 from aiayn.builder.train.pruning import Pruning
+from aiayn.builder.train.requeue import SIGNAL, in_slurm_job
 from aiayn.builder.train.task import TranslationTask
 from aiayn.builder.train.threads import busy_note, cpu_threads
 from aiayn.builder.train.trainer import batching, build_trainer
@@ -105,7 +108,8 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
         sessions.end("pruned" if pruned else "interrupted", trainer.global_step, wall)  # a pruned trial has its checkpoint
         return None
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
-    return _finalise(spec, run, trainer, task, data, sessions, wall)
+    with _time_limit_signal_ignored():  # the evaluation may still end before the limit
+        return _finalise(spec, run, trainer, task, data, sessions, wall)
 
 
 class Sessions:
@@ -217,6 +221,20 @@ def _recording_failures(run: RunDir, trainer: L.Trainer, sessions: Sessions, *, 
         if zero:
             sessions.end("failed", trainer.global_step, time.perf_counter() - start, error=f"{type(e).__name__}: {e}")
         raise
+
+
+@contextmanager
+def _time_limit_signal_ignored() -> Iterator[None]:
+    """In a SLURM task, the time-limit signal (USR1) after training is ignored, not fatal (its
+    default action): the final evaluation goes on, and the time limit, if it comes first, ends it."""
+    if not in_slurm_job() or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(SIGNAL, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(SIGNAL, previous)
 
 
 def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path) -> None:

@@ -60,3 +60,25 @@ def test_no_callback_outside_slurm(monkeypatch, tmp_path):
     spec = load_experiment(DEMO, tiny(tmp_path))
     trainer = build_trainer(spec, RunDir(tmp_path / "runs" / "demo" / "version_0"))
     assert not in_slurm_job() and not any(isinstance(c, RequeueAtStepEnd) for c in trainer.callbacks)
+
+
+def test_the_signal_during_the_final_evaluation_is_ignored(tmp_path, monkeypatch):
+    for key, value in ONE_TASK.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    from aiayn.builder.train import fit as fit_module
+
+    evaluate, sent = fit_module.evaluate_texts, []
+
+    def signalled_evaluation(*args, **kwargs):
+        sent.append(True)
+        os.kill(os.getpid(), signal.SIGUSR1)  # by default it would end this process
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(fit_module, "evaluate_texts", signalled_evaluation)
+    spec = load_experiment(DEMO, tiny(tmp_path, "trainer.max_steps=2"))
+    run = RunDir(tmp_path / "runs" / "demo" / "version_0")
+    before = signal.getsignal(signal.SIGUSR1)
+    results = fit(spec, run, experiment_path=DEMO, resume=False)
+    assert sent and results is not None and results["steps"] == 2 and run.results_file.is_file()
+    assert signal.getsignal(signal.SIGUSR1) == before
