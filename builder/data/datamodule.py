@@ -30,7 +30,7 @@ from aiayn.builder.data.collate import Batch
 from aiayn.builder.data.corpus import count_parallel, filter_by_length, sampled_lines
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.demo import write_demo
-from aiayn.builder.data.loaders import eval_loader, loader_options
+from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
@@ -273,7 +273,7 @@ class TrainLoader(DataLoader):
     records its RNG there: what the checkpoint's weights have seen, and no batch more."""
 
     def __init__(self, dataset: TranslationDataset, sampler: TokenBatchSampler, *, global_step: Callable[[], int], **options: Any) -> None:
-        super().__init__(dataset, sampler=sampler, **options)
+        super().__init__(dataset, sampler=sampler, generator=own_generator(), **options)
         self.batches = sampler
         self._epoch, self._consumed = sampler.epoch, sampler.consumed
         self._global_step = global_step  # the trainer's optimizer steps so far

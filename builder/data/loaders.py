@@ -3,6 +3,7 @@ validation loop and `aiayn evaluate` (outside Lightning) read the same batches f
 
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader
 
 from aiayn.builder.data.collate import TranslationCollator
@@ -37,4 +38,13 @@ def eval_loader(dataset: TranslationDataset, max_tokens: int, *, num_replicas: i
         num_replicas=num_replicas,
         rank=rank,
     )
-    return DataLoader(dataset, sampler=sampler, **(options or loader_options(0, False)))
+    return DataLoader(dataset, sampler=sampler, generator=own_generator(), **(options or loader_options(0, False)))
+
+
+def own_generator() -> torch.Generator:
+    """A DataLoader's own generator. Each iterator it makes draws its workers' base seed from
+    it, not from the global RNG that dropout draws from: a run that goes on makes an iterator at
+    every epoch and validation, a resumed one restores the RNG after its iterators exist, so draws
+    from the global RNG there would set the two apart (a checkpoint at an epoch's last batch, or
+    at a validation step, resumed to other dropout masks)."""
+    return torch.Generator()

@@ -82,21 +82,31 @@ def check_results_equal_evaluate_on_the_validation_split(run: Path, results: dic
     assert round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2) == results["bleu"]
 
 
-@pytest.mark.parametrize("static", [[], ["data.static_shapes.num_buckets=3"]], ids=["dynamic", "static_shapes"])
-def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, static):
+@pytest.mark.parametrize(
+    ("stop", "extra"),
+    [
+        (3, []),
+        (3, ["data.static_shapes.num_buckets=3"]),
+        (10, []),  # the epoch's last batch (10 a epoch): the next epoch's iterator is made after the save
+        (3, ["trainer.val_check_interval=3"]),  # a validation step: its loader's iterator too
+    ],
+    ids=["mid_epoch", "static_shapes", "epoch_end", "validation_step"],
+)
+def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch, stop, extra):
     monkeypatch.chdir(tmp_path)
-    common = tiny(tmp_path, "trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=3", *static)
-    assert main(["train", DEMO, *common, "trainer.max_steps=6", "--runs", "straight"]) == 0
-    assert main(["train", DEMO, *common, "trainer.max_steps=3", "--runs", "split"]) == 0
+    common = tiny(tmp_path, "trainer.val_check_interval=null", f"train.checkpoint.every_n_train_steps={stop}", *extra)
+    total = stop + 3
+    assert main(["train", DEMO, *common, f"trainer.max_steps={total}", "--runs", "straight"]) == 0
+    assert main(["train", DEMO, *common, f"trainer.max_steps={stop}", "--runs", "split"]) == 0
     split = tmp_path / "split" / "demo" / "version_0"
     assert json.loads((split / "status.json").read_text())["status"] == "finished"
-    assert main(["train", DEMO, *common, "trainer.max_steps=6", "--runs", "split", "--resume"]) == 0
+    assert main(["train", DEMO, *common, f"trainer.max_steps={total}", "--runs", "split", "--resume"]) == 0
     straight = checkpoint_params(tmp_path / "straight" / "demo" / "version_0" / "checkpoints" / "last.ckpt")
     resumed = checkpoint_params(split / "checkpoints" / "last.ckpt")
     assert straight.keys() == resumed.keys()
     for name in straight:
         torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0, msg=name)
-    assert json.loads((split / "results.json").read_text())["steps"] == 6
+    assert json.loads((split / "results.json").read_text())["steps"] == total
 
 
 def test_resume_without_a_run_is_a_message(tmp_path, monkeypatch, capsys):
