@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The measurements issue 23 asks of a GPU, in calls that each fit the device tool's 10 minutes.
-# On the GPU machine, from the project's root (bash ../shared/gpu/prepare.sh first, here):
-#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh steps          # train_step.py: base and multi30k, eager, compiled, profile
-#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh static         # multi30k: static shapes + CUDA graphs, raw and end to end
-#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh base-default   # multi30k/base.yaml as shipped: train, evaluate test2016
-#   . .whl/env.sh || exit; bash benchmarks/gpu_issue23.sh base-fast      # the same with static shapes + reduce-overhead (same seed)
+# On a GPU machine, from the project's root, with the project installed and $AIAYN_DATA holding
+# multi30k/ (`aiayn data multi30k $AIAYN_DATA/multi30k`); each line is one call of at most 10 minutes
+# (`. .whl/env.sh || exit;` first on our lent machines):
+#   bash benchmarks/gpu_issue23.sh steps          # train_step.py: base and multi30k, eager, compiled, profile
+#   bash benchmarks/gpu_issue23.sh static         # multi30k: static shapes + CUDA graphs, raw and end to end
+#   bash benchmarks/gpu_issue23.sh base-default   # multi30k/base.yaml as shipped: train, evaluate test2016
+#   bash benchmarks/gpu_issue23.sh base-fast      # the same with static shapes + reduce-overhead (same seed)
 #   ... tiny-default, tiny-fast: multi30k/tiny.yaml (the literature's 41.02 lowercased BLEU)
 # Each writes under $OUT (default ./gpu-out): one log per command, times.txt, results-<label>.json;
 # the runs go to /tmp/runs.

@@ -4,7 +4,7 @@ Hugging Face's MarianMTModel at the same sizes, in one process, on the same batc
     python benchmarks/train_step.py --preset demo|multi30k|base [--device cpu|cuda] [--steps 20]
     python benchmarks/train_step.py --preset base --compile   # + aiayn compiled as train.compile, its recompilations
     python benchmarks/train_step.py --preset multi30k --compile --static-shapes 6 --mode reduce-overhead
-        # batches of data.static_shapes (6 buckets), compiled as train.compile=reduce-overhead then compiles them
+        # batches as data.static_shapes makes them (6 buckets), compiled as train.compile=reduce-overhead compiles them
     python benchmarks/train_step.py --pipeline --preset multi30k   # `aiayn train` vs its raw step
     python benchmarks/train_step.py --preset base --profile 15   # + torch.profiler's top 15 kernels of aiayn's step
 

@@ -74,6 +74,11 @@ def bucket_widths(widths: np.ndarray, *, num_buckets: int, boundaries: Sequence[
     return sorted(edges)
 
 
+def bucket_rows(width: int, max_tokens: int) -> int:
+    """Pairs a batch of a bucket `width` wide holds: its padded size stays within max_tokens."""
+    return max(1, max_tokens // width)
+
+
 def bucket_of(widths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
     """The index of the first bucket at least as wide as each pair (every pair fits the last)."""
     return np.searchsorted(np.asarray(buckets), widths, side="left")
@@ -87,7 +92,7 @@ def bucket_batches(order: np.ndarray, widths: np.ndarray, buckets: Sequence[int]
     batches = []
     for b, width in enumerate(buckets):
         ids = order[which == b].tolist()
-        rows = max(1, max_tokens // width)
+        rows = bucket_rows(width, max_tokens)
         batches += [ids[i : i + rows] for i in range(0, len(ids), rows)]
     return batches
 
@@ -100,12 +105,11 @@ def bucket_shapes(
     for batch in batches:
         ids = np.asarray(batch)
         b = int(bucket_of(np.maximum(src[ids], tgt[ids]).max(keepdims=True), buckets)[0])
-        rows = max(1, max_tokens // buckets[b])
-        filler = rows - len(ids)  # one source token each, no target token
+        filler = bucket_rows(buckets[b], max_tokens) - len(ids)  # one source token each, no target token
         most[b] = np.maximum(most[b], [int(src[ids].sum()) + filler, int(tgt[ids].sum())])
     shapes = []
     for b, width in enumerate(buckets):
-        rows = max(1, max_tokens // width)
+        rows = bucket_rows(width, max_tokens)
         full = rows * width
         src_n, tgt_n = (-(-most[b] // PACKED_MULTIPLE) * PACKED_MULTIPLE).tolist() if packed else (full, full)
         shapes.append(BucketShape(width=width, rows=rows, src_tokens=min(max(src_n, 1), full), tgt_tokens=min(max(tgt_n, 1), full)))

@@ -7,6 +7,7 @@ import os
 import signal
 
 import lightning as L
+import pytest
 import torch
 
 from aiayn.builder.run.config import load_experiment
@@ -31,16 +32,17 @@ class SignalInsideStep(L.Callback):
             os.kill(os.getpid(), signal.SIGUSR1)
 
 
-def test_the_signal_is_answered_at_the_steps_end_with_its_checkpoint(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("accumulate", [[], ["train.max_tokens_per_batch=400"]], ids=["one_batch", "two_micro_batches"])
+def test_the_signal_is_answered_at_the_steps_end_with_its_checkpoint(tmp_path, monkeypatch, capsys, accumulate):
     for key, value in ONE_TASK.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # no job to requeue: scontrol is not called
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
     assert in_slurm_job() and slurm_job_id() is None
-    spec = load_experiment(DEMO, tiny(tmp_path, "trainer.max_steps=8", "train.checkpoint.every_n_train_steps=100"))
+    spec = load_experiment(DEMO, tiny(tmp_path, "trainer.max_steps=8", "train.checkpoint.every_n_train_steps=100", *accumulate))
     run = RunDir(tmp_path / "runs" / "demo" / "version_0")
     before = signal.getsignal(signal.SIGUSR1)
-    sender = SignalInsideStep(4)
+    sender = SignalInsideStep(4)  # with two micro-batches a step, inside the first: the step ends after the second
     fit(spec, run, experiment_path=DEMO, resume=False, callbacks=[sender])
     assert sender.sent_at == 4
     assert "SLURM's time-limit signal: saved step 5, requeueing job None" in capsys.readouterr().out
