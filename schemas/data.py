@@ -2,16 +2,22 @@
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Spec
+from aiayn.schemas.text import TextStep, check_steps, named_steps
 
 
 class TokenizerSpec(Spec):
-    """A BPE vocabulary trained on the training split; its size is model.embedding.vocab_size."""
+    """A BPE vocabulary trained on the training split (after data.pipeline); its size is
+    model.embedding.vocab_size, or, with `merges`, what that many merges give."""
 
     type: Literal["bpe"] = "bpe"
     min_frequency: PositiveInt = 2
+    # learn this many merges (subword-nmt's learn_bpe.py -s), not a vocabulary size: the dictionary
+    # is then the characters of the text + the merges + 4 specials, and model.embedding.vocab_size
+    # must equal it (training says the number when it does not). None: merges until vocab_size
+    merges: PositiveInt | None = None
     # a larger training split trains the BPE on this many of its pairs, drawn at random with a
     # fixed seed (SentencePiece's input_sentence_size); null: every pair, however many
     train_sample_pairs: PositiveInt | None = 1_000_000
@@ -49,6 +55,11 @@ class _DataSpec(Spec):
     tgt_lang: str = "de"
     max_len: PositiveInt = 256  # tokens per side; longer training pairs are dropped
     min_len: PositiveInt = 1
+    # the text pipeline before BPE (schemas/text.py), applied to every split and, by translate and
+    # evaluate, to new input; none by default. The Multi30k literature's: [lowercase,
+    # normalize_punctuation, moses_tokenize]; a run whose pipeline tokenizes is scored on its
+    # tokenized output (sacreBLEU tokenize=none), as its literature scores it
+    pipeline: tuple[TextStep, ...] = ()
     tokenizer: TokenizerSpec = TokenizerSpec()
     cache_dir: str | None = None  # None: $AIAYN_CACHE or ~/.cache/aiayn
     # DataLoader worker processes; auto: 2 when training on a GPU (batches are made while it
@@ -56,6 +67,9 @@ class _DataSpec(Spec):
     num_workers: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     pad_to_multiple: PositiveInt = 1  # pad batch widths to a multiple (8 suits tensor cores and compile)
     static_shapes: StaticShapesSpec | None = None  # None: batches as long as their longest pair
+
+    _named_steps = field_validator("pipeline", mode="before")(named_steps)
+    _check_steps = field_validator("pipeline")(check_steps)
 
 
 class FilesDataSpec(_DataSpec):

@@ -79,6 +79,14 @@ class ExperimentSpec(Spec):
                 f"{self.train.compile} records CUDA graphs, one for every batch shape; set data.static_shapes "
                 "(data.static_shapes.num_buckets=6, say) so that training batches take a few fixed shapes",
             )
+        stopping = self.train.early_stopping
+        if stopping is not None and not self.trainer.validates:
+            raise FieldError(
+                "train.early_stopping",
+                f"patience {stopping.patience} counts validations, but training never validates (trainer.val_check_interval "
+                "and trainer.check_val_every_n_epoch are null); set trainer.check_val_every_n_epoch=1 (fairseq "
+                "validates once an epoch) or a trainer.val_check_interval",
+            )
         if self.data.min_len > self.data.max_len:
             raise FieldError(
                 "data.min_len",

@@ -26,26 +26,26 @@ class NoamSpec(Spec):
 
 class CheckpointSpec(Spec):
     """The paper wrote a checkpoint every 10 minutes and averaged the last 5 (base) or 20 (big);
-    with neither trigger set, a checkpoint is written every 10 minutes. Every multiple of
-    every_n_train_steps gets its step<N>.ckpt, and so does the final step; keep_last of them are kept."""
+    with no trigger set, a checkpoint is written every 10 minutes. Every multiple of
+    every_n_train_steps (or the end of every every_n_epochs-th epoch, as fairseq's epoch
+    checkpoints) gets its step<N>.ckpt, and so does the final step; keep_last of them are kept."""
 
     every_n_train_steps: PositiveInt | None = None
     every_n_minutes: float | None = Field(default=None, gt=0.0)
+    every_n_epochs: PositiveInt | None = None
     keep_last: PositiveInt = 5
 
     @model_validator(mode="after")
     def _one_trigger(self) -> "CheckpointSpec":
-        if self.every_n_train_steps is not None and self.every_n_minutes is not None:
-            raise FieldError(
-                "every_n_minutes",
-                f"set either every_n_train_steps ({self.every_n_train_steps}) or every_n_minutes "
-                f"({self.every_n_minutes}), not both; set the other to null",
-            )
+        given = [(k, v) for k in ("every_n_train_steps", "every_n_minutes", "every_n_epochs") if (v := getattr(self, k)) is not None]
+        if len(given) > 1:
+            shown = " and ".join(f"{k} ({v})" for k, v in given)
+            raise FieldError(given[-1][0], f"set one of every_n_train_steps, every_n_minutes and every_n_epochs, not {shown}; set the others to null")
         return self
 
     @property
     def minutes(self) -> float | None:
-        if self.every_n_train_steps is None and self.every_n_minutes is None:
+        if self.every_n_train_steps is None and self.every_n_minutes is None and self.every_n_epochs is None:
             return 10.0
         return self.every_n_minutes
 
@@ -56,6 +56,15 @@ class ValidationSpec(Spec):
     num_samples: int = Field(default=4, ge=0)  # translation samples shown in TensorBoard
     attention_maps_every: int = Field(default=5, ge=0)  # in validations; 0 turns them off
     probe_sentence: str | None = None  # None: the first validation sentence
+
+
+class EarlyStoppingSpec(Spec):
+    """Lightning's EarlyStopping (fairseq's --patience): training stops when `monitor` has not
+    improved by more than min_delta for `patience` validations in a row."""
+
+    monitor: Literal["loss/valid", "PPL/valid"] = "loss/valid"  # the validation's label-smoothed loss, or its perplexity
+    patience: PositiveInt = 10
+    min_delta: float = Field(default=0.0, ge=0.0)
 
 
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
@@ -70,6 +79,7 @@ class TrainSpec(Spec):
     lr_schedule: NoamSpec = NoamSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     validation: ValidationSpec = ValidationSpec()
+    early_stopping: EarlyStoppingSpec | None = None  # None: train to trainer.max_steps (or max_time)
     # torch.compile the training step (pays on GPUs, not on CPUs): true is mode default; or one of
     # torch.compile's modes; reduce-overhead and max-autotune record CUDA graphs and need
     # data.static_shapes (builder/train/compiled.py)

@@ -20,6 +20,9 @@ class TrainerSpec(Spec):
     max_steps: PositiveInt = 100_000
     max_time: str | None = None  # DD:HH:MM:SS
     val_check_interval: PositiveInt | None = 1000  # in optimizer steps
+    # validate at the end of every n-th epoch instead (fairseq validates once an epoch); needs
+    # val_check_interval: null
+    check_val_every_n_epoch: PositiveInt | None = None
     log_every_n_steps: PositiveInt = 50
     gradient_clip_val: float | None = Field(default=None, gt=0.0)
     num_sanity_val_steps: int = Field(default=0, ge=-1)
@@ -27,6 +30,11 @@ class TrainerSpec(Spec):
     deterministic: bool = False
     enable_progress_bar: bool = True  # a status line on a terminal, a line per tenth of the run elsewhere
     enable_model_summary: bool = False  # Lightning's module table; `aiayn show` prints the model's own
+
+    @property
+    def validates(self) -> bool:
+        """Whether training validates before its end (at an interval of steps or epochs)."""
+        return self.val_check_interval is not None or self.check_val_every_n_epoch is not None
 
     @model_validator(mode="before")
     @classmethod
@@ -47,6 +55,12 @@ class TrainerSpec(Spec):
             raise FieldError(
                 "devices",
                 f"{devices!r} names no device; give how many (devices: 2), which ones (devices: [0, 1]) or auto",
+            )
+        if self.check_val_every_n_epoch is not None and self.val_check_interval is not None:
+            raise FieldError(
+                "check_val_every_n_epoch",
+                f"validates every {self.check_val_every_n_epoch} epochs, and val_check_interval every "
+                f"{self.val_check_interval} steps; set trainer.val_check_interval=null to validate by epochs",
             )
         if self.max_time is not None and not _MAX_TIME.match(self.max_time):
             raise FieldError("max_time", f"{self.max_time!r} is not DD:HH:MM:SS; e.g. 00:12:00:00 for 12 hours")

@@ -34,7 +34,7 @@ _ARRAYS = ("src_flat", "src_offsets", "tgt_flat", "tgt_offsets")  # one .npy fil
 CHUNK_LINES = 50_000  # lines per call of the Rust encoder
 
 
-def _hash_file(h: "hashlib._Hash", path: Path) -> None:
+def hash_file(h: "hashlib._Hash", path: Path) -> None:
     try:
         with open(path, "rb") as f:
             h.update(f"{path.stat().st_size}\0".encode())  # keeps the two files' bytes apart
@@ -46,8 +46,8 @@ def _hash_file(h: "hashlib._Hash", path: Path) -> None:
 
 def cache_key(src_path: Path, tgt_path: Path, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> str:
     h = hashlib.sha256(f"aiayn-encoded-v{FORMAT_VERSION}\0".encode())
-    _hash_file(h, Path(src_path))
-    _hash_file(h, Path(tgt_path))
+    hash_file(h, Path(src_path))
+    hash_file(h, Path(tgt_path))
     for tokenizer in (src_tokenizer, tgt_tokenizer):
         text = tokenizer.to_json().encode("utf-8")
         h.update(f"{len(text)}\0".encode())

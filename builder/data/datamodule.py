@@ -33,6 +33,7 @@ from aiayn.builder.data.demo import write_demo
 from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.sampler import TokenBatchSampler
+from aiayn.builder.data.text import TextPipeline, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir
@@ -51,7 +52,8 @@ class TranslationDataModule(LightningDataModule):
     n_test)` for the generated corpus (written to `run_dir/data`). The tokenizer is read from
     `run_dir` when it is there (a resumed run), else copied from `tokenizer_path`, else trained on
     the training split (at most `train_sample_pairs` of its pairs, drawn at random) with
-    `vocab_size` / `min_frequency`; after `setup` (or
+    `vocab_size` / `min_frequency` (or `merges`); `pipelines` (source's, target's): the text
+    pipeline every split goes through first, its output cached; after `setup` (or
     `prepare_tokenizers`) `vocab_size` is its actual size. `max_tokens` bounds the padded size of
     a training batch on one device (`eval_max_tokens` of an evaluation batch, default the same).
     """
@@ -68,6 +70,8 @@ class TranslationDataModule(LightningDataModule):
         vocab_size: int,
         shared_vocab: bool = True,
         min_frequency: int = 2,
+        merges: int | None = None,
+        pipelines: tuple[TextPipeline, TextPipeline] | None = None,
         train_sample_pairs: int | None = 1_000_000,
         tokenizer_path: Path | None = None,
         cache_dir: Path | None = None,
@@ -91,7 +95,8 @@ class TranslationDataModule(LightningDataModule):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
         self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
-        self.train_sample_pairs = train_sample_pairs
+        self.train_sample_pairs, self.merges, self.pipelines = train_sample_pairs, merges, pipelines
+        self._texts: dict[str, SplitPaths] = {}
         self.tokenizer_path, self.cache_dir = tokenizer_path, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.min_len, self.seed = max_len, min_len, seed
@@ -132,26 +137,36 @@ class TranslationDataModule(LightningDataModule):
             Tokenizer.load(self.tokenizer_path).save(src_file)
             say(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
             return
-        src_path, tgt_path = self.paths["train"]
+        src_path, tgt_path = self.texts("train")
         n = count_parallel(src_path, tgt_path)
         keep = training_sample(n, self.train_sample_pairs)
         if keep is not None:
             say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
-        size, freq = self.vocab_size_requested, self.min_frequency
+        size, freq, merges = self.vocab_size_requested, self.min_frequency, self.merges
+        asked = f"data.tokenizer.merges {merges}" if merges is not None else f"asked {size}"
         if self.shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
-            texts = itertools.chain(sampled_lines(src_path, n, keep), sampled_lines(tgt_path, n, keep))
-            tokenizer = train_tokenizer(texts, size, min_frequency=freq)
+            texts = lambda: itertools.chain(sampled_lines(src_path, n, keep), sampled_lines(tgt_path, n, keep))  # noqa: E731
+            tokenizer = train_tokenizer(texts, size, min_frequency=freq, merges=merges)
             tokenizer.save(src_file)
-            say(f"tokenizer: shared BPE of {tokenizer.vocab_size} (asked {size}) -> {src_file}")
+            say(f"tokenizer: shared BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()}) -> {src_file}")
             return
         for path, file in ((src_path, src_file), (tgt_path, tgt_file)):
-            tokenizer = train_tokenizer(sampled_lines(path, n, keep), size, min_frequency=freq)
+            tokenizer = train_tokenizer(lambda path=path: sampled_lines(path, n, keep), size, min_frequency=freq, merges=merges)
             tokenizer.save(file)
-            say(f"tokenizer: BPE of {tokenizer.vocab_size} (asked {size}) -> {file}")
+            say(f"tokenizer: BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()}) -> {file}")
+
+    def texts(self, split: str) -> SplitPaths:
+        """The files of a split as the model reads them: through the text pipeline (cached), if any."""
+        if self.pipelines is None:
+            return self.paths[split]
+        if split not in self._texts:
+            cache = self.cache_dir if self.cache_dir is not None else self.run.data
+            self._texts[split] = tuple(processed_file(path, pipeline, cache) for path, pipeline in zip(self.paths[split], self.pipelines))  # type: ignore[assignment]
+        return self._texts[split]
 
     def _encode(self, split: str) -> tuple[RaggedIds, RaggedIds]:
         src_tok, tgt_tok = self.prepare_tokenizers()
-        src_path, tgt_path = self.paths[split]
+        src_path, tgt_path = self.texts(split)
         return encode_cached(src_tok, src_path, tgt_path, self.cache_dir, tgt_tokenizer=tgt_tok)
 
     # ---- setup -----------------------------------------------------------------------------------

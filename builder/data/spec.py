@@ -10,6 +10,7 @@ from pathlib import Path
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.prepare.corpora import CORPORA
+from aiayn.builder.data.text import TextPipeline, check_not_tokenized, processed_file
 from aiayn.builder.errors import UserError
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -46,16 +47,36 @@ def check_data_files(spec: ExperimentSpec) -> None:
         raise UserError(f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)")
 
 
-def split_texts(spec: ExperimentSpec, split: str) -> tuple[list[str], list[str], str]:
-    """(sources, references, where they come from) of a split of the experiment's data: its
-    files, or the demo corpus regenerated from its sizes and seed (what training wrote)."""
+def text_pipelines(spec: ExperimentSpec) -> tuple[TextPipeline, TextPipeline] | None:
+    """The (source, target) text pipelines of data.pipeline; None without one, or where the
+    corpus holds their output already (`aiayn data --pipeline` wrote it)."""
     data = spec.data
+    if not data.pipeline:
+        if isinstance(data, FilesDataSpec):
+            check_not_tokenized((), split_files(data, "train")[0], Path(data.dir))
+        return None
+    if isinstance(data, FilesDataSpec) and check_not_tokenized(data.pipeline, split_files(data, "train")[0], Path(data.dir)):
+        return None
+    return TextPipeline(data.pipeline, data.src_lang), TextPipeline(data.pipeline, data.tgt_lang)
+
+
+def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple[list[str], list[str], str]:
+    """(sources, references, where they come from) of a split of the experiment's data as the
+    model reads them (through data.pipeline; `raw`: as the corpus has them): its files, or the
+    demo corpus regenerated from its sizes and seed (what training wrote)."""
+    data = spec.data
+    pipelines = None if raw else text_pipelines(spec)
     if isinstance(data, DemoDataSpec):
         sources, refs = generate_demo(data.n_train, data.n_valid, data.n_test, data.seed)[split]
-        return list(sources), list(refs), f"the demo corpus's {split} split, seed {data.seed}"
+        where = f"the demo corpus's {split} split, seed {data.seed}"
+        if pipelines is not None:
+            return pipelines[0].lines(sources), pipelines[1].lines(refs), f"{where}, through data.pipeline"
+        return list(sources), list(refs), where
     src, ref = split_files(data, split)
-    sources, refs = read_parallel(src, ref)
-    return sources, refs, f"{src} -> {ref}"
+    if pipelines is None:
+        return *read_parallel(src, ref), f"{src} -> {ref}"
+    texts = [processed_file(path, pipeline, cache_dir(spec)) for path, pipeline in zip((src, ref), pipelines)]
+    return *read_parallel(*texts), f"{src} -> {ref}, through data.pipeline"
 
 
 def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False):  # -> TranslationDataModule
@@ -68,6 +89,8 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
         vocab_size=emb.vocab_size,
         shared_vocab=emb.shared_vocab,
         min_frequency=data.tokenizer.min_frequency,
+        merges=data.tokenizer.merges,
+        pipelines=text_pipelines(spec),
         train_sample_pairs=data.tokenizer.train_sample_pairs,
         cache_dir=cache_dir(spec),
         max_tokens=max_tokens,

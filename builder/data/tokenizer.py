@@ -11,7 +11,7 @@ one per side for separate vocabularies.
 """
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +62,17 @@ class Tokenizer:
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         return self.hf.decode_batch([[int(i) for i in ids] for ids in batch], skip_special_tokens=True)
 
+    @property
+    def merges(self) -> int:
+        """How many merges the BPE learned."""
+        return len(json.loads(self.to_json())["model"]["merges"])
+
+    def describe(self) -> str:
+        """e.g. "10000 merges on an alphabet of 162 + 4 specials" """
+        merges = self.merges
+        learned = self.vocab_size - len(SPECIALS)
+        return f"{merges} merges, {learned} types + {len(SPECIALS)} specials"
+
     def to_json(self) -> str:
         """The whole tokenizer (vocabulary, merges, normaliser...) as a JSON string."""
         return self.hf.to_str()
@@ -94,22 +105,35 @@ class Tokenizer:
     __hash__ = None  # type: ignore[assignment]
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) -> Tokenizer:
-    """A BPE vocabulary of at most about `vocab_size` entries learned from `texts`.
+def train_tokenizer(
+    texts: Iterable[str] | Callable[[], Iterable[str]], vocab_size: int, *, min_frequency: int = 2, merges: int | None = None
+) -> Tokenizer:
+    """A BPE vocabulary of at most about `vocab_size` entries learned from `texts`, or, with
+    `merges`, of that many merges (subword-nmt's -s): the text's characters + the merges + the
+    specials, whatever `vocab_size` says; fewer where the pairs run out of `min_frequency`.
+    `texts` may be a function that returns them anew (with `merges` they are read twice).
 
     Deterministic for the same texts and arguments. See `Tokenizer.vocab_size` for the actual size.
     """
-    if vocab_size <= len(SPECIALS):
+    if merges is None and vocab_size <= len(SPECIALS):
         raise UserError(
             f"vocab_size ({vocab_size}) must be larger than the {len(SPECIALS)} special tokens "
             f"{', '.join(SPECIALS)}; a BPE vocabulary has a few thousand entries (the paper: 37000)"
         )
     if min_frequency < 1:
         raise UserError(f"tokenizer min_frequency must be at least 1, got {min_frequency}")
+    if merges is not None and merges < 1:
+        raise UserError(f"tokenizer merges must be at least 1, got {merges}")
     hf = HFTokenizer(models.BPE(unk_token=UNK))
     hf.normalizer = normalizers.NFKC()
     hf.pre_tokenizer = pre_tokenizers.Metaspace(**_METASPACE)
     hf.decoder = decoders.Metaspace(**_METASPACE)
+    read = texts if callable(texts) else (lambda: texts)
+    if merges is not None:
+        if not callable(texts) and iter(texts) is texts:  # a one-pass iterator, read twice below
+            kept = list(texts)
+            read = lambda: kept  # noqa: E731
+        vocab_size = len(SPECIALS) + len(alphabet(hf, read())) + merges
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -120,7 +144,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
 
     def counted() -> Iterator[str]:
         nonlocal n_texts
-        for text in texts:
+        for text in read():
             n_texts += 1
             yield text
 
@@ -128,6 +152,16 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
     if n_texts == 0:
         raise UserError("cannot train a tokenizer on no text: the training corpus is empty")
     return Tokenizer(hf)
+
+
+def alphabet(hf: HFTokenizer, texts: Iterable[str]) -> set[str]:
+    """The symbols BPE starts from: every character of the normalised text, a space as "▁"."""
+    normalize = hf.normalizer.normalize_str
+    seen = {_METASPACE["replacement"]}
+    for text in texts:
+        seen.update(normalize(text))
+    seen.discard(" ")
+    return seen
 
 
 SAMPLE_SEED = 0  # fixed, not the run's seed: runs with other seeds get the same tokenizer and share the token cache
@@ -144,12 +178,20 @@ def training_sample(n_pairs: int, max_pairs: int | None) -> np.ndarray | None:
     return np.sort(np.random.default_rng(SAMPLE_SEED).choice(n_pairs, size=max_pairs, replace=False))
 
 
-def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: str, fix: str) -> None:
-    """Every token id of the tokenizers must have a row in the model's embedding."""
+def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: str, fix: str, merges: int | None = None) -> None:
+    """Every token id of the tokenizers must have a row in the model's embedding; with `merges`
+    (data.tokenizer.merges), the embedding has exactly the rows the merges gave."""
     for side, tokenizer in (("source", src), ("target", tgt)):
-        if tokenizer.vocab_size > vocab_size:
+        if merges is not None and tokenizer.vocab_size != vocab_size:
             raise UserError(
-                f"{where}the {side} tokenizer has {tokenizer.vocab_size} entries but the model's vocabulary "
+                f"{where}data.tokenizer.merges ({merges}) gave the {side} a dictionary of {tokenizer.vocab_size} "
+                f"({tokenizer.describe()}) but the model's vocabulary has {vocab_size}; set dims.vocab_size "
+                f"(or model.embedding.vocab_size) to {tokenizer.vocab_size}"
+            )
+        if tokenizer.vocab_size > vocab_size:
+            below = f" (no merge fits: {vocab_size} is below the text's alphabet)" if tokenizer.merges == 0 else ""
+            raise UserError(
+                f"{where}the {side} tokenizer has {tokenizer.vocab_size} entries{below} but the model's vocabulary "
                 f"has {vocab_size}; {fix}"
             )
 

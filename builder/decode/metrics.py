@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from dataclasses import dataclass
+
 import numpy as np
 import sacrebleu
 
@@ -21,14 +23,42 @@ from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.translate import check_lengths, evaluating, translate_texts
 from aiayn.builder.model.loss import label_smoothed_nll
 from aiayn.schemas.decode import DecodeSpec
+from aiayn.schemas.text import step_names, tokenize_step
 
 _COMPOUND = re.compile(r"(\S)-(\S)")  # tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b
 
 
-def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
-    """sacreBLEU's BLEU and chrF on detokenized text, with their signatures."""
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
+@dataclass(frozen=True)
+class Scoring:
+    """How a run's output is scored: sacreBLEU on detokenized text (its 13a tokenizer), or, where
+    data.pipeline tokenizes, on the tokenized text as it is (tokenize none), lowercased where the
+    pipeline lowercases: the Multi30k literature's fairseq BLEU-4 on its tokenized, lowercased
+    files. Each score carries its signature, which says which."""
+
+    tokenized: bool = False
+    lowercase: bool = False
+
+    @classmethod
+    def of(cls, data: Any) -> "Scoring":
+        """The scoring of a data spec (its pipeline)."""
+        return cls(tokenize_step(data.pipeline) is not None, "lowercase" in step_names(data.pipeline))
+
+    def bleu(self) -> sacrebleu.metrics.BLEU:
+        if not self.tokenized:
+            return sacrebleu.metrics.BLEU()
+        # force: the text is tokenized on purpose, so no warning that it "forgot to detokenize"
+        return sacrebleu.metrics.BLEU(tokenize="none", lowercase=self.lowercase, force=True)
+
+    def chrf(self) -> sacrebleu.metrics.CHRF:
+        return sacrebleu.metrics.CHRF(lowercase=self.lowercase)
+
+
+DETOKENIZED = Scoring()
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], scoring: Scoring = DETOKENIZED) -> dict[str, Any]:
+    """sacreBLEU's BLEU and chrF as `scoring` says, with their signatures."""
+    bleu, chrf = scoring.bleu(), scoring.chrf()
     return {
         "bleu": round(bleu.corpus_score(list(hyps), [list(refs)]).score, 2),
         "chrf": round(chrf.corpus_score(list(hyps), [list(refs)]).score, 2),
@@ -60,8 +90,7 @@ def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> dict
     def tokenized(line: str) -> str:
         return moses.tokenize(line, escape=False, return_str=True)
 
-    # force: the input is tokenized on purpose, so no warning that it "forgot to detokenize"
-    bleu = sacrebleu.metrics.BLEU(tokenize="none", lowercase=True, force=True)
+    bleu = Scoring(tokenized=True, lowercase=True).bleu()
     result = bleu.corpus_score([tokenized(h) for h in hyps], [[tokenized(r) for r in refs]])
     return {"lc_bleu": round(result.score, 2), "lc_bleu_signature": f"{bleu.get_signature()}|pre:sacremoses-{lang}"}
 
@@ -93,6 +122,7 @@ def evaluate_texts(
     refs: Sequence[str],
     decode: DecodeSpec,
     *,
+    scoring: Scoring = DETOKENIZED,
     on_batch: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """({n_sentences, bleu, chrf, signatures, ppl}, the translations) of `sources` against `refs`."""
@@ -101,4 +131,4 @@ def evaluate_texts(
     tgt_ids = tgt_tokenizer.encode_batch(list(refs))
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
     ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens))
-    return {"n_sentences": len(refs), **score(hyps, refs), "ppl": round(ppl, 4)}, hyps
+    return {"n_sentences": len(refs), **score(hyps, refs, scoring), "ppl": round(ppl, 4)}, hyps

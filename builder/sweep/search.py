@@ -99,7 +99,7 @@ def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> N
                 f"{sweep_path}: search.metric: bleu, but {trial.variant} logs no validation BLEU (train.validation.bleu: false); "
                 "set it true, or search on ppl"
             )
-        if search.pruner.type != "none" and trial.spec.trainer.val_check_interval is None:
+        if search.pruner.type != "none" and not trial.spec.trainer.validates:
             raise UserError(
                 f"{sweep_path}: search.pruner: {search.pruner.type} reads the metric at each validation, but {trial.variant} "
                 "validates only at the end (trainer.val_check_interval: null); set an interval, or pruner: {type: none}"

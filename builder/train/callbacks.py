@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from aiayn.blocks import EncoderDecoder, LayerContext, Sublayer
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.metrics import score
+from aiayn.builder.decode.metrics import Scoring, score
 from aiayn.builder.decode.translate import evaluating, padded, translate_ids, translate_texts
 from aiayn.builder.train.board import BLEU, Board, bleu_tag
 
@@ -56,7 +56,7 @@ class ValidationTranslations(L.Callback):
             return
         sources, refs = self.sources, self.refs
         hyps = translate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, spec.decode)
-        self.last = score(hyps, refs)
+        self.last = score(hyps, refs, Scoring.of(spec.data))
         task.log(self.bleu_tag, self.last["bleu"], rank_zero_only=True)
         task.log("valid/chrF" + self.bleu_tag.removeprefix(BLEU), self.last["chrf"], rank_zero_only=True)
         experiment = getattr(trainer.logger, "experiment", None)

@@ -1,5 +1,6 @@
 """Checkpoints on their steps: step<N>.ckpt at every multiple of train.checkpoint.every_n_train_steps
-(or every_n_minutes), whatever the epoch length, and at the final step; last.ckpt is the newest;
+(or every_n_minutes), whatever the epoch length, or at the end of every every_n_epochs-th epoch,
+and at the final step; last.ckpt is the newest;
 the keep_last newest step files are kept.
 
 Lightning's ModelCheckpoint keeps the newest by monitoring `step`, and a monitoring checkpoint
@@ -26,8 +27,11 @@ def step_checkpoint_name(step: int) -> str:
 
 
 class StepCheckpoints(L.Callback):
-    def __init__(self, run: RunDir, *, every_n_train_steps: int | None, every_n_minutes: float | None, keep_last: int) -> None:
+    def __init__(
+        self, run: RunDir, *, every_n_train_steps: int | None, every_n_minutes: float | None, keep_last: int, every_n_epochs: int | None = None
+    ) -> None:
         self.run, self.every, self.minutes, self.keep = run, every_n_train_steps, every_n_minutes, keep_last
+        self.epochs = every_n_epochs
         self.saved_step: int | None = None  # the step of the newest checkpoint this process wrote or resumed from
         self._saved_at = time.monotonic()
 
@@ -42,6 +46,12 @@ class StepCheckpoints(L.Callback):
         if self.minutes is not None:  # rank 0's clock decides: every rank must join the save
             due = trainer.strategy.broadcast(due or time.monotonic() - self._saved_at >= 60 * self.minutes)
         if due:
+            self.save(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        """An epoch's last batch has made its optimizer step (Lightning steps at an epoch's end
+        under gradient accumulation too), and its validation, if any, is done."""
+        if self.epochs is not None and (trainer.current_epoch + 1) % self.epochs == 0 and trainer.global_step != self.saved_step:
             self.save(trainer)
 
     def save(self, trainer: L.Trainer) -> None:

@@ -17,12 +17,13 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from aiayn.builder.data.spec import check_data_files, make_datamodule, split_texts
 from aiayn.builder.data.tokenizer import check_vocabulary
 from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint
-from aiayn.builder.decode.metrics import evaluate_texts
+from aiayn.builder.decode.metrics import Scoring, evaluate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
 from aiayn.builder.run.config import load_experiment, parent_of
@@ -95,6 +96,7 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
         check_vocabulary(
             spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
             fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
+            merges=spec.data.tokenizer.merges,
         )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start
@@ -103,13 +105,14 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
             _step_checkpoints(trainer).save(trainer)  # the final step has its step file, whatever the interval
     if not trainer.is_global_zero:
         return None
-    if not finished(spec, trainer.global_step, interrupted=trainer.interrupted):
+    stopped = stopped_early(trainer)
+    if not finished(spec, trainer.global_step, interrupted=trainer.interrupted, stopped_early=stopped is not None):
         pruned = pruning is not None and pruning.pruned_at is not None
         sessions.end("pruned" if pruned else "interrupted", trainer.global_step, wall)  # a pruned trial has its checkpoint
         return None
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     with _time_limit_signal_ignored():  # the evaluation may still end before the limit
-        return _finalise(spec, run, trainer, task, data, sessions, wall)
+        return _finalise(spec, run, trainer, task, data, sessions, wall, stopped)
 
 
 class Sessions:
@@ -138,19 +141,24 @@ class Sessions:
 
 
 def _finalise(
-    spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, sessions: Sessions, wall: float
+    spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, sessions: Sessions, wall: float,
+    stopped: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
     task.model.to(trainer.strategy.root_device)
     sources, refs, _ = split_texts(spec, "valid")
-    metrics, hyps = evaluate_texts(task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode)
+    metrics, hyps = evaluate_texts(
+        task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
+    )
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
     results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
     results["sessions"] = sessions.all
     run.write_translations("valid", hyps, refs)
     if averaged is not None:
         results["averaged_checkpoints"] = averaged
+    if stopped is not None:
+        results["stopped_early"] = stopped
     run.write_results(results)
     sessions.write("finished", step=trainer.global_step)
     if isinstance(trainer.logger, Board):
@@ -178,9 +186,19 @@ def average_final(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: T
     return [path.name for path in paths]
 
 
-def finished(spec: ExperimentSpec, steps: int, *, interrupted: bool) -> bool:
-    """Reached max_steps, or stopped by max_time (a budget, not an interruption)."""
-    return not interrupted and (steps >= spec.trainer.max_steps or spec.trainer.max_time is not None)
+def finished(spec: ExperimentSpec, steps: int, *, interrupted: bool, stopped_early: bool = False) -> bool:
+    """Reached max_steps, or stopped by max_time (a budget, not an interruption) or by train.early_stopping."""
+    return not interrupted and (steps >= spec.trainer.max_steps or spec.trainer.max_time is not None or stopped_early)
+
+
+def stopped_early(trainer: L.Trainer) -> dict[str, Any] | None:
+    """Where train.early_stopping stopped training, None where it did not: the step, the
+    monitored metric's best value, and the patience spent."""
+    stopping = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    if stopping is None or stopping.wait_count < stopping.patience:
+        return None
+    best = round(float(stopping.best_score), 4)
+    return {"step": trainer.global_step, "monitor": stopping.monitor, "best": best, "patience": stopping.patience}
 
 
 def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int, wall_time_s: float) -> dict[str, Any]:

@@ -129,8 +129,9 @@ class TranslationTask(L.LightningModule):
         loss, nll, count = sums.reshape(-1, 3).sum(0)
         self._val_sums.clear()
         n = count.clamp(min=1)
-        self.log("loss/valid", loss / n, rank_zero_only=True)
-        self.log(PPL, torch.exp(nll / n), rank_zero_only=True)
+        # every rank has the sums (gathered), so every rank logs them: EarlyStopping reads them on each
+        self.log("loss/valid", loss / n, sync_dist=True)
+        self.log(PPL, torch.exp(nll / n), sync_dist=True)
         self.validated_at = self.global_step
 
     # ---- exact resume: the RNG streams (dropout) continue where they stopped -----------------

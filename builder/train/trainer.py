@@ -12,6 +12,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator, MPSAccelerator
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -25,6 +26,7 @@ from aiayn.builder.train.checkpoints import StepCheckpoints
 from aiayn.builder.train.progress import ConsoleProgress
 from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.train import EarlyStoppingSpec
 from aiayn.schemas.trainer import TrainerSpec
 
 _ACCELERATORS: dict[str, type[Accelerator]] = {
@@ -106,6 +108,11 @@ def batching(spec: ExperimentSpec, world_size: int) -> tuple[int, int]:
     return math.ceil(per_step / (world_size * accumulate)), accumulate
 
 
+def early_stopping(spec: EarlyStoppingSpec) -> EarlyStopping:
+    """Lightning's EarlyStopping, checked after each validation (not at an epoch's end, which has none)."""
+    return EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta, mode="min", check_on_train_epoch_end=False)
+
+
 def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callback] = ()) -> L.Trainer:
     t, ckpt = spec.trainer, spec.train.checkpoint
     check_strategy(t)
@@ -113,7 +120,10 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
     logger = Board(
         save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
     )
-    checkpoints = StepCheckpoints(run, every_n_train_steps=ckpt.every_n_train_steps, every_n_minutes=ckpt.minutes, keep_last=ckpt.keep_last)
+    checkpoints = StepCheckpoints(
+        run, every_n_train_steps=ckpt.every_n_train_steps, every_n_minutes=ckpt.minutes, every_n_epochs=ckpt.every_n_epochs, keep_last=ckpt.keep_last
+    )  # fmt: skip
+    stopping = spec.train.early_stopping
     slurm = in_slurm_job()
     trainer = L.Trainer(
         **t.model_dump(exclude={"val_check_interval"}),  # Lightning's own arguments, by their names
@@ -121,11 +131,11 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callba
         val_check_interval=t.val_check_interval * accumulate if t.val_check_interval else None,
         accumulate_grad_batches=accumulate,
         max_epochs=-1,
-        check_val_every_n_epoch=None,
         logger=logger,
         enable_checkpointing=False,  # no ModelCheckpoint: StepCheckpoints writes them
         callbacks=[
             checkpoints, *([RequeueAtStepEnd(checkpoints)] if slurm else []), ValidationTranslations(),
+            *([early_stopping(stopping)] if stopping else []),
             *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks,
         ],  # fmt: skip
         # in a SLURM job, RequeueAtStepEnd saves and requeues before the time limit, not Lightning

@@ -1,0 +1,72 @@
+"""The text pipeline before BPE: the steps each line goes through, in order, on both sides.
+
+None by default (the paper's text is raw, detokenized, cased). The Multi30k literature trains and
+scores on Moses' `lowercase.perl | normalize-punctuation.perl -l L | tokenizer.perl -l L`:
+`[lowercase, normalize_punctuation, moses_tokenize]`. A step is named by its `type`, alone
+(`lowercase`) or with its options (`{type: moses_tokenize, escape: false}`).
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from aiayn.schemas._base import Spec
+
+
+class LowercaseStep(Spec):
+    """Every character lowercased, as Moses' lowercase.perl (Perl's lc: Unicode lowercase)."""
+
+    type: Literal["lowercase"] = "lowercase"
+
+
+class NormalizePunctuationStep(Spec):
+    """Moses' normalize-punctuation.perl -l LANG (sacremoses' MosesPunctNormalizer): typographic
+    quotes and dashes to ASCII, spaces around punctuation normalised, per language."""
+
+    type: Literal["normalize_punctuation"] = "normalize_punctuation"
+
+
+class MosesTokenizeStep(Spec):
+    """Moses' tokenizer.perl -l LANG (sacremoses' MosesTokenizer): punctuation split from words.
+    Output is detokenized by its inverse (MosesDetokenizer) where plain text is wanted."""
+
+    type: Literal["moses_tokenize"] = "moses_tokenize"
+    # & " ' < > [ ] | as &amp; &quot; &apos; ... as tokenizer.perl writes them (its -no-escape: false)
+    escape: bool = True
+    # tokenizer.perl -a: hyphens split off as @-@ (a-b -> a @-@ b)
+    aggressive_dash_splits: bool = False
+
+
+TextStep = Annotated[LowercaseStep | NormalizePunctuationStep | MosesTokenizeStep, Field(discriminator="type")]
+
+
+
+def named_steps(value: Any) -> Any:
+    """`lowercase` is short for `{type: lowercase}` (a field_validator(mode="before") of data.pipeline)."""
+    if isinstance(value, (list, tuple)):
+        return [{"type": step} if isinstance(step, str) else step for step in value]
+    return value
+
+
+def check_steps(steps: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Each step once, and tokenizing last (a field_validator of data.pipeline)."""
+    names = step_names(steps)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(twice)} appears more than once in {names}; each step runs once")
+    if "moses_tokenize" in names[:-1]:
+        after = names[names.index("moses_tokenize") + 1]
+        raise ValueError(
+            f"{after} comes after moses_tokenize in {names}; tokenize last, as Moses' scripts do "
+            "(lowercase, normalize_punctuation, moses_tokenize)"
+        )
+    return steps
+
+
+def step_names(steps: tuple[Any, ...]) -> list[str]:
+    return [step.type for step in steps]
+
+
+def tokenize_step(steps: tuple[Any, ...]) -> MosesTokenizeStep | None:
+    """The pipeline's tokenizing step: its output is tokenized text, scored as such."""
+    return next((s for s in steps if isinstance(s, MosesTokenizeStep)), None)
