@@ -44,3 +44,4 @@ class ResultsSpec(Spec):
     ppl: Annotated[float, Field(ge=1.0)]
     steps: Count
     seed: int | None = None  # train.seed; trials of two variants are paired by it
+    sacrebleu_signature: str | None = None  # how `bleu` was scored (None: an older run, sacreBLEU's default)

@@ -38,6 +38,7 @@ class MosesTokenizeStep(Spec):
 
 
 TextStep = Annotated[LowercaseStep | NormalizePunctuationStep | MosesTokenizeStep, Field(discriminator="type")]
+STEPS = ("lowercase", "normalize_punctuation", "moses_tokenize")
 
 
 

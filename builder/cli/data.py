@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aiayn.builder.data.prepare.clean import CleanRules
 from aiayn.builder.data.prepare.corpora import CORPORA, NEWS_COMMENTARY
+from aiayn.builder.data.text import parse_steps
 from aiayn.builder.errors import UserError
 
 
@@ -47,9 +48,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="processes that count Moses tokens (default: the CPUs this process may use)",
     )
     p.add_argument(
+        "--pipeline", type=steps_argument, default=(), metavar="STEPS",
+        help="put every line through these data.pipeline steps, comma-separated (lowercase, normalize_punctuation, "
+        "moses_tokenize), recorded in prepared.json; the Multi30k literature's text: "
+        "--pipeline lowercase,normalize_punctuation,moses_tokenize (default: none, the raw text)",
+    )  # fmt: skip
+    p.add_argument(
         "--news-commentary", choices=sorted(NEWS_COMMENTARY), default=None,
         help="wmt14-en-de: News Commentary v9 (WMT14's and the Hub's, default) or v12 (fairseq's script)",
     )  # fmt: skip
+
+
+def steps_argument(text: str) -> tuple:
+    """--pipeline a,b,c as data.pipeline's steps; argparse prints a ValueError's... nothing useful,
+    so the message is an ArgumentTypeError."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    try:
+        return parse_steps(names)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def usable_cpus() -> int:
@@ -82,6 +99,8 @@ def data(args: argparse.Namespace) -> int:
     out = args.dir if args.dir is not None else Path(os.environ.get("AIAYN_DATA", "data")) / args.corpus
     if args.workers < 1:
         raise UserError(f"--workers ({args.workers}) must be at least 1")
-    report = prepare(corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers)
+    report = prepare(
+        corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers, pipeline=args.pipeline
+    )  # fmt: skip
     print("\n".join(report.lines()))
     return 0

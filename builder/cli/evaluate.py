@@ -1,6 +1,9 @@
 """aiayn evaluate RUN_OR_CKPT [--split S | --src F --ref F] [--json]: sacreBLEU, chrF and perplexity.
 
-BLEU and chrF are sacreBLEU's on detokenized text, each with its signature. Perplexity is
+BLEU and chrF are sacreBLEU's on detokenized text, each with its signature; a run whose
+data.pipeline tokenizes is scored on its tokenized output against the tokenized reference
+(tokenize none, lowercased where the pipeline lowercases: the Multi30k literature's BLEU), and its
+detokenized output's sacreBLEU against the raw reference is shown beside it. Perplexity is
 exp(mean NLL per target token, EOS included), teacher-forced on the (source, reference) pairs,
 without label smoothing; pairs whose source is blank are left out of it (the encoder would have
 nothing to attend to). Without --src/--ref it evaluates a split of the experiment (the test
@@ -20,7 +23,8 @@ from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_argu
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.decode.checkpoint import load_for_inference
-from aiayn.builder.decode.metrics import evaluate_texts, literature_bleu, tokenized_bleu
+from aiayn.builder.data.text import check_raw, pipelines_of
+from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, tokenized_bleu
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
 from aiayn.builder.run.outputs import check_output, writing_into_run
@@ -42,7 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also report lowercased BLEU on Moses-tokenized text (sacremoses), as the Multi30k "
         "literature reports it; not comparable to sacreBLEU",
     )
-    p.add_argument("--hyps", type=Path, help="also write the translations to this file")
+    p.add_argument("--hyps", type=Path, help="also write the translations to this file (the text BLEU scores)")
+    p.add_argument(
+        "--pipeline", action=argparse.BooleanOptionalAction, default=True,
+        help="put --src and --ref through the run's data.pipeline (default); --no-pipeline: they are its output "
+        "already (e.g. the Multi30k literature's tokenized files)",
+    )  # fmt: skip
     add_decode_arguments(p)
 
 
@@ -54,22 +63,34 @@ def evaluate(args: argparse.Namespace) -> int:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
     if args.src is not None:
-        sources, refs = read_parallel(args.src, args.ref)
+        raw_sources, raw_refs = read_parallel(args.src, args.ref)
     loaded = load_for_inference(args.checkpoint)
+    pipelines = pipelines_of(loaded.spec.data)
     if args.src is not None:
         data = f"{args.src} -> {args.ref}"
+        sources, refs = raw_sources, raw_refs
+        if pipelines is not None and args.pipeline:
+            for path in (args.src, args.ref):
+                check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
+            sources, refs, data = pipelines[0].lines(raw_sources), pipelines[1].lines(raw_refs), f"{data}, through data.pipeline"
+        elif pipelines is not None:
+            raw_refs = None  # no raw reference to score the detokenized output against
     else:
         sources, refs, data = split_texts(loaded.spec, args.split)
+        raw_refs = split_texts(loaded.spec, args.split, raw=True)[1] if pipelines is not None else None
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
+    scoring = Scoring.of(loaded.spec.data)
     with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
         metrics, hyps = evaluate_texts(
-            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, on_batch=bar.update
+            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, scoring=scoring, on_batch=bar.update
         )
     if args.hyps is not None:
         with writing_into_run(args.hyps, doing="write into it"):
             write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
     result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics, "decode": decode.model_dump()}
+    if scoring.tokenized and raw_refs is not None:
+        result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))  # type: ignore[index]
     if args.tok_bleu:
         result.update(tokenized_bleu(hyps, refs))
     if args.lc_bleu:
@@ -85,10 +106,17 @@ def render(r: dict[str, Any]) -> str:
         f"data        {r['data']} ({r['n_sentences']} sentences)",
         f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, "
         f"max length input + {d['max_len_b']}",
-        f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}",
+        f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}" + (
+            "  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""
+        ),
         f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",
         f"PPL         {r['ppl']:6.2f}  per target token, teacher-forced, no label smoothing",
     ]
+    if "detok_bleu" in r:
+        lines.append(
+            f"detok BLEU  {r['detok_bleu']:6.2f}  the output detokenized (Moses), against the raw reference: "
+            f"sacreBLEU {r['detok_bleu_signature']}"
+        )
     if "tok_bleu" in r:
         lines.append(
             f"tok. BLEU   {r['tok_bleu']:6.2f}  tokenized (intl) with compound splitting, as published "

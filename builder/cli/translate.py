@@ -1,6 +1,8 @@
 """aiayn translate RUN_OR_CKPT: beam-search each line of stdin (or --input) into stdout (or --output).
 
-All input is read first (batching sorts sentences by length); output lines come in input order,
+A run whose data.pipeline processes its text (lowercases, tokenizes) applies it to the input, and
+its output is text of that kind, what its BLEU scores; --detokenize turns a tokenized output into
+plain text (Moses' detokenizer). All input is read first (batching sorts sentences by length); output lines come in input order,
 one per input line. A blank line (empty or whitespace only) gives an empty line. The progress bar
 goes to stderr, only when translating a file (--input) and stderr is a terminal, so pipes and
 logs stay clean.
@@ -16,6 +18,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from aiayn.builder.data.corpus import read_lines
+from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.builder.errors import UserError
@@ -60,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p)
     p.add_argument("--input", "-i", type=Path, help="source text, one sentence per line (default: stdin)")
     p.add_argument("--output", "-o", type=Path, help="write translations here (default: stdout)")
+    p.add_argument(
+        "--detokenize", action="store_true",
+        help="a run trained on tokenized text (data.pipeline: moses_tokenize): write plain text, detokenized by "
+        "Moses' rules, instead of its tokenized output (lowercasing cannot be undone)",
+    )  # fmt: skip
     add_decode_arguments(p)
 
 
@@ -117,10 +125,19 @@ def translate(args: argparse.Namespace) -> int:
     loaded = load_for_inference(args.checkpoint)
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
+    pipelines = pipelines_of(loaded.spec.data)
+    if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
+        raise UserError(f"--detokenize: {args.checkpoint} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize")
+    if pipelines is not None and args.input is not None and str(args.input) != "-":
+        check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
     lines = read_input(args.input)  # stdin is read once everything else checked out
+    if pipelines is not None:
+        lines = pipelines[0].lines(lines)
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
     with progress_bar(lines, enabled=progress) as bar:
         hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, lines, decode, on_batch=bar.update, what="input")
+    if args.detokenize:
+        hyps = [pipelines[1].detokenize(h) for h in hyps]  # type: ignore[index]
     text = "".join(h + "\n" for h in hyps)
     if args.output is not None:
         with writing_into_run(args.output, doing="write into it"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.prepare.corpora import CORPORA
-from aiayn.builder.data.text import TextPipeline, check_not_tokenized, processed_file
+from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
 from aiayn.builder.errors import UserError
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -51,13 +51,9 @@ def text_pipelines(spec: ExperimentSpec) -> tuple[TextPipeline, TextPipeline] | 
     """The (source, target) text pipelines of data.pipeline; None without one, or where the
     corpus holds their output already (`aiayn data --pipeline` wrote it)."""
     data = spec.data
-    if not data.pipeline:
-        if isinstance(data, FilesDataSpec):
-            check_not_tokenized((), split_files(data, "train")[0], Path(data.dir))
-        return None
     if isinstance(data, FilesDataSpec) and check_not_tokenized(data.pipeline, split_files(data, "train")[0], Path(data.dir)):
         return None
-    return TextPipeline(data.pipeline, data.src_lang), TextPipeline(data.pipeline, data.tgt_lang)
+    return pipelines_of(data)
 
 
 def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple[list[str], list[str], str]:

@@ -6,18 +6,20 @@ processed files are cached under a key of the file's bytes, the language, the st
 sacremoses' version, as the token cache keys on the text and the tokenizer (data/cache.py).
 """
 
+import difflib
 import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from aiayn.builder.data.cache import hash_file
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import atomic_write
-from aiayn.schemas.text import LowercaseStep, MosesTokenizeStep, NormalizePunctuationStep, TextStep, step_names, tokenize_step
+from aiayn.schemas.text import STEPS, LowercaseStep, MosesTokenizeStep, NormalizePunctuationStep, TextStep, step_names, tokenize_step
 
 FORMAT_VERSION = 1
 PREPARED = "prepared.json"  # what `aiayn data` records in a corpus folder, its pipeline among it
@@ -78,6 +80,33 @@ class TextPipeline:
         return json.dumps({"v": FORMAT_VERSION, "steps": steps, "lang": self.lang, "sacremoses": version("sacremoses")})
 
 
+def parse_steps(names: Sequence[Any]) -> tuple[TextStep, ...]:
+    """data.pipeline's steps from their names (or {type: ...} mappings), checked as the schema checks them."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from aiayn.schemas.text import check_steps, named_steps
+
+    try:
+        return check_steps(tuple(TypeAdapter(tuple[TextStep, ...]).validate_python(named_steps(list(names)))))
+    except ValidationError as e:
+        error = e.errors()[0]
+        if error["type"] == "union_tag_invalid":
+            tag, known = error["ctx"]["tag"], ", ".join(STEPS)
+            close = difflib.get_close_matches(str(tag), STEPS, n=1, cutoff=0.5)
+            raise UserError(f"{tag!r} is not a text pipeline step ({known}){'; did you mean ' + repr(close[0]) + '?' if close else ''}") from None
+        raise UserError(error["msg"].removeprefix("Value error, ")) from None
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def pipelines_of(data: Any) -> tuple[TextPipeline, TextPipeline] | None:
+    """The (source, target) pipelines of a data spec's `pipeline`, None where it has none: what
+    translate and evaluate apply to new input."""
+    if not data.pipeline:
+        return None
+    return TextPipeline(data.pipeline, data.src_lang), TextPipeline(data.pipeline, data.tgt_lang)
+
+
 def processed_file(path: Path, pipeline: TextPipeline, cache: Path) -> Path:
     """`path`'s lines through `pipeline`, as a file under `cache` (written once, atomically)."""
     h = hashlib.sha256(pipeline.key().encode())
@@ -100,12 +129,12 @@ def recorded_pipeline(directory: Path) -> list[dict] | None:
     return steps or None
 
 
-def check_not_tokenized(steps: Sequence[TextStep], train_file: Path, directory: Path) -> bool:
+def check_not_tokenized(steps: Sequence[TextStep], train_file: Path, directory: Path | None) -> bool:
     """Whether the corpus in `directory` holds text `steps` made already (so it is not processed
     again); an error when it was processed otherwise, or when the pipeline would tokenize text
     that Moses' tokenizer has tokenized already (its escapes in the training file)."""
     wanted = [step.model_dump(mode="json") for step in steps]
-    done = recorded_pipeline(directory)
+    done = recorded_pipeline(directory) if directory is not None else None
     if done is not None:
         if done == wanted:
             return True
@@ -120,13 +149,21 @@ def check_not_tokenized(steps: Sequence[TextStep], train_file: Path, directory: 
         return False
     found = _first_escape(train_file)
     if found is not None:
-        line, escape = found
-        raise UserError(
-            f"data.pipeline: {train_file} looks tokenized already (line {line} holds {escape!r}, which Moses' "
-            f"tokenizer writes), and moses_tokenize would tokenize it again; point data.dir at the raw, "
-            "untokenized corpus (aiayn data writes it)"
-        )
+        raise UserError(f"data.pipeline: {looks_tokenized(train_file, *found)}; point data.dir at the raw, untokenized corpus (aiayn data writes it)")
     return False
+
+
+def looks_tokenized(path: Path, line: int, escape: str) -> str:
+    return f"{path} looks tokenized already (line {line} holds {escape!r}, which Moses' tokenizer writes), and moses_tokenize would tokenize it again"
+
+
+def check_raw(path: Path, steps: Sequence[TextStep], fix: str) -> None:
+    """A file given to translate or evaluate, which the run's pipeline will process, must not be
+    its output already."""
+    step = tokenize_step(steps)
+    found = _first_escape(path) if step is not None and step.escape else None
+    if found is not None:
+        raise UserError(f"{looks_tokenized(path, *found)}; {fix}")
 
 
 def _first_escape(path: Path) -> tuple[int, str] | None:

@@ -10,8 +10,6 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from dataclasses import dataclass
-
 import numpy as np
 import sacrebleu
 
@@ -20,40 +18,14 @@ from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.loaders import eval_loader
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.scoring import DETOKENIZED, Scoring
 from aiayn.builder.decode.translate import check_lengths, evaluating, translate_texts
 from aiayn.builder.model.loss import label_smoothed_nll
 from aiayn.schemas.decode import DecodeSpec
-from aiayn.schemas.text import step_names, tokenize_step
 
 _COMPOUND = re.compile(r"(\S)-(\S)")  # tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b
 
 
-@dataclass(frozen=True)
-class Scoring:
-    """How a run's output is scored: sacreBLEU on detokenized text (its 13a tokenizer), or, where
-    data.pipeline tokenizes, on the tokenized text as it is (tokenize none), lowercased where the
-    pipeline lowercases: the Multi30k literature's fairseq BLEU-4 on its tokenized, lowercased
-    files. Each score carries its signature, which says which."""
-
-    tokenized: bool = False
-    lowercase: bool = False
-
-    @classmethod
-    def of(cls, data: Any) -> "Scoring":
-        """The scoring of a data spec (its pipeline)."""
-        return cls(tokenize_step(data.pipeline) is not None, "lowercase" in step_names(data.pipeline))
-
-    def bleu(self) -> sacrebleu.metrics.BLEU:
-        if not self.tokenized:
-            return sacrebleu.metrics.BLEU()
-        # force: the text is tokenized on purpose, so no warning that it "forgot to detokenize"
-        return sacrebleu.metrics.BLEU(tokenize="none", lowercase=self.lowercase, force=True)
-
-    def chrf(self) -> sacrebleu.metrics.CHRF:
-        return sacrebleu.metrics.CHRF(lowercase=self.lowercase)
-
-
-DETOKENIZED = Scoring()
 
 
 def score(hyps: Sequence[str], refs: Sequence[str], scoring: Scoring = DETOKENIZED) -> dict[str, Any]:
@@ -65,6 +37,13 @@ def score(hyps: Sequence[str], refs: Sequence[str], scoring: Scoring = DETOKENIZ
         "signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
     }
+
+
+def detokenized_bleu(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
+    """sacreBLEU (13a, cased) of a tokenized run's output, detokenized, against the raw reference:
+    the number a run on raw text reports, beside the tokenized run's own."""
+    bleu = sacrebleu.metrics.BLEU()
+    return {"detok_bleu": round(bleu.corpus_score(list(hyps), [list(refs)]).score, 2), "detok_bleu_signature": str(bleu.get_signature())}
 
 
 def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:

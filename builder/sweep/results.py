@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from aiayn.builder.decode.scoring import Scoring
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
@@ -49,6 +50,7 @@ class Row:
     reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none)
     runs: tuple[tuple[int | None, Path], ...] = ()  # (seed, run directory) of each trial
     config: dict[str, Any] | None = None  # the first run's config.yaml, flattened (path -> value)
+    signature: str | None = None  # the first run's BLEU signature (every run of a table is scored alike)
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -84,9 +86,30 @@ def read_results(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: not a results.json of `aiayn train`: {why}; delete it, or re-run that run") from None
 
 
+def check_scored_alike(runs: list[dict[str, Any]]) -> None:
+    """One BLEU column holds one kind of score: sacreBLEU on detokenized text and BLEU on a
+    tokenized run's own text (tokenize none) are not comparable."""
+    kinds: dict[Scoring, list[str]] = {}
+    for run in runs:
+        kinds.setdefault(Scoring.of_signature(run.get("sacrebleu_signature")), []).append(str(run.get("run_dir", run["name"])))
+    if len(kinds) > 1:
+        shown = "; ".join(f"{_scoring_label(k)}: {', '.join(v[:2])}{' ...' if len(v) > 2 else ''}" for k, v in kinds.items())
+        raise UserError(
+            f"the runs were scored in {len(kinds)} ways, which one BLEU column cannot hold ({shown}); "
+            "give aiayn results a directory of runs scored alike (a sweep's, or one experiment's)"
+        )
+
+
+def _scoring_label(scoring: Scoring) -> str:
+    if not scoring.tokenized:
+        return "sacreBLEU on detokenized text" + (", lowercased" if scoring.lowercase else "")
+    return "BLEU on the runs' tokenized text" + (", lowercased" if scoring.lowercase else "")
+
+
 def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:
     """One row per variant, in group order; within a group, in `order` (a sweep's variants),
-    then by name."""
+    then by name. The runs must be scored alike (check_scored_alike)."""
+    check_scored_alike(runs)
     by_variant: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         by_variant.setdefault(run["variant"], []).append(run)
@@ -108,6 +131,7 @@ def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:
                 reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
                 runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),
                 config=first.get("config"),
+                signature=first.get("sacrebleu_signature"),
             )
         )
     rank = {v: i for i, v in enumerate(order)}
@@ -256,6 +280,8 @@ def markdown(
     kept = [j for j, name in enumerate(head) if name == "variant" or any(cells[j] for cells in body)]
     lines = ["| " + " | ".join(head[j] for j in kept) + " |", "|" + "|".join("---" for _ in kept) + "|"]
     lines += ["| " + " | ".join(cells[j] for j in kept) + " |" for cells in body]
+    if rows:
+        lines += ["", f"BLEU: {_scoring_label(Scoring.of_signature(rows[0].signature))}, sacreBLEU {rows[0].signature or 'default (13a)'}."]
     if differences:
         lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL)]
         if any(not d.covers_training for d in differences.values()):
@@ -373,7 +399,7 @@ def base_differences(rows: list[Row], base: Row | None) -> dict[str, Difference]
     """ΔBLEU of every row to `base`, where both saved translations."""
     if base is None:
         return {}
-    return compare_to_base({row.variant: list(row.runs) for row in rows}, base.variant)
+    return compare_to_base({row.variant: list(row.runs) for row in rows}, base.variant, Scoring.of_signature(base.signature))
 
 
 def sweep_base(directory: Path) -> str | None:

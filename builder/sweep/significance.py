@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from aiayn.builder.decode.scoring import DETOKENIZED, Scoring
 from aiayn.builder.run.rundir import RunDir
 
 SAMPLES = 1000
@@ -52,10 +53,11 @@ class Difference:
         return self.covers_training and self.p < LEVEL and not self.low <= 0.0 <= self.high
 
 
-def sentence_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
+def sentence_stats(hyps: Sequence[str], refs: Sequence[str], scoring: Scoring = DETOKENIZED) -> np.ndarray:
     """(n, 2 + 2 * 4): sys_len, ref_len, matching n-grams and hypothesis n-grams per sentence,
-    as sacreBLEU's default BLEU (13a) counts them; their column sums give the corpus BLEU."""
-    bleu = BLEU()
+    as the runs' BLEU counts them (sacreBLEU's default, 13a, or a tokenized run's, tokenize none);
+    their column sums give the corpus BLEU."""
+    bleu = scoring.bleu()
     rows = []
     for hyp, ref in zip(hyps, refs, strict=True):
         s = bleu.corpus_score([hyp], [[ref]])
@@ -96,16 +98,18 @@ def _resampled(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.array([corpus_bleu(s.sum(0)) for s in stats[idx]])
 
 
-def compare_to_base(trials: dict[str, list[tuple[int | None, Path]]], base: str) -> dict[str, Difference]:
+def compare_to_base(
+    trials: dict[str, list[tuple[int | None, Path]]], base: str, scoring: Scoring = DETOKENIZED
+) -> dict[str, Difference]:
     """Each variant's Difference to `base`. `trials`: variant -> (seed, run directory) of its
-    finished runs. A variant is left out when no seed of it has a run of the base, or when a run
-    saved no translations (older runs) or translated other sentences than its base."""
+    finished runs, all scored by `scoring`. A variant is left out when no seed of it has a run of
+    the base, or when a run saved no translations (older runs) or translated other sentences than its base."""
     stats: dict[Path, tuple[list[str], np.ndarray] | None] = {}
 
     def of(run_dir: Path) -> tuple[list[str], np.ndarray] | None:
         if run_dir not in stats:
             saved = RunDir(run_dir).translations_of("valid")
-            stats[run_dir] = None if saved is None else (saved[1], sentence_stats(*saved))
+            stats[run_dir] = None if saved is None else (saved[1], sentence_stats(*saved, scoring))
         return stats[run_dir]
 
     base_by_seed = dict(reversed(trials.get(base, [])))  # the first run of a seed wins

@@ -8,7 +8,7 @@ stderr (shown on a terminal only); `prepared.json` records what was done.
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -17,9 +17,11 @@ from tqdm import tqdm
 from aiayn.builder.data.prepare.clean import REASONS, CleanRules, judge
 from aiayn.builder.data.prepare.corpora import LANGS, Corpus, Split
 from aiayn.builder.data.prepare.sources import chain_pairs, locate
+from aiayn.builder.data.text import TextPipeline
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
 from aiayn.builder.run.outputs import check_output
+from aiayn.schemas.text import TextStep
 
 Pairs = Callable[[], Iterator[tuple[str, str]]]
 
@@ -42,10 +44,14 @@ class Report:
     cleaning: str | None
     splits: list[SplitReport] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # optional splits the source does not have
+    pipeline: list[TextStep] = field(default_factory=list)  # data.pipeline's steps applied to every line
 
     def lines(self) -> list[str]:
         """What `aiayn data` prints: a line per split, what cleaning dropped, sacreBLEU's names."""
         lines = [f"{self.corpus}: wrote {self.out} from {self.source}"]
+        if self.pipeline:
+            names = ", ".join(step.type for step in self.pipeline)
+            lines.append(f"every line through [{names}]: experiments reading it set data.pipeline: [{names}]")
         for s in self.splits:
             if s.dropped is not None:
                 why = ", ".join(f"{n:,} {REASONS[reason]}" for reason, n in s.dropped.items())
@@ -67,19 +73,23 @@ class Planned:
 
 
 def prepare(
-    corpus: Corpus, out: Path, *, source: Path | None, rules: CleanRules | None, force: bool = False, workers: int = 1
+    corpus: Corpus, out: Path, *, source: Path | None, rules: CleanRules | None, force: bool = False, workers: int = 1,
+    pipeline: Sequence[TextStep] = (),
 ) -> Report:
     """Write `corpus` into `out` (see the module's docstring); `rules` None: no cleaning;
-    `workers`: processes that count Moses tokens for it."""
+    `workers`: processes that count Moses tokens for it; `pipeline`: data.pipeline's steps, applied
+    to every line written (after cleaning) and recorded, so that an experiment reading the folder
+    knows its text is processed."""
     check_output(out, "DIR", inputs=[source] if source is not None else [])
     check_folder_output(out, force=force, purpose="write the corpus into")
     plan, where = (local_plan(corpus, source), str(source)) if source is not None else hub_plan(corpus)
     present = {p.split.name for p in plan}
     skipped = [s.name for s in corpus.splits if s.name not in present]
-    report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped)
+    report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped, pipeline=list(pipeline))
+    texts = tuple(TextPipeline(pipeline, lang) for lang in LANGS) if pipeline else None
     with staged_folder(out) as tmp:
         for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
-            report.splits.append(write_split(tmp, planned, rules if planned.split.train else None, workers))
+            report.splits.append(write_split(tmp, planned, rules if planned.split.train else None, workers, texts))
         report.splits.sort(key=lambda r: [s.name for s in corpus.splits].index(r.name))
         (tmp / "prepared.json").write_text(json.dumps(manifest(report), indent=2) + "\n")
     return report
@@ -128,9 +138,11 @@ def hub_plan(corpus: Corpus) -> tuple[list[Planned], str]:
     return plan, where
 
 
-def write_split(folder: Path, planned: Planned, rules: CleanRules | None, workers: int) -> SplitReport:
+def write_split(
+    folder: Path, planned: Planned, rules: CleanRules | None, workers: int, texts: tuple[TextPipeline, ...] | None = None
+) -> SplitReport:
     """Stream one split's pairs into `{split}.en` and `{split}.de` under `folder`; `rules`:
-    the cleaning of its pairs, or None to write them all."""
+    the cleaning of its pairs, or None to write them all; `texts`: each side's text pipeline."""
     split = planned.split
     pairs = progress(planned.pairs(), split.name, planned.total)
     judged = judge(pairs, rules, LANGS, workers=workers) if rules else ((s, t, None) for s, t in pairs)
@@ -140,6 +152,8 @@ def write_split(folder: Path, planned: Planned, rules: CleanRules | None, worker
         for src, tgt, reason in judged:
             read += 1
             if reason is None:
+                if texts is not None:
+                    src, tgt = texts[0](src), texts[1](tgt)
                 en.write(src + "\n")
                 de.write(tgt + "\n")
             else:
@@ -168,4 +182,5 @@ def manifest(report: Report) -> dict:
         "cleaning": report.cleaning,
         "splits": {s.name: {k: v for k, v in asdict(s).items() if k not in ("name", "train")} for s in report.splits},
         "skipped": report.skipped,
+        "pipeline": [step.model_dump(mode="json") for step in report.pipeline],
     }

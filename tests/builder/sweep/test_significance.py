@@ -16,6 +16,7 @@ from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.results import write_results
+from aiayn.builder.decode.scoring import Scoring
 from aiayn.builder.sweep.significance import Difference, compare_to_base, corpus_bleu, paired_bootstrap, sentence_stats
 from tests.builder.sweep.test_sweep_results import put
 
@@ -46,6 +47,16 @@ def sacrebleu_p(base: list[str], system: list[str]) -> float:
 def test_sentence_statistics_sum_to_sacrebleus_corpus_bleu():
     hyps = corrupt(4)
     assert corpus_bleu(sentence_stats(hyps, REFS).sum(0)) == pytest.approx(bleu(hyps), abs=1e-9)
+
+
+def test_a_tokenized_runs_statistics_count_its_tokens_as_they_are():
+    """tokenize none, lowercased: "Hello," is one token and equals "hello,", not "hello ,"."""
+    hyps, refs = ["Hello, world .", "a b c d"], ["hello, world .", "a b c e"]
+    scoring = Scoring(tokenized=True, lowercase=True)
+    expected = sacrebleu.metrics.BLEU(tokenize="none", lowercase=True, force=True).corpus_score(hyps, [refs]).score
+    assert corpus_bleu(sentence_stats(hyps, refs, scoring).sum(0)) == pytest.approx(expected, abs=1e-9)
+    assert sentence_stats(hyps, refs, scoring)[0, :2].tolist() == [3, 3]  # 3 tokens each side
+    assert sentence_stats(hyps, refs)[0, :2].tolist() == [4, 4]  # 13a splits the comma off
 
 
 @pytest.mark.parametrize("system", [corrupt(4, offset=1), slightly_off()], ids=["clear", "slight"])

@@ -73,10 +73,32 @@ ROWS = [
 ]
 
 
+SIGNATURE = "BLEU: sacreBLEU on detokenized text, sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0."
+
+
 def test_markdown_rows(sweep_dir):
     text = write_results(sweep_dir)
-    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 19) + "|", *ROWS]
+    assert text.splitlines() == [HEADER, "|" + "|".join(["---"] * 19) + "|", *ROWS, "", SIGNATURE]
     assert (sweep_dir / "results.md").read_text() == text
+
+
+def test_runs_scored_otherwise_never_share_the_bleu_column(sweep_dir, capsys):
+    tokenized = sweep_dir / "tiny" / "version_0"
+    put(sweep_dir, "tiny", "tiny", ppl=5.0, bleu=41.0)
+    record = json.loads((tokenized / "results.json").read_text())
+    record["sacrebleu_signature"] = "nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:2.6.0"
+    (tokenized / "results.json").write_text(json.dumps(record))
+    assert main(["results", str(sweep_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("aiayn results: error: the runs were scored in 2 ways, which one BLEU column cannot hold (sacreBLEU on detokenized text: ")
+    assert err.endswith(
+        f"; BLEU on the runs' tokenized text, lowercased: {tokenized}); give aiayn results a directory of runs scored alike "
+        "(a sweep's, or one experiment's)"
+    )
+    assert main(["results", str(sweep_dir / "tiny")]) == 0
+    assert capsys.readouterr().out.splitlines()[3:5] == [
+        "", "BLEU: BLEU on the runs' tokenized text, lowercased, sacreBLEU nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:2.6.0."
+    ]
 
 
 def test_csv(sweep_dir):
@@ -121,7 +143,8 @@ def test_cli(sweep_dir, capsys):
     assert main(["results", str(sweep_dir)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == HEADER and out[2:9] == ROWS
-    assert out[9] == f"wrote {sweep_dir / 'results.md'}, results.csv and results.png"
+    assert out[9:11] == ["", SIGNATURE]
+    assert out[11] == f"wrote {sweep_dir / 'results.md'}, results.csv and results.png"
 
 
 def test_no_finished_runs(tmp_path, capsys):
