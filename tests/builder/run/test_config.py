@@ -203,8 +203,8 @@ def only_error(overrides: list[str]) -> str:
         (["data.min_len=300"],
          "data.min_len: min_len (300) is greater than max_len (256), which would drop every sentence"),
         (["train.checkpoint.every_n_train_steps=100"],
-         "train.checkpoint.every_n_minutes: set either every_n_train_steps (100) or every_n_minutes (10.0), not "
-         "both; set the other to null"),
+         "train.checkpoint.every_n_minutes: set one of every_n_train_steps, every_n_minutes and every_n_epochs, not "
+         "every_n_train_steps (100) and every_n_minutes (10.0); set the others to null"),
         (["model.decoder.overrides={2: [{type: self_attention, h: 1, d_k: 4, d_v: 4}, {type: cross_attention, h: 1, d_k: 4, d_v: 4}]}"],
          "model.decoder.overrides.2[0].type: self_attention in the decoder lets a position see later target tokens, "
          "which are not known when translating; use causal_self_attention"),

@@ -417,7 +417,7 @@ def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch
         f"  {trials[3].name} (exit 0): exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it\n"
         f"    log: {sweep_dir / trials[3].name / 'version_0' / 'stderr.log'}\n"
     )
-    assert (sweep_dir / "results.md").read_text().count("\n") == 4  # header, rule, the two finished trials
+    assert (sweep_dir / "results.md").read_text().count("\n") == 6  # header, rule, the two finished trials, the BLEU signature
 
 
 def test_a_slurm_sweep_needs_sbatch_before_anything_is_made(sweep_file, tmp_path, monkeypatch, capsys):

@@ -29,7 +29,7 @@ def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch,
     out, err = capsys.readouterr()
     assert err == ""  # no banner, tip, or deprecation warning
     lines = out.splitlines()
-    assert lines[0] == "tokenizer: shared BPE of 300 (asked 300) -> runs/demo/version_0/tokenizer.json"
+    assert lines[0] == "tokenizer: shared BPE of 300 (asked 300; 254 merges, 296 types + 4 specials) -> runs/demo/version_0/tokenizer.json"
     assert lines[1].startswith("train pairs: kept 400 of 400;")
     assert lines[2] == "training demo: 10 steps on cpu"
     status = r"step (\d+)/10  loss \d+\.\d{3}  lr \d\.\d\de-\d\d(  \d+\.\dk tok/s)?  ETA \d+s"
