@@ -8,3 +8,10 @@ class UserError(Exception):
     """An error the user can fix; its message says what is wrong and how to fix it."""
 
     exit_code = 2
+
+
+class BlockError(UserError):
+    """A block that failed to build from a validated spec: our bug (or a plugin's), reported in
+    one line that names the block, with its own exit code (sysexits' EX_SOFTWARE)."""
+
+    exit_code = 70

@@ -47,6 +47,8 @@ class _AttentionSpec(SublayerSpec):
                 "rotates the queries and keys of one sequence, but cross_attention's keys are the encoder's; "
                 "give rotary to the self-attentions (and positional: none, if it is to be the only positions)",
             )
+        if self.rotary is not None and self.d_k < 2:
+            raise FieldError("rotary", f"rotates pairs of dims, and d_k ({self.d_k}) has fewer than 2; raise d_k or drop rotary")
         if self.rotary is not None and self.rotary.dims(self.d_k) < 2:
             raise FieldError(
                 "rotary.fraction",

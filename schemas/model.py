@@ -55,6 +55,11 @@ class ModelSpec(Spec):
                     raise FieldError(f"{stack}.{path}.type", message)
         for stack in ("encoder", "decoder"):
             spec = getattr(self, stack)
+            if spec.position_bias is not None:
+                try:
+                    spec.position_bias.check_in(bidirectional=stack == "encoder")
+                except FieldError as e:
+                    raise FieldError(f"{stack}.position_bias.{e.path}", e.message) from None
             heads = {s.table3["h"] for _, s in spec.located() if not s.reads_memory and "h" in s.table3}
             if spec.position_bias is not None and len(heads) > 1:
                 raise FieldError(

@@ -3,7 +3,7 @@ position bias is): the base of its specs, ALiBi and T5's bias."""
 
 from typing import Literal
 
-from aiayn.schemas._base import PositiveInt, Spec
+from aiayn.schemas._base import FieldError, PositiveInt, Spec
 
 
 class StackBiasSpec(Spec):
@@ -14,6 +14,11 @@ class StackBiasSpec(Spec):
     @property
     def switches(self) -> dict[str, str]:
         return {"position_bias": self.type}  # type: ignore[attr-defined]
+
+    def check_in(self, *, bidirectional: bool) -> None:
+        """Refuse (a FieldError at one of this spec's keys) settings that cannot work in a stack
+        whose self-attention is bidirectional (the encoder's) or causal (the decoder's); the
+        model's validator calls it. Nothing by default."""
 
 
 class AlibiSpec(StackBiasSpec):
@@ -33,3 +38,23 @@ class T5BiasSpec(StackBiasSpec):
     type: Literal["t5"] = "t5"
     num_buckets: PositiveInt = 32
     max_distance: PositiveInt = 128
+
+    def check_in(self, *, bidirectional: bool) -> None:
+        """Each direction has num_buckets (halved when bidirectional) buckets, half of them exact
+        distances: at least one exact bucket, and logarithmic ones reaching beyond them."""
+        per_direction = self.num_buckets // 2 if bidirectional else self.num_buckets
+        exact = per_direction // 2
+        which = "the encoder's bidirectional" if bidirectional else "the decoder's one-sided"
+        if exact < 1:
+            least = 4 if bidirectional else 2
+            raise FieldError(
+                "num_buckets",
+                f"{self.num_buckets} leaves no exact-distance bucket in {which} bias ({per_direction} "
+                f"{'per direction' if bidirectional else 'in all'}, half of them exact); use num_buckets >= {least} (T5: 32)",
+            )
+        if self.max_distance <= exact:
+            raise FieldError(
+                "max_distance",
+                f"{self.max_distance} must be greater than {exact}, where {which} bias (num_buckets {self.num_buckets}) "
+                f"begins its logarithmic buckets; raise it above {exact} (T5: 128) or lower num_buckets",
+            )

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from torch import nn
 
 from aiayn.blocks import Sublayer
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import BlockError, UserError
 from aiayn.schemas import slots
 from aiayn.schemas._base import Spec
 from aiayn.schemas.slots import PluginError
@@ -120,7 +120,17 @@ def registration(spec: Spec | type[Spec]) -> Registration:
 def build(spec: Spec, ctx: BuildContext) -> nn.Module:
     """The module of `spec`, built by its registration."""
     entry = registration(spec)
-    module = entry.build(spec, ctx)
+    try:
+        module = entry.build(spec, ctx)
+    except UserError:
+        raise
+    except Exception as e:  # the spec validated, so the block must build: a bug, said in one line
+        where = f"the {ctx.stack} " + (f"layer {ctx.layer}" if ctx.layer is not None else "stack") if ctx.stack else "the model"
+        owner = "aiayn" if getattr(entry.build, "__module__", "").startswith("aiayn.") else f"the plugin that registers {entry.type!r}"
+        raise BlockError(
+            f"bug: the {entry.type!r} block ({where}) failed to build from settings that validated: {type(e).__name__}: {e}; "
+            f"please report it to {owner} with the experiment"
+        ) from e
     if entry.slot == "sublayer" and not isinstance(module, Sublayer):
         raise PluginError(
             f"the builder of {entry.type!r} returned a {type(module).__name__}; a sub-layer's block must subclass "

@@ -79,12 +79,13 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
         for caution in spec.cautions:
             print(f"warning: {caution}", file=sys.stderr, flush=True)
     checkpoint = run.resume_checkpoint if resume else None
+    # the data and the model before the run directory: a refusal of either leaves nothing behind
+    data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda")
+    task = TranslationTask(spec.model_dump(mode="json"))
     created = not run.path.exists()
     if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)
         hold_run(run.path, doing="resume it" if resume else "train again (a new run takes the next version)")
     os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
-    data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda")
-    task = TranslationTask(spec.model_dump(mode="json"))
     sessions = Sessions(run, resumed=resume, step=resumable.step, changed=resumable.changed)
     if trainer.is_global_zero:
         for stale in run.checkpoints.glob(".*.tmp"):  # what a killed save left half-written

@@ -1,7 +1,10 @@
 """The model's schemas: the norm spec (and release 0.1's add_norm.eps), the slot unions, and the
 checks that ask sub-layer specs what they are."""
 
+import warnings
+
 import pytest
+import torch
 from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError
@@ -87,9 +90,44 @@ def test_specs_are_frozen_and_refuse_unknown_keys():
      "model.encoder.position_bias: one bias for the whole stack needs its self-attentions to have one h, but they have [4, 8]"),
     (["model.decoder.layer[2].type=gated_feed_forward", "model.decoder.layer[2].activation=tanh"],
      "model.decoder.layer[2].activation: input should be 'silu', 'gelu' or 'relu', got 'tanh'"),
+    (["dims.d_k=1", "model.encoder.layer[0].rotary={fraction: 1.0}"],
+     "model.encoder.layer[0].rotary: rotates pairs of dims, and d_k (1) has fewer than 2; raise d_k or drop rotary"),
+    (["model.encoder.position_bias={type: t5, num_buckets: 3}"],
+     "model.encoder.position_bias.num_buckets: 3 leaves no exact-distance bucket in the encoder's bidirectional bias (1 per "
+     "direction, half of them exact); use num_buckets >= 4 (T5: 32)"),
+    (["model.decoder.position_bias={type: t5, num_buckets: 1}"],
+     "model.decoder.position_bias.num_buckets: 1 leaves no exact-distance bucket in the decoder's one-sided bias (1 in all, "
+     "half of them exact); use num_buckets >= 2 (T5: 32)"),
+    (["model.encoder.position_bias={type: t5, num_buckets: 8, max_distance: 2}"],
+     "model.encoder.position_bias.max_distance: 2 must be greater than 2, where the encoder's bidirectional bias (num_buckets "
+     "8) begins its logarithmic buckets; raise it above 2 (T5: 128) or lower num_buckets"),
+    (["model.decoder.position_bias={type: t5, num_buckets: 8, max_distance: 4}"],
+     "model.decoder.position_bias.max_distance: 4 must be greater than 4, where the decoder's one-sided bias (num_buckets 8) "
+     "begins its logarithmic buckets; raise it above 4 (T5: 128) or lower num_buckets"),
 ])  # fmt: skip
 def test_each_variants_bad_input_names_its_yaml_path(overrides, message):
     assert message in error_of(*overrides)
+
+
+@pytest.mark.parametrize("stack", ["encoder", "decoder"])
+def test_every_t5_bias_that_validates_buckets_every_distance_into_its_table(stack):
+    """Every (num_buckets, max_distance) of a small grid is refused, or maps distances up to 300
+    to finite buckets of its table (before the checks, 44 of these crashed inside training)."""
+    from aiayn.blocks.position_bias import t5_bucket
+    from aiayn.schemas.stack_bias import T5BiasSpec
+
+    relative = torch.arange(-300, 301)
+    for num_buckets in range(1, 11):
+        for max_distance in range(1, 13):
+            spec = T5BiasSpec(num_buckets=num_buckets, max_distance=max_distance)
+            try:
+                spec.check_in(bidirectional=stack == "encoder")
+            except ValueError:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # a division by zero in numpy or torch would warn, not raise
+                buckets = t5_bucket(relative, bidirectional=stack == "encoder", num_buckets=num_buckets, max_distance=max_distance)
+            assert 0 <= int(buckets.min()) and int(buckets.max()) < num_buckets, (num_buckets, max_distance)
 
 
 def test_positional_none_is_short_for_its_type():

@@ -95,3 +95,34 @@ def test_a_plugin_that_takes_a_registered_type_is_one_line(tmp_path):
         "aiayn show: error: plugin 'dup' (distribution dup-plugin): type 'layer_norm' is already registered by aiayn; "
         "give ScaleNormSpec another type name\n"
     )
+
+
+BROKEN_NORM = '''
+from typing import Literal
+
+import aiayn
+
+
+class BrokenNormSpec(aiayn.NormSpec):
+    type: Literal["broken_norm"] = "broken_norm"
+    groups: int = 0
+
+
+def register():
+    aiayn.register(BrokenNormSpec, slot="norm", build=lambda spec, ctx: ctx.d_model // spec.groups)
+'''
+
+
+def test_a_block_that_fails_to_build_from_a_valid_spec_is_a_bug_line_and_leaves_no_run(tmp_path):
+    site = distribution(tmp_path, "broken-norm", "broken_norm", BROKEN_NORM, "broken = broken_norm:register")
+    norm = "model.decoder.add_norm.norm.type=broken_norm"
+    message = (
+        "error: bug: the 'broken_norm' block (the decoder layer 0) failed to build from settings that validated: "
+        "ZeroDivisionError: integer division or modulo by zero; please report it to the plugin that registers 'broken_norm' with the experiment\n"
+    )
+    for verb in ("validate", "show"):  # the spec is valid; its block fails where the model is built (counted)
+        done = aiayn(site, verb, DEMO, norm)
+        assert (done.returncode, done.stderr) == (70, f"aiayn {verb}: " + message)
+    done = aiayn(site, "train", DEMO, norm, "trainer.max_steps=1", "--runs", str(tmp_path / "runs"))
+    assert (done.returncode, done.stderr) == (70, "aiayn train: " + message)
+    assert not (tmp_path / "runs").exists()
