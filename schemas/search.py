@@ -45,7 +45,20 @@ class IntParam(Spec):
         _check_range(self.low, self.high, self.log)
         if self.log and self.step != 1:
             raise FieldError("step", f"is {self.step}, but a log scale takes no step (Optuna's rule); drop one of them")
+        span = self.high - self.low
+        if span % self.step:
+            last = self.low + span // self.step * self.step
+            raise FieldError(
+                "step",
+                f"{self.step} does not divide high - low ({span}), so the range would end at {last}, not {self.high} "
+                f"(Optuna shortens it); set high to {last} or {last + self.step}",
+            )
         return self
+
+    @property
+    def values(self) -> list[int]:
+        """The grid of the range (low, low + step, ..., high)."""
+        return list(range(self.low, self.high + 1, self.step))
 
 
 class CategoricalParam(Spec):
@@ -106,5 +119,5 @@ class SearchSpec(Spec):
             if isinstance(param, CategoricalParam):
                 space[key] = list(param.choices)
             elif isinstance(param, IntParam):
-                space[key] = list(range(param.low, param.high + 1, param.step))
+                space[key] = param.values
         return space

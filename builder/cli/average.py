@@ -11,7 +11,7 @@ from pathlib import Path
 from aiayn.builder.decode.checkpoint import average_checkpoints, resolve_run_or_checkpoint, save_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable
-from aiayn.builder.run.outputs import check_output, writing_into_run
+from aiayn.builder.run.outputs import check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,8 +45,7 @@ def average(args: argparse.Namespace) -> int:
         raise UserError("give the checkpoints to average (CKPT...), or --last K RUN_DIR")
     check_writable(args.output, "--output")
     check_output(args.output, "--output", inputs=[*paths, *args.checkpoints])
-    with writing_into_run(args.output, doing="average into it"):
-        save_checkpoint(average_checkpoints(paths), args.output)
+    save_checkpoint(average_checkpoints(paths), args.output)
     print(f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} -> {args.output}")
     for path in paths:
         print(f"  {path}")

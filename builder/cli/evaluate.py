@@ -27,7 +27,7 @@ from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, tokenized_bleu
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
-from aiayn.builder.run.outputs import check_output, writing_into_run
+from aiayn.builder.run.outputs import check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,8 +86,7 @@ def evaluate(args: argparse.Namespace) -> int:
             loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, scoring=scoring, on_batch=bar.update
         )
     if args.hyps is not None:
-        with writing_into_run(args.hyps, doing="write into it"):
-            write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
+        write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
     result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics, "decode": decode.model_dump()}
     if scoring.tokenized and raw_refs is not None:
         result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))  # type: ignore[index]

@@ -8,7 +8,8 @@ from pathlib import Path
 from aiayn.builder.cli.inspect import add_experiment_arguments
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
-from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.run.outputs import is_run
+from aiayn.builder.run.rundir import SWEEP_LOG, RunDir
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -22,10 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, bool]:
     """(the run directory, whether to resume it). --run-dir (or the one rank 0 chose) resumes
     when it has a checkpoint; --resume takes the latest run of the experiment that has one."""
-    given = RunDir.inherited() or (RunDir(args.run_dir) if args.run_dir else None)
-    if given is not None and given.path.exists() and not given.path.is_dir():
-        raise UserError(f"--run-dir {given.path} is a file; give a run directory (runs/<name>/version_<n>)")
+    inherited = RunDir.inherited()
+    if inherited is not None:
+        return inherited, inherited.has_checkpoint
+    given = RunDir(args.run_dir) if args.run_dir else None
     if given is not None:
+        check_run_dir(given, resume=args.resume)
         return given, given.has_checkpoint
     parent = Path(args.runs) / spec.name
     for folder in (Path(args.runs), parent):
@@ -39,6 +42,26 @@ def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, 
     if latest is None:
         raise UserError(f"--resume: no run of {spec.name!r} under {parent} has a checkpoint; train it first, without --resume")
     return latest, True
+
+
+def check_run_dir(run: RunDir, *, resume: bool) -> None:
+    """--run-dir names a run (resumed where it has a checkpoint), or a new or empty folder for
+    one (a sweep's trial logs aside); --resume needs the checkpoint. A folder of other files is
+    never trained into."""
+    path = run.path
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--run-dir {path} is a file; give a run directory (runs/<name>/version_<n>)")
+    a_run = path.is_dir() and (is_run(path) or run.config.is_file())
+    others = [] if a_run or not path.is_dir() else sorted(p.name for p in path.iterdir() if not SWEEP_LOG.fullmatch(p.name))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise UserError(
+            f"--run-dir {path} holds files that are not a run's ({shown}); a run is trained into a new or empty folder, "
+            "or into its own run directory (runs/<name>/version_<n>): give another"
+        )
+    if resume and not run.has_checkpoint:
+        what = "is a run with no checkpoint yet" if a_run else "is an empty folder" if path.exists() else "does not exist"
+        raise UserError(f"--resume --run-dir {path}: it {what}, so there is nothing to resume; drop --resume to train a new run there")
 
 
 def launched_apart(spec: ExperimentSpec) -> str | None:

@@ -23,7 +23,7 @@ from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
-from aiayn.builder.run.outputs import check_output, writing_into_run
+from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -140,8 +140,7 @@ def translate(args: argparse.Namespace) -> int:
         hyps = [pipelines[1].detokenize(h) for h in hyps]  # type: ignore[index]
     text = "".join(h + "\n" for h in hyps)
     if args.output is not None:
-        with writing_into_run(args.output, doing="write into it"):
-            write_bytes_atomic(args.output, text.encode("utf-8"))
+        write_bytes_atomic(args.output, text.encode("utf-8"))
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

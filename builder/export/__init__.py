@@ -15,7 +15,7 @@ from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
-from aiayn.builder.run.outputs import check_output, writing_into_run
+from aiayn.builder.run.outputs import check_output
 
 # --to name -> (module, the package it needs, what to call it in messages, its limits)
 TARGETS = {
@@ -46,6 +46,6 @@ def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization
     # sinusoid tables cover the longest input aiayn translates plus the output it may add to it
     rows = loaded.spec.decode.max_input_len + loaded.spec.decode.max_len_b
     options = {"quantization": quantization} if target == "ctranslate2" else {}
-    with writing_into_run(out, doing="export"), staged_folder(out) as folder:
+    with staged_folder(out) as folder:
         module.write(loaded, folder, position_rows=rows, **options)
     return loaded

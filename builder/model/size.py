@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import BlockError, UserError
 from aiayn.builder.model.build import Side, embeddings, final_norm, layer, position_bias, stack_context
 from aiayn.builder.model.registry import registration
 from aiayn.schemas.model import ModelSpec
@@ -37,11 +37,16 @@ def _numel(module: nn.Module) -> int:
 
 @contextmanager
 def _on_meta() -> Iterator[None]:
+    too_big = "model: some weight would have more elements than PyTorch can count (2^63); use smaller dims"
     try:
         with torch.device("meta"):
             yield
     except (RuntimeError, OverflowError, TypeError):  # a size beyond int64 (TypeError from torch)
-        raise UserError("model: some weight would have more elements than PyTorch can count (2^63); use smaller dims") from None
+        raise UserError(too_big) from None
+    except BlockError as e:  # the same, met inside a block's builder
+        if isinstance(e.__cause__, (RuntimeError, OverflowError, TypeError)):
+            raise UserError(too_big) from None
+        raise
 
 
 def embedding_groups(spec: ModelSpec) -> tuple[list[tuple[tuple[str, ...], int]], int]:

@@ -269,23 +269,34 @@ def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source
 def _check_override_shape(config: DictConfig, key: str, item: str, source: str) -> None:
     """A mapping replaced by a list (or the reverse) from the command line is a mistake."""
     old = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
-    new = OmegaConf.to_container(OmegaConf.from_dotlist([item]))
-    for part in re.findall(r"[^.\[\]]+", key):
-        new = new[part] if isinstance(new, dict) and part in new else new
+    new = _override_value(key, item)
     if isinstance(old, DictConfig) and isinstance(new, list):
         raise UserError(f"override {item!r} ({source}): {key} is a mapping (key: value), not a list; set its keys, e.g. {key}.KEY=VALUE")
     if isinstance(old, ListConfig) and isinstance(new, dict):
         raise UserError(f"override {item!r} ({source}): {key} is a list, not a mapping; give a list, e.g. {key}=[...]")
 
 
+def _override_value(key: str, item: str) -> Any:
+    """The value an override KEY=VALUE sets, parsed as OmegaConf parses it."""
+    value = OmegaConf.to_container(OmegaConf.from_dotlist([item]))
+    for part in re.findall(r"[^.\[\]]+", key):
+        value = value[part] if isinstance(value, dict) and part in value else value
+    return value
+
+
 def _retype(config: DictConfig, key: str, item: str) -> None:
-    """`model.positional.type=learned` changes the node's kind, as a retyped node in a file does."""
+    """`model.positional.type=learned`, and `model.positional={type: learned, ...}` alike, change
+    the node's kind, as a retyped node in a file does: the old kind's keys that the new one lacks go."""
     parent, _, leaf = key.rpartition(".")
-    if leaf != "type" or not parent:
+    if leaf == "type" and parent:
+        node = OmegaConf.select(config, parent, default=None, throw_on_resolution_failure=False)
+        if isinstance(node, DictConfig) and "type" in node:
+            _keep_fields_of(node, item.partition("=")[2].strip())
         return
-    node = OmegaConf.select(config, parent, default=None, throw_on_resolution_failure=False)
-    if isinstance(node, DictConfig) and "type" in node:
-        _keep_fields_of(node, item.partition("=")[2].strip())
+    new = _override_value(key, item)
+    node = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+    if isinstance(new, dict) and "type" in new and isinstance(node, DictConfig) and "type" in node:
+        _keep_fields_of(node, new["type"])
 
 
 def first_line(e: BaseException) -> str:

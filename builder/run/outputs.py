@@ -2,12 +2,13 @@
 goes through, and the run directory's lock.
 
 The rule (`check_output`): an output may not be, contain, or lie inside one of the command's
-inputs, nor be or contain a file of an existing run (a run directory is its own training's:
-a new file beside its files is fine, replacing one of them is not). Checked before any work, so a
-refused command leaves every byte of its inputs and of every run as it was.
+inputs, nor be, contain or lie inside a run directory, whether the output exists yet or not (a
+run directory is its own training's: a new file in it could pass for one of its own, a step
+checkpoint or a translation). Checked before any work, so a refused command leaves every byte of
+its inputs and of every run as it was.
 
 The lock (`hold_run`): an OS lock (flock) on the run directory itself, taken by `aiayn train`
-for the whole run and by a command that writes a file into a run while it writes; the kernel
+for the whole run; the kernel
 releases it when the process ends, however it ends (a SIGKILL leaves no stale lock), and it
 leaves no file behind. Its holder is named from /proc/locks where there is one.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from aiayn.builder.errors import UserError
@@ -48,7 +48,8 @@ def check_output(out: Path, what: str, *, inputs: Iterable[Path] = ()) -> None:
             raise UserError(f"{what} {out} lies inside {given}, which this command reads; write outside it")
         if target in source.parents:
             raise UserError(f"{what} {out} holds {given}, which this command reads; write to another path")
-    run = run_of(target) if target.exists() else None
+    existing = next(p for p in (target, *target.parents) if p.exists())  # where a new output would be made
+    run = run_of(existing)
     if run is not None:
         raise UserError(
             f"{what} {out} is {'the run directory' if run == target else 'part of the run'} {run}, which "
@@ -91,21 +92,6 @@ def release_run(run: Path) -> None:
     fd = _HELD.pop(Path(run).resolve(), None)
     if fd is not None:
         os.close(fd)  # closing the descriptor releases the lock
-
-
-@contextmanager
-def writing_into_run(out: Path, *, doing: str) -> Iterator[None]:
-    """While a command writes `out`: the run it lies in (if any) locked, so that no training
-    writes that run meanwhile."""
-    run = run_of(Path(out).parent) if Path(out).parent.exists() else None
-    held = run is not None and run in _HELD
-    if run is not None and not held:
-        hold_run(run, doing=doing)
-    try:
-        yield
-    finally:
-        if run is not None and not held:
-            release_run(run)
 
 
 def holder(folder: Path) -> str:

@@ -26,6 +26,7 @@ from aiayn.builder.run.atomic import dump_yaml, write_json, write_text_atomic
 RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches share its run directory
 _VERSION = re.compile(r"version_(\d+)")
 _STEP = re.compile(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt")
+SWEEP_LOG = re.compile(r"(stdout|stderr)(\.rank\d+)?\.log")  # a sweep's trial output, beside its run's files
 _HPC = re.compile(r"hpc_ckpt_(\d+)\.ckpt")  # Lightning's name (its checkpoint connector's hpc_save_path)
 
 

@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from aiayn.builder.decode.scoring import Scoring
+from aiayn.builder.data.scoring import Scoring
 from aiayn.builder.errors import UserError
+from aiayn.builder.run.outputs import run_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
 from aiayn.builder.sweep.search import SEARCH_DIR
@@ -455,6 +456,12 @@ def write_results(directory: Path, base: str | None = None) -> str:
     (default: see base_row)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
+    run = run_of(directory)
+    if run is not None:
+        raise UserError(
+            f"{directory} is {'a run directory' if run == directory.resolve() else 'part of the run ' + str(run)}, which only its "
+            f"training writes, and the table is written into DIR; give the folder of its runs, {run.parent}"
+        )
     runs = collect(directory)
     if not runs:
         raise UserError(

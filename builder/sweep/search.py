@@ -12,7 +12,9 @@ pruner says so (builder/train/pruning.py reads AIAYN_SEARCH).
 """
 
 import fcntl
+import itertools
 import json
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -79,31 +81,76 @@ def _value(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else "null" if value is None else str(value)
 
 
+PROBES = 256  # the most settings check_search tries per variant: every combination of the probes below, or each alone
+
+
+def probes(param: Any) -> list[Any]:
+    """What the up-front check tries of a parameter: every choice, both ends of a range."""
+    if isinstance(param, CategoricalParam):
+        return list(param.choices)
+    return [param.low, param.high]
+
+
+def probe_settings(search: SearchSpec) -> list[dict[str, Any]]:
+    """Every combination of the parameters' probes, or, when there are more than PROBES of them,
+    each probe with the other parameters at their first."""
+    keys, values = list(search.params), [probes(p) for p in search.params.values()]
+    if math.prod(len(v) for v in values) <= PROBES:
+        return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    first = {k: v[0] for k, v in zip(keys, values)}
+    return [{**first, k: x} for k, v in zip(keys, values) for x in v]
+
+
 def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> None:
-    """Every parameter is a key of each variant's experiment, and the metric is one it logs."""
+    """Every setting the search may draw (each choice, both ends of each range, and their
+    combinations) is an experiment each variant accepts, the metric is one it logs, and a pruner
+    has a validation to read before the trial's last step."""
     search = sweep.search
     assert search is not None
+    settings = probe_settings(search)
     for trial in variants:
-        for key, p in search.params.items():
+        for key in search.params:
             fixed = next((o for o in trial.overrides if o.partition("=")[0] == key), None)
             if fixed is not None:
                 raise UserError(f"{sweep_path}: search.params.{key}: the override {fixed} sets it too; the search chooses it: drop the override")
-            probe = p.choices[0] if isinstance(p, CategoricalParam) else p.low
+        for setting in settings:
+            drawn = [f"{key}={_value(value)}" for key, value in setting.items()]
             try:
-                load_experiment(trial.experiment, [*trial.overrides, f"{key}={_value(probe)}"], source="by the search")
+                spec = load_experiment(trial.experiment, [*trial.overrides, *drawn], source="by the search")
             except UserError as e:
-                raise UserError(f"{sweep_path}: search.params.{key}: {str(e).splitlines()[-1].strip()}") from None
-        validation = trial.spec.train.validation
-        if search.metric == "bleu" and not validation.bleu:
-            raise UserError(
-                f"{sweep_path}: search.metric: bleu, but {trial.variant} logs no validation BLEU (train.validation.bleu: false); "
-                "set it true, or search on ppl"
-            )
-        if search.pruner.type != "none" and not trial.spec.trainer.validates:
-            raise UserError(
-                f"{sweep_path}: search.pruner: {search.pruner.type} reads the metric at each validation, but {trial.variant} "
-                "validates only at the end (trainer.val_check_interval: null); set an interval, or pruner: {type: none}"
-            )
+                last = str(e).splitlines()[-1].strip()
+                key = next((k for k in setting if last.startswith(k) or f"{k}=" in last), next(iter(setting)))
+                alone = "" if len(setting) == 1 else f" (with {', '.join(d for d in drawn if not d.startswith(key + '='))})"
+                raise UserError(f"{sweep_path}: search.params.{key}: {last}{alone}") from None
+            _check_metric_and_pruner(search, sweep_path, trial.variant, spec, drawn)
+
+
+def _check_metric_and_pruner(search: SearchSpec, sweep_path: Path, variant: str, spec: Any, drawn: list[str]) -> None:
+    if search.metric == "bleu" and not spec.train.validation.bleu:
+        raise UserError(
+            f"{sweep_path}: search.metric: bleu, but {variant} logs no validation BLEU (train.validation.bleu: false); "
+            "set it true, or search on ppl"
+        )
+    pruner = search.pruner
+    if pruner.type == "none":
+        return
+    trainer = spec.trainer
+    if not trainer.validates:
+        raise UserError(
+            f"{sweep_path}: search.pruner: {pruner.type} reads the metric at each validation, but {variant} "
+            "validates only at the end (trainer.val_check_interval: null); set an interval, or pruner: {type: none}"
+        )
+    interval, steps = trainer.val_check_interval, trainer.max_steps
+    first = max(interval or 0, pruner.n_warmup_steps if pruner.type == "median" else 0)
+    if interval is not None and -(-first // interval) * interval >= steps:  # the first validation it may prune at
+        after = f" after its {pruner.n_warmup_steps} warm-up steps" if pruner.type == "median" and pruner.n_warmup_steps else ""
+        raise UserError(
+            f"{sweep_path}: search.pruner: {pruner.type} can stop a trial only at a validation before its last step, but "
+            f"{variant} ({', '.join(drawn)}) validates every {interval} of its {steps} steps{after}, so no trial is ever "
+            f"pruned; lower trainer.val_check_interval below {steps}"
+            + (" or search.pruner.n_warmup_steps" if after else "")
+            + ", or set pruner: {type: none}"
+        )
 
 
 def tune(

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from aiayn.builder.decode.scoring import DETOKENIZED, Scoring
+from aiayn.builder.data.scoring import DETOKENIZED, Scoring
 from aiayn.builder.run.rundir import RunDir
 
 SAMPLES = 1000

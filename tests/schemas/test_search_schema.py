@@ -35,6 +35,8 @@ def test_a_search_block():
         (search(sampler="grid", pruner={"type": "none"}), ("search",), ("params.train.lr_schedule.factor", "the grid sampler needs values to enumerate: make it categorical, or an int with a step")),
         (search(params={"a.b": {"type": "categorical", "choices": [1, 2]}}, sampler="grid"), ("search",), ("pruner", "is median, but the grid sampler runs every point: a pruned point is never revisited; set pruner: {type: none}, or use the tpe or random sampler")),
         (search(params={"train.seed": {"type": "int", "low": 1, "high": 3}}), (), ("search.params.train.seed", "the search sets train.seed, which use the sweep's `seeds: [...]`")),
+        (search(params={"a.b": {"type": "int", "low": 50, "high": 375, "step": 50}}), ("search", "params", "a.b", "int"),
+         ("step", "50 does not divide high - low (325), so the range would end at 350, not 375 (Optuna shortens it); set high to 350 or 400")),
     ],
 )  # fmt: skip
 def test_bad_search_blocks(block, where, message):
@@ -64,6 +66,24 @@ def test_an_unknown_distribution_names_the_choices(tmp_path, capsys):
          "search.pruner: median reads the metric at each validation, but demo validates only at the end (trainer.val_check_interval: null); set an interval, or pruner: {type: none}"),
         ("search: {params: " + str(FACTOR).replace("'", "") + "}\noverrides: [train.lr_schedule.factor=2]",
          "search.params.train.lr_schedule.factor: the override train.lr_schedule.factor=2 sets it too; the search chooses it: drop the override"),
+        # a later choice, the high end of a range, a combination: each is a setting a trial may draw
+        ("search: {params: {model.positional.type: {type: categorical, choices: [sinusoidal, learnd]}}, pruner: {type: none}}",
+         "search.params.model.positional.type: model.positional: type 'learnd' is not one of sinusoidal, learned, none; did you "
+         "mean 'learned'? (set by the search: model.positional.type=learnd)"),
+        ("search: {params: {dims.P_drop: {type: float, low: 0.1, high: 1.0}}, pruner: {type: none}}",
+         "search.params.dims.P_drop: dims.P_drop: input should be less than 1, got 1.0 (set by the search: dims.P_drop=1.0)"),
+        ("search:\n  params:\n    dims.h: {type: categorical, choices: [4, 3]}\n    'model.encoder.layer[0].kv_heads': {type: categorical, choices: [1, 2]}\n  pruner: {type: none}",
+         "search.params.model.encoder.layer[0].kv_heads: model.encoder.layer[0].kv_heads: 2 does not divide h (3): each K/V head "
+         "serves h / kv_heads query heads; use one of [1, 3] (set by the search: model.encoder.layer[0].kv_heads=2) (with dims.h=3)"),
+        # a pruner that no validation before a trial's last step lets act
+        ("search: {params: " + str(FACTOR).replace("'", "") + "}\noverrides: [trainer.val_check_interval=300]",
+         "search.pruner: median can stop a trial only at a validation before its last step, but demo (train.lr_schedule.factor=0.25) "
+         "validates every 300 of its 300 steps, so no trial is ever pruned; lower trainer.val_check_interval below 300, or set "
+         "pruner: {type: none}"),
+        ("search: {params: " + str(FACTOR).replace("'", "") + ", pruner: {type: median, n_warmup_steps: 200}}",
+         "search.pruner: median can stop a trial only at a validation before its last step, but demo (train.lr_schedule.factor=0.25) "
+         "validates every 150 of its 300 steps after its 200 warm-up steps, so no trial is ever pruned; lower "
+         "trainer.val_check_interval below 300 or search.pruner.n_warmup_steps, or set pruner: {type: none}"),
     ],
 )  # fmt: skip
 def test_a_search_that_cannot_run_is_a_message_before_anything_runs(tmp_path, capsys, extra, message):

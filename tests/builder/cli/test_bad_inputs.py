@@ -315,3 +315,53 @@ def test_a_sweep_root_that_is_a_file_and_a_model_no_machine_holds(tmp_path):
     fails("aiayn show: error: model: 1.28e+14 parameters need 1.82 PiB to train (weights, gradients and Adam), more than any machine "
           "holds (aiayn's bound: 1 PiB); the largest block is embedding (source = target = output) (1.28e+14): use smaller dims\n",
           "show", DEMO, f"dims.vocab_size={10**12}")  # fmt: skip
+
+
+def test_no_output_is_made_inside_a_run_even_where_nothing_is_yet(run, tmp_path):
+    """A new file inside a run could pass for one of its own (a step checkpoint that resume and
+    averaging would take): every verb that writes refuses it, for a path that does not exist yet too."""
+    text, other = tmp_path / "in.txt", tmp_path / "other" / "demo" / "version_0"  # the model the commands read
+    text.write_text("three books\n")
+    shutil.copytree(run, other)
+    new_ckpt = run / "checkpoints" / "step99999999.ckpt"
+    owned = f"part of the run {run.resolve()}, which only its training writes; write to a new path\n"
+    fails(f"aiayn average: error: --output {new_ckpt} is {owned}", "average", other / "checkpoints" / "last.ckpt", "-o", new_ckpt, untouched=run)
+    fails(f"aiayn show: error: --figure {run / 'checkpoints' / 'model.svg'} is {owned}",
+          "show", DEMO, "--figure", run / "checkpoints" / "model.svg", untouched=run)
+    fails(f"aiayn translate: error: --output {run / 'translations' / 'new.de'} is {owned}",
+          "translate", other, "-i", text, "-o", run / "translations" / "new.de", untouched=run)
+    fails(f"aiayn evaluate: error: --hyps {run / 'test.hyp'} is {owned}", "evaluate", other, "--hyps", run / "test.hyp", untouched=run)
+    fails(f"aiayn export: error: OUT {run / 'ct2' / 'model'} is {owned}",
+          "export", other, "--to", "ctranslate2", run / "ct2" / "model", untouched=run)
+    fails(f"aiayn data: error: DIR {run / 'corpus'} is {owned}",
+          "data", "multi30k", run / "corpus", "--from", tmp_path / "nowhere", untouched=run)
+    fails(f"aiayn results: error: {run} is a run directory, which only its training writes, and the table is written into DIR; "
+          f"give the folder of its runs, {run.resolve().parent}\n", "results", run, untouched=run)  # fmt: skip
+
+
+def test_run_dir_must_be_a_run_or_a_new_folder_and_resume_needs_a_run(run, tmp_path):
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("my own file\n")
+    (mine / "data.csv").write_text("1,2\n")
+    base = [DEMO, *TINY, "trainer.max_steps=1", f"data.cache_dir={tmp_path / 'cache'}"]
+    not_a_run = (f"aiayn train: error: --run-dir {mine} holds files that are not a run's (data.csv, todo.txt); a run is trained "
+                 "into a new or empty folder, or into its own run directory (runs/<name>/version_<n>): give another\n")  # fmt: skip
+    fails(not_a_run, "train", *base, "--resume", "--run-dir", mine, untouched=mine)
+    fails(not_a_run, "train", *base, "--run-dir", mine, untouched=mine)
+    fails(f"aiayn train: error: --resume --run-dir {tmp_path / 'new'}: it does not exist, so there is nothing to resume; drop "
+          "--resume to train a new run there\n", "train", *base, "--resume", "--run-dir", tmp_path / "new")  # fmt: skip
+    (tmp_path / "empty").mkdir()
+    fails(f"aiayn train: error: --resume --run-dir {tmp_path / 'empty'}: it is an empty folder, so there is nothing to resume; "
+          "drop --resume to train a new run there\n", "train", *base, "--resume", "--run-dir", tmp_path / "empty")  # fmt: skip
+    assert list((tmp_path / "empty").iterdir()) == [] and not (tmp_path / "new").exists()
+    # a run with no checkpoint yet (status.json, as a run killed before its first save leaves)
+    (run / "checkpoints").rename(tmp_path / "saved")
+    fails(f"aiayn train: error: --resume --run-dir {run}: it is a run with no checkpoint yet, so there is nothing to resume; "
+          "drop --resume to train a new run there\n", "train", *base, "--resume", "--run-dir", run, untouched=run)  # fmt: skip
+    # a sweep's trial logs beside a new run are no obstacle
+    trial = tmp_path / "sweep" / "trial" / "version_0"
+    trial.mkdir(parents=True)
+    (trial / "stderr.log").write_text("")
+    code, _, err = cli("train", *base, "--run-dir", trial)
+    assert code == 0, err

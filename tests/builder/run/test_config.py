@@ -154,6 +154,12 @@ def test_bad_override_syntax():
 def test_a_retyped_node_does_not_keep_the_old_kinds_keys():
     spec = load_experiment(BASE, ["model.positional.type=learned", "model.positional.max_len=300"])
     assert spec.model.positional.type == "learned" and spec.model.positional.max_len == 300
+    # the mapping form alike: the sinusoid's layout goes, as it does with .type=
+    assert load_experiment(BASE, ["model.positional={type: learned, max_len: 300}"]).model.positional == spec.model.positional
+    swapped = load_experiment(BASE, ["model.encoder.layer[1]={type: gated_feed_forward, d_ff: 1365, activation: silu}"])
+    assert swapped.model.encoder.layers[0][1].type == "gated_feed_forward"
+    # a mapping of the same kind still merges into the node (only a new kind starts afresh)
+    assert load_experiment(BASE, ["model.positional={layout: concatenated}"]).model.positional.layout == "concatenated"
 
 
 def test_overrides_reach_every_interpolating_layer():
