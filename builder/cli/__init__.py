@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.run.cpu import quiet_waits
 from aiayn.schemas.slots import PluginError
 
 # verb -> (module, handler, help)
@@ -56,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         top_parser().parse_args(argv)  # prints the help, or the usage and what is wrong; exits
         return 2
     verb = argv[0]
+    quiet_waits(os.environ)  # before any verb's module imports torch (OpenMP reads it then)
     # options and KEY=VALUE overrides in any order, as Hydra and LightningCLI take them
     args = verb_parser(verb).parse_intermixed_args(argv[1:])
     module, handler, _ = VERBS[verb]

@@ -23,6 +23,7 @@ from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
+from aiayn.builder.run.cpu import auto_threads
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -84,6 +85,7 @@ def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:
 
 
 def device_of(args: argparse.Namespace) -> torch.device:
+    """The device to decode on; on a CPU, with the cores that other processes leave free."""
     name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
@@ -91,6 +93,8 @@ def device_of(args: argparse.Namespace) -> torch.device:
         raise UserError(f"--device {name!r} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"--device {name}: no CUDA GPU is available here; use --device cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(auto_threads())
     return device
 
 

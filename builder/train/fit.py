@@ -35,7 +35,8 @@ from aiayn.builder.train.checks import check_memory, check_resumable
 from aiayn.builder.train.pruning import Pruning
 from aiayn.builder.train.requeue import SIGNAL, in_slurm_job
 from aiayn.builder.train.task import TranslationTask
-from aiayn.builder.train.threads import busy_note, cpu_threads
+from aiayn.builder.run.cpu import fixed_share
+from aiayn.builder.train.threads import AdaptiveThreads, cpu_threads, threads_note
 from aiayn.builder.train.trainer import batching, build_trainer
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -65,13 +66,15 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     check_data_files(spec)
     pruning = Pruning.from_env()  # a sweep's search trial: its study may stop it at a validation
-    trainer = build_trainer(spec, run, callbacks=[*callbacks, *([pruning] if pruning else [])])
+    adaptive = [AdaptiveThreads()] if spec.train.cpu_threads == "auto" and fixed_share() is None else []
+    trainer = build_trainer(spec, run, callbacks=[*callbacks, *([pruning] if pruning else []), *adaptive])
     device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
     check_memory(spec, device, max_tokens)
     if device.type == "cpu":
-        threads = cpu_threads(spec.train.cpu_threads, processes_here=len(trainer.device_ids))
+        processes = len(trainer.device_ids)
+        threads = cpu_threads(spec.train.cpu_threads, processes_here=processes)
         torch.set_num_threads(threads)
-        note = busy_note(threads) if trainer.is_global_zero else None
+        note = threads_note(threads, processes_here=processes) if trainer.is_global_zero and adaptive else None
         if note:
             print(note, flush=True)
     resumable = check_resumable(spec, run, resume=resume)

@@ -1,39 +1,59 @@
-"""How many threads a CPU run uses, and a word when the machine is already busy.
+"""How many threads a CPU run uses: train.cpu_threads, or for auto the cores other processes
+leave free, looked at again every few seconds while it trains (builder/run/cpu.py says why).
 
-PyTorch's CPU kernels split work over threads that wait for each other; when another process
-keeps the cores busy, every step waits for the slowest thread, and a run can be 10-20 times
-slower with all threads than with one (measured: 4 s against 82-100 s beside another run)."""
+PyTorch's CPU kernels split work over threads that wait for each other: beside another busy
+process, every step waits for the slowest thread, and a run with all threads was 10-20 times
+slower than with one. A run that takes only the free cores, and gives them back to a process
+that starts later, degrades to its fair share instead."""
 
-import os
+import lightning as L
+import torch
+
+from aiayn.builder.run.cpu import CpuTimes, auto_threads, threads_beside, usable_cores
 
 OPTION = "train.cpu_threads"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity), else the machine's."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+EVERY_S = 5.0  # how often a training on auto threads looks at the other processes again
 
 
 def cpu_threads(setting: int | str, *, processes_here: int = 1) -> int:
-    """The setting, or for auto: $OMP_NUM_THREADS where set (a sweep's share of the cores),
-    else the usable cores shared among this machine's processes of the run."""
-    if setting != "auto":
-        return int(setting)
-    given = os.environ.get("OMP_NUM_THREADS", "")
-    if given.isdigit() and int(given) > 0:
-        return int(given)
-    return max(1, usable_cores() // max(1, processes_here))
+    """The setting, or for auto: $OMP_NUM_THREADS where set, else the usable cores that other
+    processes leave free, shared among this machine's processes of the run."""
+    return int(setting) if setting != "auto" else auto_threads(processes_here=processes_here)
 
 
-def busy_note(threads: int) -> str | None:
-    """One line when the machine's load already exceeds its cores and the run would add threads
-    to it, naming the option; None otherwise."""
-    if threads <= 1 or not hasattr(os, "getloadavg"):
-        return None
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if load <= cores:
+def threads_note(threads: int, *, processes_here: int = 1) -> str | None:
+    """One line when a run on auto threads starts with fewer than its share of the cores."""
+    share = max(1, usable_cores() // max(1, processes_here))
+    if threads >= share:
         return None
     return (
-        f"note: this machine's load ({load:.1f}) already exceeds its {cores} cores, so {threads} threads will wait on "
-        f"each other; beside another busy process a CPU run is often many times faster with {OPTION}=1"
+        f"cpu: {threads} of {share} threads: other processes keep the rest of the cores busy; looked at again every "
+        f"{EVERY_S:g} s ({OPTION}=N fixes it)"
     )
+
+
+class AdaptiveThreads(L.Callback):
+    """train.cpu_threads: auto on a CPU: every EVERY_S seconds, the threads become the cores that
+    the other processes left free since the last look (a later run, a test suite, TensorBoard),
+    so that two runs side by side each take their share, and one takes all once alone again."""
+
+    def __init__(self, *, every_s: float = EVERY_S) -> None:
+        self.every_s, self.threads, self.cores = every_s, 0, 1
+        self._last: CpuTimes | None = None
+
+    def on_train_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+        if trainer.strategy.root_device.type == "cpu":  # on a GPU the CPU's threads hardly matter
+            self.threads, self.cores = torch.get_num_threads(), max(1, usable_cores() // max(1, len(trainer.device_ids)))
+            self._last = CpuTimes.now()
+
+    def on_train_batch_end(self, trainer: L.Trainer, task: L.LightningModule, outputs: object, batch: object, batch_idx: int) -> None:
+        if self._last is None:
+            return
+        now = CpuTimes.now()
+        if now is None or now.wall - self._last.wall < self.every_s:
+            return
+        threads = threads_beside(now.others_since(self._last), self.cores)
+        self._last = now
+        if threads != self.threads:
+            self.threads = threads
+            torch.set_num_threads(threads)
