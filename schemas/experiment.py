@@ -59,6 +59,13 @@ class ExperimentSpec(Spec):
                 f"train.lr_schedule.warmup_steps ({warmup}) is longer than the run (trainer.max_steps {steps}): the "
                 "learning rate rises all the way and never decays (eq. 3)"
             )
+        rotary = [f"{stack}.{path}" for stack in ("encoder", "decoder") for path, sub in getattr(self.model, stack).located()
+                  if getattr(sub, "rotary", None) is not None]  # fmt: skip
+        if rotary and self.model.positional.type != "none":  # type: ignore[attr-defined]
+            found.append(
+                f"model.{rotary[0]}.rotary rotates by position, and model.positional ({self.model.positional.type}) adds "  # type: ignore[attr-defined]
+                "absolute positions as well; set model.positional=none for rotary alone (RoFormer's, LLaMA's)"
+            )
         return found
 
     @model_validator(mode="after")

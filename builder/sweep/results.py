@@ -168,24 +168,47 @@ def switches(rows: list[Row]) -> list[str]:
     return [s for s in SWITCHES if any(row.paper.get(s) is not None for row in rows)]
 
 
+# The config paths a shown column reads its value from: such a path is hidden where the column
+# already tells its rows apart (a rotary's base beside its fraction; the positions' layout beside
+# their type). Any other path in which the rows differ gets a column of its own.
+_COLUMN_PATHS = {
+    "positional": re.compile(r"^model\.positional\."),
+    "norm": re.compile(r"\.add_norm\.norm\."),
+    "ffn": re.compile(r"\.(layer|overrides)\b.*\.(type|activation)$"),
+    "kv_heads": re.compile(r"\.kv_heads$"),
+    "rotary": re.compile(r"\.rotary(\.|$)"),
+    "position_bias": re.compile(r"\.position_bias(\.|$)"),
+}
+_STACK = re.compile(r"^model\.(encoder|decoder)\.")
+
+
 def differing(rows: list[Row]) -> list[str]:
     """The config paths in whose values the rows differ, in config order, but for what the table
-    shows already: Table 3's and the switch columns, and any path those determine (a rotary's
-    base beside its fraction, the positions' layout beside their type); of paths that split the
-    rows alike, the first stands for all."""
+    shows already: Table 3's and the switch columns, and the paths those columns read (where the
+    column tells the rows apart as the path does). A setting of both stacks with the same values
+    in every row is one column, model.{encoder,decoder}.<key>."""
     known = [row for row in rows if row.config is not None]
     if len(known) < 2:
         return []
-    shown = [[_key(row.paper.get(c)) for row in known] for c in [*COLUMNS, "positional", *switches(rows)]]
-    found: list[str] = []
-    patterns: list[list[str]] = []
+    shown = {c: [_key(row.paper.get(c)) for row in known] for c in ["positional", *switches(rows)]}
+    found: dict[str, list[str]] = {}
     for path in dict.fromkeys(p for row in known for p in row.config):  # type: ignore[union-attr]
         values = [_key(row.config.get(path)) for row in known]  # type: ignore[union-attr]
-        if _SHOWN.match(path) or len(set(values)) < 2 or any(_determines(c, values) for c in shown + patterns):
+        if _SHOWN.match(path) or len(set(values)) < 2:
             continue
-        found.append(path)
-        patterns.append(values)
-    return found
+        if any(pattern.search(path) and column in shown and _determines(shown[column], values) for column, pattern in _COLUMN_PATHS.items()):
+            continue
+        found[path] = values
+    merged: list[str] = []
+    for path, values in found.items():
+        other = _STACK.sub(lambda m: f"model.{'decoder' if m.group(1) == 'encoder' else 'encoder'}.", path)
+        if other != path and found.get(other) == values:
+            both = _STACK.sub("model.{encoder,decoder}.", path)
+            if both not in merged:
+                merged.append(both)
+            continue
+        merged.append(path)
+    return merged
 
 
 def _key(value: Any) -> str:
@@ -199,6 +222,7 @@ def _determines(column: list[str], values: list[str]) -> bool:
 
 
 def _setting(row: Row, path: str) -> str:
+    path = path.replace("model.{encoder,decoder}.", "model.encoder.")  # one column for both stacks' equal values
     if row.config is None or row.config.get(path) is None:
         return ""
     value = row.config[path]

@@ -69,3 +69,14 @@ def test_a_warmup_longer_than_the_run_is_one_warning_line(capsys):
     )
     assert main(["validate", DEMO]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_rotary_beside_absolute_positions_is_one_warning_line(capsys):
+    rotary = "model.decoder.layer[0].rotary={fraction: 0.5}"
+    assert main(["validate", DEMO, rotary]) == 0
+    assert capsys.readouterr().err == (
+        "warning: model.decoder.layer[0].rotary rotates by position, and model.positional (sinusoidal) adds absolute "
+        "positions as well; set model.positional=none for rotary alone (RoFormer's, LLaMA's)\n"
+    )
+    assert main(["validate", DEMO, rotary, "model.positional=none"]) == 0
+    assert capsys.readouterr().err == ""

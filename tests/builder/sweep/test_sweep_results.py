@@ -190,3 +190,29 @@ def test_settings_the_rows_differ_in_get_a_column_and_uneven_layers_a_mark(tmp_p
     with open(root / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["variant"], r["uniform"], r["model.encoder.add_norm.placement"]) for r in rows] == [("post", "true", "post"), ("pre", "false", "pre")]
+
+
+def put_variant(root, name, *, placement, norm="layer_norm", seed=1, bleu=25.0):
+    """A run of `name` whose config has both stacks' add & norm as given (RMSNorm reports its switch)."""
+    put(root, f"{name}-seed{seed}", f"{name}-seed{seed}", ppl=5.0, bleu=bleu, variant=name, seed=seed,
+        **({"norm": norm} if norm != "layer_norm" else {}))  # fmt: skip
+    stack = {"add_norm": {"placement": placement, "norm": {"type": norm, "eps": 1e-6}}, "num_layers": 6}
+    config = {"name": name, "model": {"d_model": 512, "encoder": stack, "decoder": stack}, "train": {"seed": seed}}
+    (root / f"{name}-seed{seed}" / "version_0" / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+@pytest.mark.parametrize("modern_norm", ["layer_norm", "rms_norm"], ids=["placement_alone", "placement_beside_norm"])
+def test_the_table_names_every_setting_the_rows_differ_in(tmp_path, modern_norm):
+    """Pre-norm is a column of its own: the norm column (two rows, so it splits them as the
+    placement does) no longer stands for it, and both stacks' equal settings are one column."""
+    root = tmp_path / "runs" / "modern"
+    put_variant(root, "paper", placement="post")
+    put_variant(root, "modern", placement="pre", norm=modern_norm)
+    head, _, *rows = ([c.strip() for c in line.strip("|").split("|")] for line in write_results(root).splitlines()[:4])
+    column = head.index("model.{encoder,decoder}.add_norm.placement")
+    assert {row[head.index("variant")]: row[column] for row in rows} == {"paper": "post", "modern": "pre"}
+    assert ("norm" in head) == (modern_norm == "rms_norm")
+    assert not any(h.endswith("norm.type") for h in head)  # the norm column shows the norm's type
+    with open(root / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["variant"]: r["model.{encoder,decoder}.add_norm.placement"] for r in rows} == {"paper": "post", "modern": "pre"}
