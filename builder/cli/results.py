@@ -15,10 +15,6 @@ def results(args: argparse.Namespace) -> int:
     text = write_results(args.directory, args.base)
     print(text, end="")
     print(f"wrote {args.directory / 'results.md'}, results.csv and results.png")
-    if (args.directory / "study.journal").is_file():  # a sweep that searched: its best trials and what mattered
-        from aiayn.builder.sweep.search import search_report
-
-        print()
-        print(search_report(args.directory))
+    if (args.directory / "study.journal").is_file():  # a sweep that searched: every trial in a browser
         print(f"optuna-dashboard {args.directory / 'study.journal'}   # every trial, its curve and the importances")
     return 0

@@ -26,7 +26,7 @@ from aiayn.builder.run.outputs import run_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
 from aiayn.builder.sweep.search import SEARCH_DIR
-from aiayn.builder.sweep.significance import LEVEL, SAMPLES, Difference, compare_to_base
+from aiayn.builder.sweep.significance import LEVEL, MIN_SEEDS, SAMPLES, Difference, compare_to_base
 from aiayn.schemas.results import ResultsSpec
 
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
@@ -259,11 +259,11 @@ def _steps(steps: tuple[int, ...]) -> str:
 
 def _delta(difference: Difference | None) -> str:
     """+1.23 [-0.40, +2.95] 2/3 (seeds whose own difference has its sign), * where significant;
-    one seed: ‡ (the interval covers the sentences only) and never *."""
+    fewer than MIN_SEEDS seeds: ‡ and never *."""
     if difference is None:
         return ""
     d = difference
-    seeds = f" {d.agree}/{d.pairs}" if d.covers_training else " ‡"
+    seeds = (f" {d.agree}/{d.pairs}" if d.covers_training else "") + ("" if d.enough_seeds else " ‡")
     return f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]{seeds}" + (" *" if d.significant else "")
 
 
@@ -309,8 +309,8 @@ def markdown(
         lines += ["", f"BLEU: {_scoring_label(Scoring.of_signature(rows[0].signature))}, sacreBLEU {rows[0].signature or 'default (13a)'}."]
     if differences:
         lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL)]
-        if any(not d.covers_training for d in differences.values()):
-            lines += ["", _ONE_SEED_NOTE]
+        if any(not d.enough_seeds for d in differences.values()):
+            lines += ["", _FEW_SEEDS_NOTE.format(least=MIN_SEEDS)]
     if agreement:
         lines += ["", _tally(list(agreement.values()))]
     if any(row.paper.get("uniform") is False for row in rows):
@@ -324,9 +324,10 @@ _DELTA_NOTE = (
     "of the sentences, sacreBLEU's test on the sentences), so that both training and the test set vary; k/n: the "
     "seeds whose own difference has the mean's sign; * significant: p < {level} and the interval excludes 0."
 )
-_ONE_SEED_NOTE = (
-    "‡ one seed: the interval covers the test set's sampling only, not another training run's; a single seed "
-    "says nothing of training variance, so it is never marked significant."
+_FEW_SEEDS_NOTE = (
+    "‡ fewer than {least} seeds: with one, the interval covers the test set's sampling only, not another training "
+    "run's; with two, a resample of the seeds has only three distinct means, too few to bound another run's "
+    "difference. Neither is ever marked significant: give the sweep {least} seeds or more."
 )
 
 
@@ -379,8 +380,8 @@ def directions(rows: list[Row], differences: dict[str, Difference], base: Row | 
         paper = row.reported["bleu"] - base.reported["bleu"]
         if abs(paper) < 0.05:  # Table 3 prints one decimal
             out[row.variant] = "paper: no change"
-        elif not d.covers_training:
-            out[row.variant] = "one seed"
+        elif not d.enough_seeds:
+            out[row.variant] = "too few seeds"
         elif not d.significant:
             out[row.variant] = "n.s."
         else:
@@ -390,7 +391,7 @@ def directions(rows: list[Row], differences: dict[str, Difference], base: Row | 
 
 def _tally(verdicts: list[str]) -> str:
     significant = [v for v in verdicts if v in ("agrees", "disagrees")]
-    one = f", {verdicts.count('one seed')} of one seed" if "one seed" in verdicts else ""
+    one = f", {verdicts.count('too few seeds')} with too few seeds" if "too few seeds" in verdicts else ""
     return (
         f"vs paper: our ΔBLEU goes the paper's way on {significant.count('agrees')} of the {len(significant)} rows where it is "
         f"significant; {verdicts.count('n.s.')} not significant{one}, {verdicts.count('paper: no change')} the paper's BLEU unchanged."
@@ -496,6 +497,10 @@ def write_results(directory: Path, base: str | None = None) -> str:
     reference = base_row(rows, base, sweep_base(directory))
     differences = base_differences(rows, reference)
     text = markdown(rows, differences, reference, write_figures(rows, directory / "figures"))
+    if (directory / "study.journal").is_file():  # a sweep that searched: what its search can say
+        from aiayn.builder.sweep.search_notes import search_section  # Optuna only here
+
+        text += "\n" + search_section(directory)
     (directory / "results.md").write_text(text)
     write_csv(rows, directory / "results.csv", differences, reference)
     from aiayn.builder.sweep.plot import plot  # matplotlib is imported only here

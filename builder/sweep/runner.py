@@ -56,6 +56,7 @@ class SweepRecord:
             "name": plan.sweep.name,
             "sweep_file": str(plan.path),
             "launcher": plan.sweep.launcher.model_dump(mode="json"),
+            **({"search": plan.sweep.search.model_dump(mode="json")} if plan.sweep.search is not None else {}),
             "started_at": _now(),
             "finished_at": None,
             "trials": [],
@@ -191,6 +192,7 @@ def _search(plan: Plan) -> dict[str, list[str]]:
     except ImportError:
         raise UserError("search: a sweep's search runs on Optuna, which is not installed: pip install 'optuna>=4.2'") from None
     from aiayn.builder.sweep.search import JOURNAL, tune
+    from aiayn.builder.sweep.search_notes import startup_note
 
     search = plan.sweep.search
     assert search is not None
@@ -200,6 +202,8 @@ def _search(plan: Plan) -> dict[str, list[str]]:
         f"{search.sampler} sampler, {search.pruner.type} pruner, on valid {search.metric.upper()} -> {plan.directory / JOURNAL}",
         flush=True,
     )
+    if note := startup_note(search):
+        print(f"note: {note}", flush=True)
     best = tune(plan.sweep, plan.directory, variants, report=lambda line: print(f"  {line}", flush=True))
     missing = [t.variant for t in variants if t.variant not in best]
     if missing:

@@ -282,30 +282,3 @@ def _tell(study: Any, trial: Any, run: RunDir, outcome: Outcome, search: SearchS
     trial.set_user_attr("error", (outcome.error or "")[-500:] or f"exit code {outcome.returncode}")
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     return f"{label}: FAILED (exit {outcome.returncode}); log: {run.path / 'stderr.log'}"
-
-
-def search_report(directory: Path, top: int = 3) -> str:
-    """Per study: its best trials and the parameters' importances (Optuna's fANOVA)."""
-    import optuna
-
-    journal = directory / JOURNAL
-    if not journal.is_file():
-        return ""
-    lines = []
-    for summary in optuna.get_all_study_summaries(storage(journal)):
-        study = optuna.load_study(study_name=summary.study_name, storage=storage(journal))
-        trials = study.get_trials(deepcopy=False)
-        complete = [t for t in trials if t.state.name == "COMPLETE"]
-        pruned = sum(t.state.name == "PRUNED" for t in trials)
-        lines.append(f"search {summary.study_name}: {len(complete)} complete, {pruned} pruned, {len(trials) - len(complete) - pruned} failed or running")
-        reverse = summary.direction == optuna.study.StudyDirection.MAXIMIZE
-        for t in sorted(complete, key=lambda t: t.value, reverse=reverse)[:top]:
-            lines.append(f"  trial {t.number}: {t.value:.2f}  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()))
-        if len(complete) >= 2 and len(complete[0].params) >= 1:
-            try:
-                importance = optuna.importance.get_param_importances(study)
-            except (RuntimeError, ValueError, ImportError) as e:
-                lines.append(f"  importances: not computed ({e})")
-            else:
-                lines.append("  importances: " + ", ".join(f"{k} {v:.2f}" for k, v in importance.items()))
-    return "\n".join(lines)

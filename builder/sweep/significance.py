@@ -9,8 +9,9 @@ resamples (the 2.5th and 97.5th percentiles, sacreBLEU's 1/40 rule), and so is t
 the absolute difference (MultEval's form, sacreBLEU's computation).
 
 Training variance widens the interval only where there are seeds to resample: with one seed per
-variant the interval covers the test set's sampling alone, and the difference is never called
-significant (`covers_training`). `agree` counts the seeds whose own difference has the sign of
+variant the interval covers the test set's sampling alone (`covers_training`), and with two a
+resample of the seeds has only three distinct means, too few to bound another run's difference:
+below MIN_SEEDS pairs a difference is never called significant. `agree` counts the seeds whose own difference has the sign of
 the mean. With one seed the test is exactly sacreBLEU's paired bootstrap.
 """
 
@@ -27,6 +28,7 @@ from aiayn.builder.run.rundir import RunDir
 SAMPLES = 1000
 SEED = 12345  # sacreBLEU's default for its paired tests (SACREBLEU_SEED)
 LEVEL = 0.05
+MIN_SEEDS = 3  # seed pairs below which no difference is called significant
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,15 @@ class Difference:
         return self.pairs > 1
 
     @property
+    def enough_seeds(self) -> bool:
+        return self.pairs >= MIN_SEEDS
+
+    @property
     def significant(self) -> bool:
-        """Seeds and sentences resampled, p < 0.05 and an interval without 0. The interval guards
-        sacreBLEU's p-value, which is 1/1001 for two identical outputs (no resample beats a zero
-        difference)."""
-        return self.covers_training and self.p < LEVEL and not self.low <= 0.0 <= self.high
+        """At least MIN_SEEDS seeds and the sentences resampled, p < 0.05 and an interval without
+        0. The interval guards sacreBLEU's p-value, which is 1/1001 for two identical outputs (no
+        resample beats a zero difference)."""
+        return self.enough_seeds and self.p < LEVEL and not self.low <= 0.0 <= self.high
 
 
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str], scoring: Scoring = DETOKENIZED) -> np.ndarray:

@@ -104,10 +104,12 @@ def test_tune_then_compare_survives_a_kill(tmp_path):
         config = (directory / f"{name}-seed1" / "version_0" / "config.yaml").read_text()
         assert f"factor: {best[name]['train.lr_schedule.factor']}" in config
         assert f"warmup_steps: {best[name]['train.lr_schedule.warmup_steps']}" in config
-    rows = [line.split(" | ")[0].strip("| ") for line in (directory / "results.md").read_text().splitlines() if line.startswith("| ")]
+    table = (directory / "results.md").read_text().split("\n\n")[0].splitlines()  # the results table, before its notes
+    rows = [line.split(" | ")[0].strip("| ") for line in table if line.startswith("| ")]
     assert rows[1:] == ["post-norm", "pre-norm"]
     report = subprocess.run([sys.executable, "-m", "aiayn", "results", str(directory)], capture_output=True, text=True, env=env)
     assert report.returncode == 0, report.stderr
     lines = report.stdout.splitlines()
-    assert any(line.startswith("search post-norm: ") for line in lines) and any(line.startswith("  importances: ") for line in lines)
+    assert "## Search" in lines and any(line.startswith("| post-norm | ") for line in lines)
+    assert f"Importances: not shown for post-norm ({sum(t.state.name == 'COMPLETE' for t in after['post-norm'])})" in report.stdout
     assert lines[-1] == f"optuna-dashboard {journal}   # every trial, its curve and the importances"

@@ -70,11 +70,13 @@ def test_one_seed_is_sacrebleus_paired_bootstrap(system):
 
 def test_a_slight_difference_is_not_significant_and_a_clear_one_is():
     base = sentence_stats(corpus := corrupt(4), REFS)
-    slight = paired_bootstrap([(base, sentence_stats(slightly_off(), REFS))] * 2)
-    clear = paired_bootstrap([(base, sentence_stats(corrupt(2), REFS))] * 2)
+    slight = paired_bootstrap([(base, sentence_stats(slightly_off(), REFS))] * 3)
+    clear = paired_bootstrap([(base, sentence_stats(corrupt(2), REFS))] * 3)
     assert slight.p > 0.05 and slight.low < 0 < slight.high and not slight.significant
-    assert clear.p < 0.01 and clear.high < 0 and clear.significant and clear.agree == 2
-    same = paired_bootstrap([(base, sentence_stats(corpus, REFS))] * 2)
+    assert clear.p < 0.01 and clear.high < 0 and clear.significant and clear.agree == 3
+    two = paired_bootstrap([(base, sentence_stats(corrupt(2), REFS))] * 2)  # as clear, but two seeds: never starred
+    assert two.p < 0.01 and two.high < 0 and two.covers_training and not two.enough_seeds and not two.significant
+    same = paired_bootstrap([(base, sentence_stats(corpus, REFS))] * 3)
     assert (same.delta, same.low, same.high) == (0.0, 0.0, 0.0) and not same.significant  # sacreBLEU's p is 1/1001 here
 
 
@@ -170,16 +172,16 @@ def test_results_table_shows_the_difference_to_base_and_the_papers_direction(tmp
         ("flat", "C", corrupt(3), 25.8),
     )
     for name, group, hyps, paper in trials:
-        for seed in (1, 2):  # two seeds alike: the interval is the sentences', but the seeds were resampled
+        for seed in (1, 2, 3):  # three seeds alike: the interval is the sentences', but the seeds were resampled
             trial = f"{name}-seed{seed}"
             put(root, trial, trial, ppl=5.0, bleu=round(bleu(hyps), 2), group=group, variant=name, reported={"bleu": paper}, seed=seed)
             RunDir(root / trial / "version_0").write_translations("valid", hyps, REFS)
     lines = write_results(root).splitlines()
     cells = table_cells(lines)
     assert (cells["base"]["ΔBLEU [95% CI]"], cells["base"]["vs paper"]) == ("", "")
-    assert re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] 2/2 \*", cells["worse"]["ΔBLEU [95% CI]"]) and cells["worse"]["vs paper"] == "agrees"
-    assert re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] 2/2 \*", cells["better"]["ΔBLEU [95% CI]"]) and cells["better"]["vs paper"] == "disagrees"
-    assert (cells["close"]["ΔBLEU [95% CI]"], cells["close"]["vs paper"]) == ("+0.67 [-0.08, +1.89] 2/2", "n.s.")  # p = 0.118
+    assert re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] 3/3 \*", cells["worse"]["ΔBLEU [95% CI]"]) and cells["worse"]["vs paper"] == "agrees"
+    assert re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] 3/3 \*", cells["better"]["ΔBLEU [95% CI]"]) and cells["better"]["vs paper"] == "disagrees"
+    assert (cells["close"]["ΔBLEU [95% CI]"], cells["close"]["vs paper"]) == ("+0.67 [-0.08, +1.89] 3/3", "n.s.")
     assert cells["flat"]["vs paper"] == "paper: no change"
     assert "paper PPL" not in cells["base"]  # empty in every row: left out (the CSV keeps it)
     assert lines[-3:] == [
@@ -192,10 +194,10 @@ def test_results_table_shows_the_difference_to_base_and_the_papers_direction(tmp
     ]
     with open(root / "results.csv", newline="") as f:
         rows = {r["variant"]: r for r in csv.DictReader(f)}
-    worse = Difference(*(float(rows["worse"][k]) for k in ("delta_bleu", "delta_low", "delta_high", "p_value")), pairs=2)
+    worse = Difference(*(float(rows["worse"][k]) for k in ("delta_bleu", "delta_low", "delta_high", "p_value")), pairs=3)
     assert worse.delta == pytest.approx(bleu(corrupt(2)) - bleu(corrupt(4)), abs=1e-4) and worse.p < 0.05
     assert rows["base"]["delta_bleu"] == rows["base"]["p_value"] == rows["base"]["vs_paper"] == rows["base"]["paper_ppl"] == ""
-    assert (rows["worse"]["seeds_agree"], rows["worse"]["interval_over"]) == ("2/2", "seeds and sentences")
+    assert (rows["worse"]["seeds_agree"], rows["worse"]["interval_over"]) == ("3/3", "seeds and sentences")
     assert [rows[v]["vs_paper"] for v in ("worse", "better", "close", "flat")] == [
         "agrees",
         "disagrees",
@@ -222,7 +224,11 @@ def test_any_variant_can_be_the_base_and_one_seed_is_marked(tmp_path, capsys):
                                     "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]  # no empty column  # fmt: skip
     assert cells["large"]["ΔBLEU [95% CI]"] == "" and re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] ‡", cells["small"]["ΔBLEU [95% CI]"])
     assert lines[-3].startswith("ΔBLEU: the row's BLEU minus that of large, the base row,")
-    assert lines[-1].startswith("‡ one seed: the interval covers the test set's sampling only")
+    assert lines[-1] == (
+        "‡ fewer than 3 seeds: with one, the interval covers the test set's sampling only, not another training run's; "
+        "with two, a resample of the seeds has only three distinct means, too few to bound another run's difference. "
+        "Neither is ever marked significant: give the sweep 3 seeds or more."
+    )
     assert main(["results", str(root), "--base", "small"]) == 0
     lines = capsys.readouterr().out.splitlines()
     cells = table_cells(lines)
@@ -250,5 +256,5 @@ def test_a_sweep_of_ones_own_is_measured_from_its_base_experiment(tmp_path):
     lines = write_results(root).splitlines()
     cells = table_cells(lines)
     assert [v for v in cells] == ["demo-h2", "demo-h4", "demo-h8"] and cells["demo-h4"]["ΔBLEU [95% CI]"] == ""
-    assert cells["demo-h8"]["ΔBLEU [95% CI]"].endswith(" 2/2 *")
+    assert cells["demo-h8"]["ΔBLEU [95% CI]"].endswith(" 2/2 ‡")  # clear, but two seeds: never a star
     assert any(line.startswith("ΔBLEU: the row's BLEU minus that of demo-h4, the base row,") for line in lines)

@@ -1,0 +1,113 @@
+"""What a search's numbers can and cannot say, written under the results table: per variant its
+best settings (named where they lie at a range's edge), its trials finished, pruned and failed,
+the sampler (a TPE search shorter than TPE's random start-up is a random search), and the
+parameters' importances only where enough trials finished for them to mean something."""
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from aiayn.builder.run.study import storage
+from aiayn.builder.sweep.search import JOURNAL
+from aiayn.schemas.search import CategoricalParam, IntParam, SearchSpec
+
+TPE_STARTUP = 10  # Optuna's TPESampler(n_startup_trials=10): its first trials are drawn at random
+MIN_FOR_IMPORTANCE = 10  # finished trials a study needs before its fANOVA importances are shown
+EDGE = 0.02  # a float within 2% of its range (of its log range, on a log scale) is at the edge
+
+
+def startup_note(search: SearchSpec) -> str | None:
+    """One line where TPE never leaves its random start-up: the search is a random search."""
+    if search.sampler != "tpe" or search.n_trials > TPE_STARTUP:
+        return None
+    return (
+        f"search.sampler: tpe with {search.n_trials} trials a variant never leaves TPE's {TPE_STARTUP} random start-up "
+        "trials: this is a random search (give n_trials > 10 for TPE to model anything, or say sampler: random)"
+    )
+
+
+def edge_note(param: Any, value: Any) -> str | None:
+    """Where a best value lies at its range's edge (the optimum may lie beyond): "low edge of [a, b]"."""
+    if isinstance(param, CategoricalParam) or not isinstance(value, (int, float)):
+        return None
+    low, high = param.low, param.high
+    if isinstance(param, IntParam):
+        at_low, at_high = value <= low, value >= high
+    else:
+        scale = (lambda x: math.log(x)) if param.log else (lambda x: x)
+        span = scale(high) - scale(low)
+        at_low = span > 0 and (scale(value) - scale(low)) <= EDGE * span
+        at_high = span > 0 and (scale(high) - scale(value)) <= EDGE * span
+    if not (at_low or at_high):
+        return None
+    return f"at the {'low' if at_low else 'high'} edge of [{low:g}, {high:g}]: the best may lie beyond it"
+
+
+def recorded_search(directory: Path) -> SearchSpec | None:
+    """The search a sweep ran (sweep.json records it), if any."""
+    try:
+        return SearchSpec.model_validate(json.loads((directory / "sweep.json").read_text())["search"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def search_section(directory: Path) -> str:
+    """The search section of results.md ("" where the sweep did not search)."""
+    import optuna
+
+    journal = directory / JOURNAL
+    if not journal.is_file():
+        return ""
+    search = recorded_search(directory)
+    lines = ["## Search", ""]
+    if search is not None:
+        lines.append(
+            f"Each variant tuned on the validation split's {search.metric.upper()} ({search.direction}d): {search.n_trials} "
+            f"trials a variant, {search.sampler} sampler (seed {search.seed}), {search.pruner.type} pruner."
+        )
+        if note := startup_note(search):
+            lines += ["", note + "."]
+        lines.append("")
+    lines += ["| variant | finished | pruned | failed | best | settings |", "|---|---|---|---|---|---|"]
+    edges, importances, few = [], [], []
+    for summary in optuna.get_all_study_summaries(storage(journal)):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage(journal))
+        trials = study.get_trials(deepcopy=False)
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        pruned = sum(t.state.name == "PRUNED" for t in trials)
+        if not complete:
+            lines.append(f"| {summary.study_name} | 0 | {pruned} | {len(trials) - pruned} |  |  |")
+            continue
+        best = study.best_trial
+        settings = ", ".join(f"{k}={_value(v)}" for k, v in best.params.items())
+        lines.append(f"| {summary.study_name} | {len(complete)} | {pruned} | {len(trials) - len(complete) - pruned} | {best.value:.2f} | {settings} |")
+        for key, value in best.params.items():
+            note = edge_note(search.params[key], value) if search is not None and key in search.params else None
+            if note:
+                edges.append(f"{summary.study_name}'s {key}={_value(value)} is {note}")
+        if len(complete) < MIN_FOR_IMPORTANCE:
+            few.append(f"{summary.study_name} ({len(complete)})")
+            continue
+        try:
+            found = optuna.importance.get_param_importances(study)
+        except (RuntimeError, ValueError, ImportError) as e:
+            importances.append(f"{summary.study_name}: not computed ({e})")
+        else:
+            importances.append(f"{summary.study_name}: " + ", ".join(f"{k} {v:.2f}" for k, v in found.items()))
+    lines.append("")
+    if edges:
+        lines += ["Edges: " + "; ".join(edges) + ".", ""]
+    if importances:
+        lines += ["Importances (Optuna's fANOVA): " + "; ".join(importances) + ".", ""]
+    if few:
+        lines += [
+            f"Importances: not shown for {', '.join(few)}: fewer than {MIN_FOR_IMPORTANCE} finished trials, on which an "
+            "importance says little.",
+            "",
+        ]
+    return "\n".join(lines)
