@@ -11,6 +11,7 @@ search:
   metric: bleu          # the validation BLEU (maximised) or ppl (minimised)
   pruner: {type: median, n_startup_trials: 3, n_warmup_steps: 0}   # median, successive_halving or none
   seed: 1               # the sampler's
+  trial_seed: null      # train.seed of every trial; null: the first seed above the sweep's seeds
 ```
 """
 
@@ -93,6 +94,9 @@ class SearchSpec(Spec):
     metric: Literal["bleu", "ppl"] = "bleu"
     pruner: PrunerSpec = PrunerSpec()
     seed: int = 1
+    # train.seed of the search's trials: never one of the sweep's seeds, so that the final runs
+    # (one per seed, on the best settings) are new trainings, not a trial trained again
+    trial_seed: int | None = None
 
     @property
     def direction(self) -> Literal["maximize", "minimize"]:

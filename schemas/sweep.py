@@ -167,7 +167,19 @@ class SweepSpec(Spec):
         repeated = sorted({s for s in self.seeds if self.seeds.count(s) > 1})
         if repeated:
             raise FieldError("seeds", f"seed {repeated[0]} is listed more than once; each seed makes one trial")
+        if self.search is not None and self.search.trial_seed in self.seeds:
+            raise FieldError(
+                "search.trial_seed",
+                f"{self.search.trial_seed} is one of the sweep's seeds {list(self.seeds)}, so a final run would train a "
+                "search trial again; give another, or null for the first seed above them",
+            )
         return self
+
+    @property
+    def trial_seed(self) -> int:
+        """train.seed of the search's trials: search.trial_seed, else the first above the seeds."""
+        given = self.search.trial_seed if self.search is not None else None
+        return given if given is not None else max(self.seeds) + 1
 
     @property
     def grid_points(self) -> list[dict[str, Scalar]]:

@@ -22,7 +22,7 @@ ALLOWED = {
     "builder.decode": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode"},
     "builder.train": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.train"},
     "builder.export": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.export"},
-    "builder.sweep": {"schemas", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.sweep"},
+    "builder.sweep": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.sweep"},
     "builder.cli": set(),  # anything: checked below only for what it is
     "aiayn": {"schemas", "blocks", "builder.errors", "builder.model"},
     "aiayn.__main__": set(),  # `python -m aiayn`: the CLI

@@ -9,7 +9,7 @@ from aiayn.builder.cli.inspect import add_experiment_arguments
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.outputs import is_run
-from aiayn.builder.run.rundir import SWEEP_LOG, RunDir
+from aiayn.builder.run.rundir import RUN_FILE, RunDir
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -45,14 +45,14 @@ def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, 
 
 
 def check_run_dir(run: RunDir, *, resume: bool) -> None:
-    """--run-dir names a run (resumed where it has a checkpoint), or a new or empty folder for
-    one (a sweep's trial logs aside); --resume needs the checkpoint. A folder of other files is
-    never trained into."""
+    """--run-dir names a run (resumed where it has a checkpoint; the files of one in the making,
+    which another node of the job may have begun, count), or a new or empty folder for one;
+    --resume needs the checkpoint. A folder of other files is never trained into."""
     path = run.path
     if path.exists() and not path.is_dir():
         raise UserError(f"--run-dir {path} is a file; give a run directory (runs/<name>/version_<n>)")
     a_run = path.is_dir() and (is_run(path) or run.config.is_file())
-    others = [] if a_run or not path.is_dir() else sorted(p.name for p in path.iterdir() if not SWEEP_LOG.fullmatch(p.name))
+    others = [] if a_run or not path.is_dir() else sorted(p.name for p in path.iterdir() if not RUN_FILE.fullmatch(p.name))
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise UserError(
@@ -60,7 +60,7 @@ def check_run_dir(run: RunDir, *, resume: bool) -> None:
             "or into its own run directory (runs/<name>/version_<n>): give another"
         )
     if resume and not run.has_checkpoint:
-        what = "is a run with no checkpoint yet" if a_run else "is an empty folder" if path.exists() else "does not exist"
+        what = "does not exist" if not path.exists() else "is an empty folder" if not any(path.iterdir()) else "is a run with no checkpoint yet"
         raise UserError(f"--resume --run-dir {path}: it {what}, so there is nothing to resume; drop --resume to train a new run there")
 
 

@@ -26,7 +26,11 @@ from aiayn.builder.run.atomic import dump_yaml, write_json, write_text_atomic
 RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches share its run directory
 _VERSION = re.compile(r"version_(\d+)")
 _STEP = re.compile(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt")
-SWEEP_LOG = re.compile(r"(stdout|stderr)(\.rank\d+)?\.log")  # a sweep's trial output, beside its run's files
+# what a run directory holds: its training's files, and a sweep's trial output beside them
+RUN_FILE = re.compile(
+    r"config(\.diff)?\.yaml|hparams\.yaml|status\.json|results\.json|tokenizer(\.src|\.tgt)?\.json|checkpoints|data"
+    r"|translations|events\.out\.tfevents\..*|(stdout|stderr)(\.rank\d+)?\.log"
+)
 _HPC = re.compile(r"hpc_ckpt_(\d+)\.ckpt")  # Lightning's name (its checkpoint connector's hpc_save_path)
 
 

@@ -13,7 +13,8 @@ import csv
 import json
 import re
 import statistics
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ from aiayn.builder.run.outputs import run_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
 from aiayn.builder.sweep.search import SEARCH_DIR
+from aiayn.builder.sweep.search_notes import recorded_search
 from aiayn.builder.sweep.significance import LEVEL, MIN_SEEDS, SAMPLES, Difference, compare_to_base
+from aiayn.builder.sweep.split_scores import bleu_of, score_runs, translations
 from aiayn.schemas.results import ResultsSpec
 
 GROUPS = ["base", "A", "B", "C", "D", "E", None, "big"]  # None: not a row of the paper
@@ -52,6 +55,7 @@ class Row:
     runs: tuple[tuple[int | None, Path], ...] = ()  # (seed, run directory) of each trial
     config: dict[str, Any] | None = None  # the first run's config.yaml, flattened (path -> value)
     signature: str | None = None  # the first run's BLEU signature (every run of a table is scored alike)
+    compared: tuple[float, ...] = ()  # BLEU of its runs on the split the table compares on, where not valid
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -268,15 +272,19 @@ def _delta(difference: Difference | None) -> str:
 
 
 def markdown(
-    rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None, figures: dict[str, str] | None = None
+    rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None, figures: dict[str, str] | None = None,
+    *, split: str = "valid", chose: str | None = None,
 ) -> str:
     """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, the seeds that
-    agree, * where significant) and lines under the table that say how it was computed and from
-    which row; with `figures` (variant -> path), a link to each row's model figure. A column
-    empty in every row is left out (the CSV keeps every column)."""
+    agree, * where significant) and lines under the table that say how it was computed, on which
+    split and from which row; with `figures` (variant -> path), a link to each row's model figure.
+    `split`: where ΔBLEU compares (another than valid gets a BLEU column of its own); `chose`:
+    what chose the rows' settings on the validation split (a search). A column empty in every row
+    is left out (the CSV keeps every column)."""
     differences, figures = differences or {}, figures or {}
     settings, shown = differing(rows), switches(rows)
-    head = ["group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]
+    compared = [f"BLEU {split}"] if split != "valid" else []
+    head = ["group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", *compared, "ΔBLEU [95% CI]", "params ×10⁶"]
     head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model"]
     agreement = directions(rows, differences, base)
     body: list[list[str]] = []
@@ -295,6 +303,7 @@ def markdown(
             str(len(row.trials)),
             _cell(row.ppl),
             _cell(row.bleu),
+            *([_cell(row.compared) if row.compared else ""] if compared else []),
             _delta(differences.get(row.variant)),
             f"{row.params / 1e6:.2f}",
             *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
@@ -307,8 +316,11 @@ def markdown(
     lines += ["| " + " | ".join(cells[j] for j in kept) + " |" for cells in body]
     if rows:
         lines += ["", f"BLEU: {_scoring_label(Scoring.of_signature(rows[0].signature))}, sacreBLEU {rows[0].signature or 'default (13a)'}."]
+    if split != "valid":
+        lines += ["", f"Splits: PPL and BLEU are the validation split's{', ' + chose if chose else ''}; BLEU {split} and ΔBLEU are the {split} split's."]
     if differences:
-        lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL)]
+        where = "validation" if split == "valid" else split
+        lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL, split=where)]
         if any(not d.enough_seeds for d in differences.values()):
             lines += ["", _FEW_SEEDS_NOTE.format(least=MIN_SEEDS)]
     if agreement:
@@ -319,7 +331,7 @@ def markdown(
 
 
 _DELTA_NOTE = (
-    "ΔBLEU: the row's BLEU minus that of {base}, the base row, on the same validation sentences (paired by seed, "
+    "ΔBLEU: the row's BLEU minus that of {base}, the base row, on the same {split} sentences (paired by seed, "
     "mean over seeds), with the 95% interval of a two-level paired bootstrap ({samples} resamples of the seeds and "
     "of the sentences, sacreBLEU's test on the sentences), so that both training and the test set vary; k/n: the "
     "seeds whose own difference has the mean's sign; * significant: p < {level} and the interval excludes 0."
@@ -331,11 +343,15 @@ _FEW_SEEDS_NOTE = (
 )
 
 
-def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | None = None, base: Row | None = None) -> None:
+def write_csv(
+    rows: list[Row], path: Path, differences: dict[str, Difference] | None = None, base: Row | None = None, *, split: str = "valid"
+) -> None:
     agreement = directions(rows, differences or {}, base)
     settings = differing(rows)
+    compared = [f"bleu_{split}", f"bleu_{split}_std"] if split != "valid" else []
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*CSV_FIELDS, *settings])  # then a column per setting the rows differ in
+        # then the compared split's BLEU (where not valid) and a column per setting the rows differ in
+        writer = csv.DictWriter(f, fieldnames=[*CSV_FIELDS, *compared, *settings])
         writer.writeheader()
         for row in rows:
             ppl, ppl_std = mean_std(row.ppl)
@@ -361,9 +377,17 @@ def write_csv(rows: list[Row], path: Path, differences: dict[str, Difference] | 
                     **{f"paper_{k}": _number(row.reported[k], "g") for k in ("ppl", "bleu", "params_m")},
                     "trials": " ".join(row.trials),
                     "uniform": str(row.paper.get("uniform", True)).lower(),
+                    **(dict(zip(compared, _mean_std_cells(row.compared))) if compared else {}),
                     **{path: _setting(row, path) for path in settings},
                 }
             )
+
+
+def _mean_std_cells(values: tuple[float, ...]) -> tuple[Any, Any]:
+    if not values:
+        return "", ""
+    mean, std = mean_std(values)
+    return mean, "" if std is None else std
 
 
 def directions(rows: list[Row], differences: dict[str, Difference], base: Row | None) -> dict[str, str]:
@@ -421,11 +445,22 @@ def base_row(rows: list[Row], variant: str | None = None, own_base: str | None =
     return found
 
 
-def base_differences(rows: list[Row], base: Row | None) -> dict[str, Difference]:
-    """ΔBLEU of every row to `base`, where both saved translations."""
+def base_differences(rows: list[Row], base: Row | None, directory: Path | None = None, split: str = "valid") -> dict[str, Difference]:
+    """ΔBLEU of every row to `base` on `split`, where both have translations of it."""
     if base is None:
         return {}
-    return compare_to_base({row.variant: list(row.runs) for row in rows}, base.variant, Scoring.of_signature(base.signature))
+    return compare_to_base(
+        {row.variant: list(row.runs) for row in rows}, base.variant, Scoring.of_signature(base.signature),
+        translations=lambda run: translations(directory or run, run, split),
+    )  # fmt: skip
+
+
+def with_split(rows: list[Row], directory: Path, split: str) -> list[Row]:
+    """Each row with its runs' BLEU on `split` (from their cached translations)."""
+    return [
+        replace(row, compared=tuple(bleu_of(pair, row.signature) for _, run in row.runs if (pair := translations(directory, run, split))))
+        for row in rows
+    ]
 
 
 def sweep_base(directory: Path) -> str | None:
@@ -475,10 +510,27 @@ def write_figures(rows: list[Row], folder: Path) -> dict[str, str]:
     return made
 
 
-def write_results(directory: Path, base: str | None = None) -> str:
+def _chose(directory: Path, search: Any) -> str:
+    """How a search sweep's settings were chosen, and with which seeds, from its sweep.json."""
+    try:
+        record = json.loads((directory / "sweep.json").read_text())
+        seeds = sorted({t["seed"] for t in record["trials"]})
+        trial_seed = record.get("trial_seed")
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"on which the search chose each variant's settings (by valid {search.metric.upper()})"
+    trials = f" (its trials trained with seed {trial_seed})" if trial_seed is not None else ""
+    return (
+        f"on which the search chose each variant's settings (by valid {search.metric.upper()}); the final runs' seeds "
+        f"{', '.join(map(str, seeds))} are none of the search's{trials}"
+    )
+
+
+def write_results(directory: Path, base: str | None = None, split: str | None = None, *, report: Callable[[str], None] = print) -> str:
     """results.md (with a link to each row's model figure in figures/), results.csv and
     results.png in `directory`; returns the markdown. `base`: the variant ΔBLEU is measured from
-    (default: see base_row)."""
+    (default: see base_row); `split`: the split ΔBLEU compares on, its translations made where
+    missing (default: test for a sweep that searched, whose settings the validation split chose;
+    else valid)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
     run = run_of(directory)
@@ -494,15 +546,21 @@ def write_results(directory: Path, base: str | None = None) -> str:
             "only when its training finished: train or sweep first, or resume unfinished runs"
         )
     rows = table(runs, sweep_order(directory))
+    searched = recorded_search(directory)
+    split = split or ("test" if searched is not None else "valid")
+    if split != "valid":
+        score_runs(directory, [run for row in rows for _, run in row.runs], split, report=report)
+        rows = with_split(rows, directory, split)
     reference = base_row(rows, base, sweep_base(directory))
-    differences = base_differences(rows, reference)
-    text = markdown(rows, differences, reference, write_figures(rows, directory / "figures"))
+    differences = base_differences(rows, reference, directory, split)
+    chose = _chose(directory, searched) if searched is not None else None
+    text = markdown(rows, differences, reference, write_figures(rows, directory / "figures"), split=split, chose=chose)
     if (directory / "study.journal").is_file():  # a sweep that searched: what its search can say
         from aiayn.builder.sweep.search_notes import search_section  # Optuna only here
 
         text += "\n" + search_section(directory)
     (directory / "results.md").write_text(text)
-    write_csv(rows, directory / "results.csv", differences, reference)
+    write_csv(rows, directory / "results.csv", differences, reference, split=split)
     from aiayn.builder.sweep.plot import plot  # matplotlib is imported only here
 
     plot(rows, directory / "results.png")

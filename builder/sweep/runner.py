@@ -56,7 +56,7 @@ class SweepRecord:
             "name": plan.sweep.name,
             "sweep_file": str(plan.path),
             "launcher": plan.sweep.launcher.model_dump(mode="json"),
-            **({"search": plan.sweep.search.model_dump(mode="json")} if plan.sweep.search is not None else {}),
+            **({"search": plan.sweep.search.model_dump(mode="json"), "trial_seed": plan.sweep.trial_seed} if plan.sweep.search else {}),
             "started_at": _now(),
             "finished_at": None,
             "trials": [],

@@ -169,7 +169,7 @@ def tune(
     for study in studies.values():  # a trial left running by a killed sweep (this one holds the directory now)
         for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
-    worker = Worker(search, directory, tuple(variants), tuple(launcher_overrides(sweep.launcher)))
+    worker = Worker(search, directory, tuple(variants), tuple(launcher_overrides(sweep.launcher)), sweep.trial_seed)
     if isinstance(sweep.launcher, LocalLauncherSpec):
         run, workers = local_runner(sweep.launcher)
         lock = threading.Lock()
@@ -196,6 +196,7 @@ class Worker:
     directory: Path
     variants: tuple[Trial, ...]
     extra: tuple[str, ...]  # the launcher's overrides
+    seed: int  # train.seed of every trial: none of the sweep's seeds
     index: int = 0  # k of worker k: its sampler's seed is search.seed + k
 
     def __call__(self, run: Callable[..., Outcome] | None = None, lock: Any = None, report: Callable[[str], None] = print) -> None:
@@ -221,8 +222,8 @@ class Worker:
             params = suggest(trial, search)
             run_dir = self.directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
-            # the variant's trial as the sweep makes it (its seed and name last), with the trial's settings
-            overrides = [*base.overrides[:-2], *params, *self.extra, f"train.seed={base.seed}", f"name={name}-trial{trial.number}"]
+            # the variant's trial as the sweep makes it (seed and name last), with the trial's settings and seed
+            overrides = [*base.overrides[:-2], *params, *self.extra, f"train.seed={self.seed}", f"name={name}-trial{trial.number}"]
             env = {ENV: json.dumps({"journal": str(journal), "study": name, "trial": trial.number, "metric": search.metric,
                                     "pruner": search.pruner.model_dump(mode="json"), "params": trial.params})}  # fmt: skip
             trial.set_user_attr("worker", os.environ.get("SLURM_JOB_ID") or f"pid {os.getpid()}")

@@ -15,7 +15,7 @@ below MIN_SEEDS pairs a difference is never called significant. `agree` counts t
 the mean. With one seed the test is exactly sacreBLEU's paired bootstrap.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,16 +105,21 @@ def _resampled(stats: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def compare_to_base(
-    trials: dict[str, list[tuple[int | None, Path]]], base: str, scoring: Scoring = DETOKENIZED
+    trials: dict[str, list[tuple[int | None, Path]]],
+    base: str,
+    scoring: Scoring = DETOKENIZED,
+    translations: Callable[[Path], tuple[list[str], list[str]] | None] = lambda run: RunDir(run).translations_of("valid"),
 ) -> dict[str, Difference]:
     """Each variant's Difference to `base`. `trials`: variant -> (seed, run directory) of its
-    finished runs, all scored by `scoring`. A variant is left out when no seed of it has a run of
-    the base, or when a run saved no translations (older runs) or translated other sentences than its base."""
+    finished runs, all scored by `scoring`; `translations`: a run's (hypotheses, references) of
+    the split compared (default: the validation translations it saved). A variant is left out
+    when no seed of it has a run of the base, or when a run has no translations (older runs) or
+    translated other sentences than its base."""
     stats: dict[Path, tuple[list[str], np.ndarray] | None] = {}
 
     def of(run_dir: Path) -> tuple[list[str], np.ndarray] | None:
         if run_dir not in stats:
-            saved = RunDir(run_dir).translations_of("valid")
+            saved = translations(run_dir)
             stats[run_dir] = None if saved is None else (saved[1], sentence_stats(*saved, scoring))
         return stats[run_dir]
 
