@@ -12,6 +12,7 @@ grid: {dims.P_drop: [0.0, 0.2]}  # every variant x every point of the grid
 seeds: [1, 2]                    # every trial once per seed (train.seed)
 overrides: [trainer.max_steps=1000]   # applied to every trial, after the variant's own
 launcher: {type: local, parallel: 2, gpus_per_trial: 1}
+keep: all                        # what a finished trial's checkpoints/ keeps: all, last or none
 ```
 """
 
@@ -145,6 +146,10 @@ class SweepSpec(Spec):
     overrides: tuple[str, ...] = ()  # every trial, after its variant's and the grid's
     launcher: LauncherSpec = LocalLauncherSpec()
     search: SearchSpec | None = None  # tune each variant with Optuna, then train the best with the seeds
+    # what the final runs' checkpoints/ keep once the sweep has written its table: all (every step
+    # file it kept), last (last.ckpt, and averaged.ckpt where it averaged: the run's model, resumable)
+    # or none (its results, translations and events only). A search's trials keep none.
+    keep: Literal["all", "last", "none"] = "all"
 
     @model_validator(mode="after")
     def _check(self) -> "SweepSpec":

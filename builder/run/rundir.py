@@ -134,6 +134,18 @@ class RunDir:
 
     # ---- files ---------------------------------------------------------------------------
 
+    def drop_checkpoints(self, keep: str) -> None:
+        """Free a finished run's disk: keep "all" its checkpoints, the "last" (last.ckpt and
+        averaged.ckpt: its model, and where a resume starts) or "none" of them."""
+        if keep == "all" or not self.checkpoints.is_dir():
+            return
+        kept = {self.last_checkpoint.name, self.averaged_checkpoint.name} if keep == "last" else set()
+        for path in self.checkpoints.iterdir():
+            if path.name not in kept and path.is_file():
+                path.unlink()
+        if keep == "none":
+            self.checkpoints.rmdir()
+
     def write_status(self, status: str, **fields: Any) -> None:
         write_json(self.status_file, {"status": status, **fields})
 

@@ -228,6 +228,10 @@ def _run(plan: Plan) -> int:
         )  # fmt: skip
     record.finish()
     _print_results(plan.directory)
+    if plan.sweep.keep != "all":  # after the table, which may translate the test split with them
+        for trial, st in zip(plan.trials, plan.states):
+            if RunDir(st.run_dir).results() is not None:
+                RunDir(st.run_dir).drop_checkpoints(plan.sweep.keep)
     reporter.raise_if_failed(plan.trials)
     return 0
 

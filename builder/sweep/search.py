@@ -229,6 +229,7 @@ class Worker:
             trial.set_user_attr("worker", os.environ.get("SLURM_JOB_ID") or f"pid {os.getpid()}")
             outcome = run(Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env)
             report(_tell(studies[name], trial, RunDir(run_dir), outcome, search))
+            RunDir(run_dir).drop_checkpoints("none")  # the study has its record; nothing resumes a trial
 
 
 class _FileLock:

@@ -7,12 +7,14 @@ Lightning's ModelCheckpoint keeps the newest by monitoring `step`, and a monitor
 that falls on an epoch's last batch waits for the next validation: with short epochs its files
 landed on the validation steps (15, 30 for an interval of 10), and the final step had none. This
 callback saves right after the optimizer step that is due, on every rank (a save is collective);
-rank 0 copies it to last.ckpt and prunes (Lightning's hpc_ckpt_<n>.ckpt too, which its own SLURM
+rank 0 makes last.ckpt a second name of it (a hard link, or a copy where there are none) and prunes (Lightning's hpc_ckpt_<n>.ckpt too, which its own SLURM
 auto-requeue saves when signalled before a time limit; requeue.py saves a step file instead).
 """
 
+import os
 import shutil
 import time
+from pathlib import Path
 
 import lightning as L
 
@@ -20,6 +22,21 @@ from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.rundir import RunDir
 
 STEP_FILENAME = "step{step:08d}"
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` becomes `source`'s contents atomically: a second name for the same file (a hard
+    link: no second copy on disk, and the file lives on when the step file is pruned), or, on a
+    filesystem without hard links, a copy."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.unlink(missing_ok=True)
+        os.link(source, temporary)
+    except OSError:
+        with open(source, "rb") as read, atomic_write(target) as write:
+            shutil.copyfileobj(read, write)
+        return
+    os.replace(temporary, target)
 
 
 def step_checkpoint_name(step: int) -> str:
@@ -60,8 +77,7 @@ class StepCheckpoints(L.Callback):
         path = self.run.checkpoints / step_checkpoint_name(step)
         trainer.save_checkpoint(path)
         if trainer.is_global_zero:
-            with open(path, "rb") as source, atomic_write(self.run.last_checkpoint) as copy:
-                shutil.copyfileobj(source, copy)
+            link_or_copy(path, self.run.last_checkpoint)
             for old in [*self.run.step_checkpoints()[: -self.keep], *self.run.hpc_checkpoints()]:
                 old.unlink(missing_ok=True)  # a step file supersedes the save before a time limit
         trainer.strategy.barrier("StepCheckpoints.save")

@@ -104,15 +104,15 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
         )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start
-        unsaved = not (run.checkpoints / step_checkpoint_name(trainer.global_step)).is_file()
+        pruned = pruning is not None and pruning.pruned_at is not None  # a search trial its study stopped: no result to keep
+        unsaved = not pruned and not (run.checkpoints / step_checkpoint_name(trainer.global_step)).is_file()
         if trainer.strategy.broadcast(unsaved):  # rank 0's files decide: every rank must join the save
             _step_checkpoints(trainer).save(trainer)  # the final step has its step file, whatever the interval
     if not trainer.is_global_zero:
         return None
     stopped = stopped_early(trainer)
     if not finished(spec, trainer.global_step, interrupted=trainer.interrupted, stopped_early=stopped is not None):
-        pruned = pruning is not None and pruning.pruned_at is not None
-        sessions.end("pruned" if pruned else "interrupted", trainer.global_step, wall)  # a pruned trial has its checkpoint
+        sessions.end("pruned" if pruned else "interrupted", trainer.global_step, wall)
         return None
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     with _time_limit_signal_ignored():  # the evaluation may still end before the limit

@@ -109,3 +109,16 @@ def test_unknown_keys_are_errors():
 def test_frozen():
     with pytest.raises(ValidationError):
         sweep().name = "other"
+
+
+def test_what_a_sweep_keeps_is_a_named_choice(tmp_path, capsys):
+    from aiayn.builder.cli import main
+    from tests.conftest import EXPERIMENTS
+
+    assert sweep().keep == "all" and sweep(keep="last").keep == "last"
+    path = tmp_path / "s.sweep.yaml"
+    path.write_text(f"name: s\nbase: {EXPERIMENTS / 'demo.yaml'}\nkeep: best\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: {path} is not a valid sweep (1 error):\n  keep: input should be 'all', 'last' or 'none', got 'best'\n"
+    )

@@ -82,11 +82,12 @@ def test_tune_then_compare_survives_a_kill(tmp_path):
         for t in trials:
             run = directory / "search" / name / f"trial{t.number:03d}" / "version_0"
             status = json.loads((run / "status.json").read_text())
-            if t.state.name == "PRUNED":  # stopped at a validation, with its checkpoint, before the budget's end
+            if t.state.name == "PRUNED":  # stopped at a validation before the budget's end
                 assert status["status"] == "pruned" and status["step"] < MAX_STEPS
-                assert (run / "checkpoints" / f"step{status['step']:08d}.ckpt").is_file()
             else:
                 assert json.loads((run / "results.json").read_text())["ppl"] == pytest.approx(t.value)
+            assert not (run / "checkpoints").exists()  # the study keeps the record; nothing resumes a trial
+            assert "seed: 2\n" in (run / "config.yaml").read_text()  # none of the final runs' seeds ([1])
     assert any(t.state.name == "PRUNED" for trials in after.values() for t in trials), "the median pruner pruned nothing"
     trial = after["pre-norm"][-1]  # TensorBoard's HParams lists every trial with the settings it tried
     events = EventAccumulator(str(directory / "search" / "pre-norm" / f"trial{trial.number:03d}" / "version_0")).Reload()

@@ -3,6 +3,7 @@ epoch length (Lightning's ModelCheckpoint put off a save that fell on an epoch's
 the next validation), and at the final step; keep_last of them kept; the newest averaged."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,39 @@ def test_a_run_that_averaged_is_evaluated_translated_and_exported_as_its_average
     pytest.importorskip("ctranslate2")
     assert main(["export", str(run), "--to", "ctranslate2", str(tmp_path / "ct2")]) == 0
     assert capsys.readouterr().out == f"exported {run / 'checkpoints' / 'averaged.ckpt'} ({mean}) to {tmp_path / 'ct2'} (CTranslate2)\n"
+
+
+def test_last_is_a_second_name_of_the_newest_step_file_not_a_copy(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = tiny(tmp_path, EPOCH_OF[5], "trainer.max_steps=4", "trainer.val_check_interval=null",
+                "train.checkpoint.every_n_train_steps=2", "train.checkpoint.keep_last=1")  # fmt: skip
+    assert main(["train", DEMO, *args]) == 0
+    checkpoints = tmp_path / "runs" / "demo" / "version_0" / "checkpoints"
+    last, newest = os.stat(checkpoints / "last.ckpt"), os.stat(checkpoints / "step00000004.ckpt")
+    assert (last.st_ino, last.st_nlink) == (newest.st_ino, 2)  # one file on disk, two names
+    (checkpoints / "step00000004.ckpt").unlink()  # pruned, as keep_last would: last.ckpt lives on
+    assert steps_in(checkpoints.parent) == {"last.ckpt": 4}
+
+
+def test_last_is_a_copy_where_the_filesystem_has_no_hard_links(tmp_path, monkeypatch):
+    from aiayn.builder.train import checkpoints
+
+    source, target = tmp_path / "step.ckpt", tmp_path / "last.ckpt"
+    source.write_bytes(b"weights")
+    target.write_bytes(b"older")
+    monkeypatch.setattr(checkpoints.os, "link", lambda a, b: (_ for _ in ()).throw(OSError(95, "Operation not supported")))
+    checkpoints.link_or_copy(source, target)
+    assert target.read_bytes() == b"weights" and os.stat(target).st_ino != os.stat(source).st_ino
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "step.ckpt"]  # no temporary left
+
+
+@pytest.mark.parametrize("keep, left", [("all", ["averaged.ckpt", "last.ckpt", "step00000002.ckpt"]), ("last", ["averaged.ckpt", "last.ckpt"]), ("none", None)])
+def test_a_finished_run_keeps_what_the_sweep_says(tmp_path, keep, left):
+    from aiayn.builder.run.rundir import RunDir
+
+    run = RunDir(tmp_path)
+    run.checkpoints.mkdir()
+    for name in ("averaged.ckpt", "last.ckpt", "step00000002.ckpt"):
+        (run.checkpoints / name).write_bytes(b"x")
+    run.drop_checkpoints(keep)
+    assert (sorted(p.name for p in run.checkpoints.iterdir()) if run.checkpoints.exists() else None) == left
