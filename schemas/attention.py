@@ -89,11 +89,19 @@ class SelfAttentionSpec(_AttentionSpec):
     def looks_ahead(self) -> bool:
         return True
 
+    @property
+    def figure_name(self) -> str | None:
+        return "Multi-Head Attention"
+
 
 class CausalSelfAttentionSpec(_AttentionSpec):
     """Position i attends to positions <= i only (the decoder's masked self-attention)."""
 
     type: Literal["causal_self_attention"] = "causal_self_attention"
+
+    @property
+    def figure_name(self) -> str | None:
+        return "Masked Multi-Head Attention"
 
 
 class CrossAttentionSpec(_AttentionSpec):
@@ -104,3 +112,7 @@ class CrossAttentionSpec(_AttentionSpec):
     @property
     def reads_memory(self) -> bool:
         return True
+
+    @property
+    def figure_name(self) -> str | None:
+        return "Multi-Head Attention"  # Figure 1's name for the encoder-decoder attention too

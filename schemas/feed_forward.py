@@ -21,6 +21,10 @@ class FeedForwardSpec(SublayerSpec):
     def export_as(self) -> str | None:
         return "feed_forward"
 
+    @property
+    def figure_name(self) -> str | None:
+        return "Feed Forward" if self.activation == "relu" else f"Feed Forward ({self.activation.upper()})"
+
 
 class GatedFeedForwardSpec(SublayerSpec):
     """FFN_GLU(x) = (act(x W) * (x V)) W_2 (Shazeer 2020): SwiGLU with silu, GEGLU with gelu,
@@ -48,3 +52,7 @@ class GatedFeedForwardSpec(SublayerSpec):
     @property
     def export_as(self) -> str | None:
         return "gated_feed_forward"
+
+    @property
+    def figure_name(self) -> str | None:
+        return f"Gated Feed Forward ({ {'swiglu': 'SwiGLU', 'geglu': 'GEGLU', 'reglu': 'ReGLU'}[self.variant]})"

@@ -20,6 +20,12 @@ class NormSpec(Spec):
         """layer_norm where other runtimes have this norm (with its `eps`), else None."""
         return None
 
+    @property
+    def figure_name(self) -> str | None:
+        """Its name in the model figure: the paper's words for the paper's blocks; None: its
+        registration's label."""
+        return None
+
 
 class LayerNormSpec(NormSpec):
     """LayerNorm(x) = gamma * (x - mean) / sqrt(var + eps) + beta over d_model (the paper's)."""
@@ -34,6 +40,10 @@ class LayerNormSpec(NormSpec):
     @property
     def export_as(self) -> str | None:
         return "layer_norm"
+
+    @property
+    def figure_name(self) -> str | None:
+        return "Norm"  # Figure 1's "Add & Norm"
 
 
 class RMSNormSpec(NormSpec):

@@ -20,6 +20,11 @@ class PositionalSpec(Spec):
         """sinusoidal or learned where other runtimes have it, else None."""
         return None
 
+    @property
+    def figure_name(self) -> str | None:
+        """Its name in the model figure (None: its registration's label); "" draws nothing."""
+        return None
+
 
 class SinusoidalSpec(PositionalSpec):
     """interleaved: sin at 2i, cos at 2i+1 (the paper's equation); concatenated: all sines,
@@ -31,6 +36,10 @@ class SinusoidalSpec(PositionalSpec):
     @property
     def export_as(self) -> str | None:
         return "sinusoidal"
+
+    @property
+    def figure_name(self) -> str | None:
+        return "Positional Encoding"
 
 
 class LearnedSpec(PositionalSpec):
@@ -45,6 +54,10 @@ class LearnedSpec(PositionalSpec):
     def export_as(self) -> str | None:
         return "learned"
 
+    @property
+    def figure_name(self) -> str | None:
+        return "Positional Embedding (learned)"
+
 
 class NoPositionsSpec(PositionalSpec):
     """No absolute positions: the embeddings alone, for a model whose attention knows positions
@@ -55,3 +68,7 @@ class NoPositionsSpec(PositionalSpec):
     @property
     def export_as(self) -> str | None:
         return "none"
+
+    @property
+    def figure_name(self) -> str | None:
+        return ""

@@ -32,6 +32,12 @@ class SublayerSpec(Spec):
         return {}
 
     @property
+    def figure_name(self) -> str | None:
+        """Its name in the model figure: the paper's words for the paper's blocks; None: its
+        registration's label."""
+        return None
+
+    @property
     def export_as(self) -> str | None:
         """The paper's sub-layer this is exported as (self_attention, causal_self_attention,
         cross_attention, feed_forward), or None where no other runtime has it."""

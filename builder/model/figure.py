@@ -1,13 +1,16 @@
 """The model drawn from its resolved config, in the manner of the paper's Figure 1: the encoder on
-the left, the decoder on the right, each from its embeddings and positions up through its
-layers to the output projection, every block with its parameter count.
+the left, the decoder on the right, each from its embeddings, to which the positional encoding is
+added (⊕), up through its layers to the output projection; around every sub-layer the residual
+path into its Add (post-norm: Add & Norm after the sub-layer; pre-norm: the norm before it, the
+residual bypassing both), every block with its parameter count and the total in the title.
 
-`layout(spec)` decides what is drawn (a list of boxes and frames, testable without drawing);
-`draw(layout)` renders it with matplotlib's object API (no pyplot, no global state). The figure
-knows no block by name: a sub-layer is labelled by its registration (`label`) and described by
-what its spec says of itself (`table3`, `switches`), so plugin blocks are drawn as aiayn's own.
-A run of identical consecutive layers is drawn once, framed with its count ("6×"); a layer that
-an override makes different is drawn on its own.
+`layout(spec)` decides what is drawn (boxes, frames and residual paths, testable without
+drawing); `draw(layout)` renders it with matplotlib's object API (no pyplot, no global state).
+The figure knows no block by name: a block is named by its spec's `figure_name` (the paper's
+words for the paper's blocks) or else its registration's `label`, and described by what its spec
+says of itself (`table3`, `switches`), so plugin blocks are drawn as aiayn's own. A run of
+identical consecutive layers is drawn once, framed with its count ("6×"); a layer that an
+override makes different is drawn on its own. An absent part (no positions) is not drawn.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aiayn.builder.model.registry import registration
-from aiayn.builder.model.size import embedding_groups, layer_sizes, stack_extras
+from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
-Kind = Literal["io", "embedding", "positional", "sublayer", "norm", "add", "output", "bias"]
+Kind = Literal["io", "embedding", "positional", "sum", "sublayer", "norm", "add", "output", "bias"]
 WIDTH_IN = 8.0  # inches; the height follows the deeper stack
 DPI = 100  # a PNG is WIDTH_IN * DPI pixels wide
 _GAP = 0.22  # between boxes, in drawing units (10 across)
@@ -33,6 +36,7 @@ class Box:
     lines: list[str]  # the first is the block's name
     color_key: str = ""  # boxes with one key share a colour (a sub-layer's registered type)
     reads_memory: bool = False  # a sub-layer that attends to the encoder's output: an arrow from it
+    beside: bool = False  # drawn beside the column, feeding the box after it (the positions into ⊕)
     y: float = 0.0  # bottom, filled in by the layout
     height: float = 0.75
 
@@ -53,6 +57,8 @@ class Column:
     title: str
     boxes: list[Box] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
+    # residual paths (the box whose input the path leaves from, the Add box it joins), indices
+    residuals: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -80,10 +86,21 @@ def _n(count: int) -> str:
     return f"{count:,} params" if count else "no params"
 
 
-def _describe(spec: Any) -> str:
-    """What a block says of itself: its Table 3 dims, then how it departs from the paper."""
+def _name(spec: Any) -> str:
+    """The paper's words for the paper's blocks, the registration's label for the others."""
+    return spec.figure_name or registration(spec).label(spec)
+
+
+_SWITCH_WORDS = {"rotary": lambda v: f"rotary on {v:.0%} of d_k", "kv_heads": lambda v: f"{v} K/V heads"}
+
+
+def _describe(spec: Any, name: str) -> str:
+    """What a block says of itself: its Table 3 dims, then how it departs from the paper (what
+    its name says already left out)."""
     parts = [f"{k}={v}" for k, v in spec.table3.items()]
-    parts += [f"{k}={v}" for k, v in spec.switches.items() if v not in (None, False)]
+    for key, value in spec.switches.items():
+        if value not in (None, False) and str(value).lower() not in name.lower():
+            parts.append(_SWITCH_WORDS[key](value) if key in _SWITCH_WORDS else f"{key}={value}")
     return ", ".join(parts)
 
 
@@ -97,7 +114,7 @@ def _runs(stack: StackSpec) -> list[tuple[int, int]]:
 
 
 def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["encoder", "decoder"]) -> None:
-    norm_name = registration(stack.add_norm.norm).label(stack.add_norm.norm)
+    norm_name = _name(stack.add_norm.norm)
     pre = stack.add_norm.placement == "pre"
     final, bias = stack_extras(stack, d_model, side)
     if stack.position_bias is not None:
@@ -108,12 +125,14 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
         params, norms = layer_sizes(stack, d_model, side, first)
         start = len(column.boxes)
         for sub, count, norm in zip(sublayers, params, norms):
-            norm_box = Box("norm", [f"{norm_name}" if pre else f"Add & {norm_name}", _n(norm)])
+            enters = len(column.boxes)  # the residual leaves from this box's input
             if pre:
-                column.boxes.append(norm_box)
-            lines = [registration(sub).label(sub), _describe(sub), _n(count)]
+                column.boxes.append(Box("norm", [norm_name, _n(norm)]))
+            name = _name(sub)
+            lines = [name, _describe(sub, name), _n(count)]
             column.boxes.append(Box("sublayer", [line for line in lines if line], color_key=sub.type, reads_memory=sub.reads_memory))
-            column.boxes.append(Box("add", ["Add (residual)"]) if pre else norm_box)
+            column.boxes.append(Box("add", ["Add"]) if pre else Box("norm", [f"Add & {norm_name}", _n(norm)]))
+            column.residuals.append((enters, len(column.boxes) - 1))
         times = last - first + 1
         label = f"{times}×" if (first, last) == (0, stack.num_layers - 1) else f"layers {first}-{last} ({times}×)" if times > 1 else f"layer {first}"
         column.frames.append(Frame(start, len(column.boxes) - 1, label))
@@ -124,7 +143,7 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
 def layout(spec: ModelSpec, title: str = "") -> Layout:
     """The boxes of both columns, bottom-up, placed."""
     groups, positions = embedding_groups(spec)
-    pos_name = registration(spec.positional).label(spec.positional)
+    positional = _name(spec.positional) if spec.positional.figure_name != "" else None  # type: ignore[attr-defined]
     encoder, decoder = Column(f"Encoder (N={spec.encoder.num_layers})"), Column(f"Decoder (N={spec.decoder.num_layers})")
     notes = []
     for column, side, io in ((encoder, "source", "Inputs"), (decoder, "target", "Outputs (shifted right)")):
@@ -133,7 +152,10 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
         shared = f"shared: {' = '.join(sides)}" if len(sides) > 1 else ""
         lines = [f"{'Input' if side == 'source' else 'Output'} Embedding", f"vocab={spec.embedding.vocab_size}, d_model={spec.d_model}", shared, _n(count)]
         column.boxes.append(Box("embedding", [line for line in lines if line]))
-        column.boxes.append(Box("positional", [f"Positional: {pos_name}", _n(positions)]))
+        if positional is not None:  # added to the embeddings, as Figure 1's ⊕
+            # a narrow box beside the column: its name in two lines
+            column.boxes.append(Box("positional", [*positional.split(" ", 1), _n(positions)], beside=True))
+            column.boxes.append(Box("sum", ["⊕"]))
     if len(next(s for s, _ in groups if "source" in s)) > 1:
         notes.append("one embedding matrix: " + " = ".join(next(s for s, _ in groups if "source" in s)))
     _stack_boxes(encoder, spec.encoder, spec.d_model, "encoder")
@@ -144,17 +166,26 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
     decoder.boxes.append(Box("output", [name, f"d_model={spec.d_model} -> vocab={spec.embedding.vocab_size}", _n(output + bias)]))
     decoder.boxes.append(Box("output", ["Softmax"]))
     decoder.boxes.append(Box("io", ["Output Probabilities"]))
-    drawn = Layout(title or "model", (encoder, decoder), notes=notes)
+    drawn = Layout(f"{title or 'model'}: {count_params(spec):,} parameters", (encoder, decoder), notes=notes)
     _place(drawn)
     return drawn
+
+
+def _height(box: Box) -> float:
+    if box.kind in ("io", "sum"):
+        return 0.4
+    return max(0.42, 0.2 + 0.21 * len(box.lines))
 
 
 def _place(drawn: Layout) -> None:
     top = 0.0
     for column in drawn.columns:
         y = 0.9  # room for the column title below
-        for box in column.boxes:
-            box.height = 0.4 if box.kind == "io" else max(0.42, 0.2 + 0.21 * len(box.lines))
+        for i, box in enumerate(column.boxes):
+            box.height = _height(box)
+            if box.beside:  # level with the box it feeds, which comes next
+                box.y = y + (_height(column.boxes[i + 1]) - box.height) / 2
+                continue
             box.y = y
             y += box.height + _GAP
         for frame in column.frames:
@@ -164,14 +195,20 @@ def _place(drawn: Layout) -> None:
     drawn.height = top + 0.9  # the title above
 
 
-_COLORS = {"io": "none", "embedding": "#f4c7c3", "positional": "#ffffff", "norm": "#f3f0a6", "add": "#f3f0a6", "output": "#c6dcf5", "bias": "#e6e6e6"}
+_COLORS = {"io": "none", "embedding": "#f4c7c3", "positional": "#ffffff", "sum": "#ffffff", "norm": "#f3f0a6", "add": "#f3f0a6",
+           "output": "#c6dcf5", "bias": "#e6e6e6"}  # fmt: skip
 _PALETTE = ["#fbd3a6", "#c9e7f6", "#d5ecc2", "#e3d2f1", "#f7c9de", "#d9d9d9"]  # sub-layers, by registered type in order of appearance
+_INK = "#444444"
+_CENTRES = (3.1, 6.9)  # of the encoder's and the decoder's column, in drawing units (10 across)
+_HALF = 1.55  # a box's half width
+_FRAME = 1.8  # a frame's half width
+_BESIDE = 0.6  # the half width of a box beside a column, centred in the margin outside its frame
 
 
 def draw(drawn: Layout) -> Any:
     """A matplotlib Figure of the layout, WIDTH_IN inches wide."""
     from matplotlib.figure import Figure
-    from matplotlib.patches import FancyBboxPatch, Rectangle
+    from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
     scale = WIDTH_IN / 10.0  # 10 drawing units across
     fig = Figure(figsize=(WIDTH_IN, max(drawn.height * scale, 3.0)), dpi=DPI)
@@ -180,34 +217,56 @@ def draw(drawn: Layout) -> Any:
     ax.set_ylim(0, max(drawn.height, 3.0 / scale))
     ax.set_axis_off()
     colors: dict[str, str] = {}
+    arrow = dict(arrowstyle="->", lw=0.7, color=_INK)
     ax.text(5, drawn.height - 0.45, drawn.title, ha="center", va="center", fontsize=11, weight="bold")
-    for x, column in zip((2.6, 7.4), drawn.columns):  # the columns' centres
+    for x, column in zip(_CENTRES, drawn.columns):
+        outward = -1 if x < 5 else 1  # the side away from the other column
         ax.text(x, 0.35, column.title, ha="center", va="center", fontsize=10, weight="bold")
         closing = {f.last: f for f in column.frames}
+        chain = [i for i, box in enumerate(column.boxes) if not box.beside]
         for i, box in enumerate(column.boxes):
             if box.kind == "sublayer":
                 color = colors.setdefault(box.color_key, _PALETTE[len(colors) % len(_PALETTE)])
             else:
                 color = _COLORS[box.kind]
-            if box.kind != "io":
-                ax.add_patch(FancyBboxPatch((x - 1.7, box.y), 3.4, box.height, boxstyle="round,pad=0,rounding_size=0.08", facecolor=color, edgecolor="#444444", linewidth=0.8))
-            step = box.height / (len(box.lines) + 1)
-            for k, line in enumerate(box.lines):
-                ax.text(x, box.y + box.height - step * (k + 1), line, ha="center", va="center", fontsize=8.5 if k == 0 else 7, weight="bold" if k == 0 and box.kind == "sublayer" else "normal")
-            if i + 1 < len(column.boxes):
-                ax.annotate("", xy=(x, column.boxes[i + 1].y), xytext=(x, box.y + box.height), arrowprops=dict(arrowstyle="->", lw=0.7, color="#444444"))
+            cx = (_BESIDE + 0.05 if outward < 0 else 10 - _BESIDE - 0.05) if box.beside else x  # beside: in the margin
+            if box.kind == "sum":
+                ax.add_patch(Circle((x, box.y + box.height / 2), 0.17, facecolor="white", edgecolor=_INK, linewidth=0.9))
+                ax.text(x, box.y + box.height / 2, "⊕", ha="center", va="center", fontsize=13)
+            else:
+                half = _BESIDE if box.beside else _HALF
+                if box.kind != "io":
+                    ax.add_patch(FancyBboxPatch((cx - half, box.y), 2 * half, box.height, boxstyle="round,pad=0,rounding_size=0.08",
+                                                facecolor=color, edgecolor=_INK, linewidth=0.8))  # fmt: skip
+                step = box.height / (len(box.lines) + 1)
+                for k, line in enumerate(box.lines):
+                    ax.text(cx, box.y + box.height - step * (k + 1), line, ha="center", va="center", fontsize=8.5 if k == 0 or box.beside and k < len(box.lines) - 1 else 7,
+                            weight="bold" if k == 0 and box.kind == "sublayer" else "normal")  # fmt: skip
+            if box.beside:  # into the ⊕ from the side
+                level = column.boxes[i + 1].y + column.boxes[i + 1].height / 2
+                ax.annotate("", xy=(x + outward * 0.17, level), xytext=(cx - outward * _BESIDE, level), arrowprops=arrow)
+            elif chain.index(i) + 1 < len(chain):
+                after = column.boxes[chain[chain.index(i) + 1]]
+                ax.annotate("", xy=(x, after.y), xytext=(x, box.y + box.height), arrowprops=arrow)
             if i in closing:
                 frame = closing[i]
-                ax.add_patch(Rectangle((x - 1.95, frame.y0), 3.9, frame.y1 - frame.y0, fill=False, edgecolor="#666666", linewidth=0.9, linestyle="--"))
+                ax.add_patch(Rectangle((x - _FRAME, frame.y0), 2 * _FRAME, frame.y1 - frame.y0, fill=False, edgecolor="#666666", linewidth=0.9, linestyle="--"))
                 short = len(frame.label) <= 4  # "6×" beside the frame, as the paper's "N×"; longer labels along it
                 ax.text(
-                    x - 2.05 if x < 5 else x + 2.05, (frame.y0 + frame.y1) / 2, frame.label, ha="center", va="center",
+                    x + outward * (_FRAME + 0.2), (frame.y0 + frame.y1) / 2, frame.label, ha="center", va="center",
                     fontsize=11 if short else 8, weight="bold", rotation=0 if short else 90,
                 )  # fmt: skip
+        for enters, joins in column.residuals:  # out below the block, along the side, into its Add
+            leave = column.boxes[enters].y - _GAP / 2
+            join = column.boxes[joins]
+            side = x + outward * (_HALF + 0.12)
+            ax.plot([x, side, side], [leave, leave, join.y + join.height / 2], color=_INK, lw=0.8)
+            ax.annotate("", xy=(x + outward * _HALF, join.y + join.height / 2), xytext=(side, join.y + join.height / 2), arrowprops=arrow)
     encoder, decoder = drawn.columns
     top = encoder.boxes[-1].y + encoder.boxes[-1].height
     for box in (b for b in decoder.boxes if b.reads_memory):  # the encoder's output, to each sub-layer that reads it
-        ax.annotate("", xy=(7.4 - 1.7, box.y + box.height / 2), xytext=(2.6 + 1.7, top), arrowprops=dict(arrowstyle="->", lw=0.8, color="#1f4e9c"))
+        ax.annotate("", xy=(_CENTRES[1] - _HALF, box.y + box.height / 2), xytext=(_CENTRES[0] + _HALF, top),
+                    arrowprops=dict(arrowstyle="->", lw=0.8, color="#1f4e9c"))  # fmt: skip
     for k, note in enumerate(drawn.notes):
         ax.text(5, 0.1 + 0.0 * k, note, ha="center", va="bottom", fontsize=7, style="italic")
     return fig

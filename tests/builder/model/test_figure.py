@@ -25,19 +25,44 @@ def sublayers_and_counts(texts: list[str], names: set[str]) -> list[str]:
     return [t for t in texts if t in names or t.endswith("×") or t.startswith("layer")]
 
 
+PAPER = {"Multi-Head Attention", "Masked Multi-Head Attention", "Feed Forward"}
+
+
 def test_the_papers_base_model(tmp_path, capsys):
     path = tmp_path / "base.svg"
     assert main(["show", str(EXPERIMENTS / "base.yaml"), "--figure", str(path)]) == 0
-    assert capsys.readouterr().err == f"wrote {path} (8 x 10 in)\n"
+    assert capsys.readouterr().err == f"wrote {path} (8 x 9.82 in)\n"
     texts = svg_texts(path)
-    assert texts == layout(load_experiment(EXPERIMENTS / "base.yaml").model, title="base").texts()
-    names = {"self_attention", "causal_self_attention", "cross_attention", "feed_forward"}
-    # bottom-up, each stack once with its N: the encoder, then the decoder
-    assert sublayers_and_counts(texts, names) == ["self_attention", "feed_forward", "6×", "causal_self_attention", "cross_attention", "feed_forward", "6×"]
-    assert texts.count("Add & LayerNorm") == 5 and "h=8, d_k=64, d_v=64" in texts and "d_ff=2048" in texts
+    drawn = layout(load_experiment(EXPERIMENTS / "base.yaml").model, title="base")
+    assert texts == drawn.texts()
+    assert texts[0] == "base: 63,082,496 parameters"  # aiayn show's total
+    # bottom-up, each stack once with its N, in the paper's words: the encoder, then the decoder
+    assert sublayers_and_counts(texts, PAPER) == ["Multi-Head Attention", "Feed Forward", "6×",
+                                                  "Masked Multi-Head Attention", "Multi-Head Attention", "Feed Forward", "6×"]  # fmt: skip
+    assert texts.count("Add & Norm") == 5 and "h=8, d_k=64, d_v=64" in texts and "d_ff=2048" in texts
     assert "1,050,624 params" in texts and "2,099,712 params" in texts and "18,944,000 params" in texts  # aiayn show's counts
     assert "Linear (tied to the embedding)" in texts and "shared: source = target = output" in texts
     assert texts[-1] == "one embedding matrix: source = target = output"
+    encoder, decoder = drawn.columns
+    kinds = [b.kind for b in encoder.boxes]
+    assert kinds[:4] == ["io", "embedding", "positional", "sum"] and encoder.boxes[2].beside  # the positions added: ⊕
+    assert encoder.boxes[2].lines[:2] == ["Positional", "Encoding"] and encoder.boxes[3].lines == ["⊕"]
+    # post-norm: each residual leaves below its sub-layer and joins the Add & Norm above it
+    assert [(encoder.boxes[a].lines[0], encoder.boxes[b].lines[0]) for a, b in encoder.residuals] == [
+        ("Multi-Head Attention", "Add & Norm"), ("Feed Forward", "Add & Norm")]  # fmt: skip
+    assert len(decoder.residuals) == 3
+
+
+def test_pre_norm_draws_the_residual_around_the_norm_too(tmp_path):
+    post = layout(load_experiment(EXPERIMENTS / "base.yaml").model)
+    pre = layout(load_experiment(EXPERIMENTS / "base.yaml", ["model.encoder.add_norm.placement=pre"]).model)
+    assert [(pre.columns[0].boxes[a].lines[0], pre.columns[0].boxes[b].lines[0]) for a, b in pre.columns[0].residuals] == [
+        ("Norm", "Add"), ("Norm", "Add")]  # fmt: skip
+    assert pre.columns[0].boxes[-1].lines[0] == "final Norm" and post.columns[0].boxes[-1].lines[0] == "Add & Norm"
+    assert pre.columns[1].residuals == post.columns[1].residuals  # the decoder stays post-norm
+    bare = layout(load_experiment(EXPERIMENTS / "base.yaml", ["model.positional=none"]).model)
+    assert [b.kind for b in bare.columns[0].boxes[:3]] == ["io", "embedding", "sublayer"]  # no positions: nothing drawn for them
+    save(pre, tmp_path / "pre.png")  # it draws
 
 
 def test_a_heterogeneous_pre_norm_stack_draws_each_different_layer(write, tmp_path):
@@ -51,17 +76,18 @@ def test_a_heterogeneous_pre_norm_stack_draws_each_different_layer(write, tmp_pa
     path = tmp_path / "het.svg"
     save(layout(spec, title="het"), path)
     texts = svg_texts(path)
-    names = {"self_attention", "causal_self_attention", "cross_attention", "feed_forward", "gated_feed_forward (swiglu)"}
+    names = {*PAPER, "Gated Feed Forward (SwiGLU)"}
     assert sublayers_and_counts(texts, names) == [
-        "self_attention", "feed_forward", "layers 0-1 (2×)",
-        "self_attention", "gated_feed_forward (swiglu)", "layer 2",
-        "self_attention", "feed_forward", "layer 3",
-        "causal_self_attention", "cross_attention", "feed_forward", "4×",
+        "Multi-Head Attention", "Feed Forward", "layers 0-1 (2×)",
+        "Multi-Head Attention", "Gated Feed Forward (SwiGLU)", "layer 2",
+        "Multi-Head Attention", "Feed Forward", "layer 3",
+        "Masked Multi-Head Attention", "Multi-Head Attention", "Feed Forward", "4×",
     ]  # fmt: skip
     encoder = texts[texts.index("Encoder (N=4)") : texts.index("Decoder (N=4)")]
-    first = encoder[encoder.index("Positional: sinusoidal") + 2 :][:7]
-    assert first == ["RMSNorm", "128 params", "self_attention", "h=4, d_k=32, d_v=32", "66,048 params", "Add (residual)", "RMSNorm"]  # pre-norm
-    assert "h=2, d_k=64, d_v=64, kv_heads=1" in texts and encoder[-2:] == ["final RMSNorm", "128 params"]
+    first = encoder[encoder.index("⊕") + 1 :][:7]
+    assert first == ["RMSNorm", "128 params", "Multi-Head Attention", "h=4, d_k=32, d_v=32", "66,048 params", "Add", "RMSNorm"]  # pre-norm
+    assert "h=2, d_k=64, d_v=64, 1 K/V heads" in texts and encoder[-2:] == ["final RMSNorm", "128 params"]
+    assert "d_ff=341" in texts and "ffn=swiglu" not in texts  # the name says SwiGLU once
 
 
 def test_a_plugin_block_is_labelled_by_its_registration(write, tmp_path):
@@ -76,7 +102,7 @@ def test_a_plugin_block_is_labelled_by_its_registration(write, tmp_path):
         texts = svg_texts(path)
     finally:
         unregister(ScaledGatedAttentionSpec)
-    assert sublayers_and_counts(texts, {"scaled gated attention (2 heads)", "feed_forward"})[:3] == ["scaled gated attention (2 heads)", "feed_forward", "1×"]
+    assert sublayers_and_counts(texts, {"scaled gated attention (2 heads)", "Feed Forward"})[:3] == ["scaled gated attention (2 heads)", "Feed Forward", "1×"]
     assert "h=2, d_k=8, d_v=12" in texts  # what the spec says of itself (table3)
 
 
