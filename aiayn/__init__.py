@@ -1,6 +1,14 @@
 """aiayn: a declarative, config-driven builder for the Transformer of "Attention Is All You Need".
 
-The public API is what a plugin needs to add a block (docs/plugins.md):
+For a notebook or a script (README, "Python"):
+
+    load_experiment(path, overrides=())   an experiment YAML, validated (ExperimentSpec), as
+                                          `aiayn validate` reads it (UserError says what is wrong)
+    build_model(spec)                     its model, initialised (an nn.Module)
+    load_run(run_or_checkpoint)           a trained model as a Translator: .translate(lines) gives
+                                          what `aiayn translate` gives; .model, .spec, tokenizers
+
+and what a plugin needs to add a block (docs/plugins.md):
 
     specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec (the bases of a
                 block's YAML schema), PositiveInt, Probability, FieldError
@@ -18,6 +26,12 @@ import importlib
 from typing import Any
 
 _PUBLIC = {
+    "load_experiment": "aiayn.builder.run.config",
+    "build_model": "aiayn.builder.model.build",
+    "load_run": "aiayn.builder.decode.translator",
+    "Translator": "aiayn.builder.decode.translator",
+    "ExperimentSpec": "aiayn.schemas.experiment",
+    "UserError": "aiayn.builder.errors",
     "Spec": "aiayn.schemas._base",
     "PositiveInt": "aiayn.schemas._base",
     "Probability": "aiayn.schemas._base",

@@ -85,6 +85,16 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
             outputs[command] = check(done, command)
     check_console(outputs["pip install torch==2.13.0 && pip install -e \".[test,export]\" && aiayn train experiments/demo.yaml"], text)
     check_demo(tmp_path / "runs" / "demo" / "version_0", env)
+    for block in python_examples(text):  # the Python API, as written, on the demo trained above
+        done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        out = check(done, block)
+        assert "parameters" in out.splitlines()[0] and out.splitlines()[1].startswith("['sie kaufte dreihundert"), out
+
+
+def python_examples(text: str) -> list[str]:
+    """The README's ```python blocks that use aiayn's Python API (the plugin's and the export's
+    need a package or a runtime of their own, and are tested elsewhere)."""
+    return [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if block.startswith("import aiayn\n")]
 
 
 def check(done: subprocess.CompletedProcess, command: str) -> str:

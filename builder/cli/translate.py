@@ -18,9 +18,8 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from aiayn.builder.data.corpus import read_lines
-from aiayn.builder.data.text import check_raw, pipelines_of
-from aiayn.builder.decode.checkpoint import load_for_inference
-from aiayn.builder.decode.translate import translate_texts
+from aiayn.builder.data.text import check_raw
+from aiayn.builder.decode.translator import load_run
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.cpu import auto_threads
@@ -126,22 +125,18 @@ def translate(args: argparse.Namespace) -> int:
         check_output(args.output, "--output", inputs=reads)
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
         raise UserError(f"--input {args.input}: no such file")
-    loaded = load_for_inference(args.checkpoint)
-    decode = decode_spec(loaded.spec, args)
-    loaded.model.to(device_of(args))
-    pipelines = pipelines_of(loaded.spec.data)
+    translator = load_run(args.checkpoint)
+    decode = decode_spec(translator.spec, args)
+    translator.to(device_of(args))
+    pipelines = translator.pipelines
     if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
         raise UserError(f"--detokenize: {args.checkpoint} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize")
     if pipelines is not None and args.input is not None and str(args.input) != "-":
         check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
     lines = read_input(args.input)  # stdin is read once everything else checked out
-    if pipelines is not None:
-        lines = pipelines[0].lines(lines)
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
     with progress_bar(lines, enabled=progress) as bar:
-        hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, lines, decode, on_batch=bar.update, what="input")
-    if args.detokenize:
-        hyps = [pipelines[1].detokenize(h) for h in hyps]  # type: ignore[index]
+        hyps = translator.translate(lines, detokenize=args.detokenize, on_batch=bar.update, **decode.model_dump())
     text = "".join(h + "\n" for h in hyps)
     if args.output is not None:
         write_bytes_atomic(args.output, text.encode("utf-8"))
@@ -149,5 +144,5 @@ def translate(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     if Path(args.checkpoint).is_dir():  # which of the run's checkpoints that was
-        print(f"aiayn translate: translated with {loaded.checkpoint} ({loaded.what})", file=sys.stderr)
+        print(f"aiayn translate: translated with {translator.checkpoint} ({translator.what})", file=sys.stderr)
     return 0

@@ -20,6 +20,7 @@ from aiayn.blocks import (
     TransformerStack,
 )
 from aiayn.builder.model.registry import BuildContext, build
+from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import LayerSpec, StackSpec
 
@@ -27,8 +28,11 @@ PAD_ID = 0  # the tokenizer reserves id 0 for padding
 Side = Literal["encoder", "decoder"]
 
 
-def build_model(spec: ModelSpec, *, device: torch.device | str | None = None) -> EncoderDecoder:
-    """Build on `device` ("meta" builds a big model instantly, with no memory)."""
+def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> EncoderDecoder:
+    """The model of an experiment (or of its model section), initialised, on `device` ("meta"
+    builds a big model instantly, with no memory)."""
+    if isinstance(spec, ExperimentSpec):
+        spec = spec.model
     with torch.device(device or "cpu"):
         src_embed, tgt_embed, generator = embeddings(spec)
         model = EncoderDecoder(
