@@ -22,8 +22,8 @@ from typing import Any
 from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.spec import split_texts
-from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.data.text import check_raw, pipelines_of
+from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, tokenized_bleu
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic

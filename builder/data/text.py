@@ -19,7 +19,15 @@ from aiayn.builder.data.cache import hash_file
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import atomic_write
-from aiayn.schemas.text import STEPS, LowercaseStep, MosesTokenizeStep, NormalizePunctuationStep, TextStep, step_names, tokenize_step
+from aiayn.schemas.text import (
+    STEPS,
+    LowercaseStep,
+    MosesTokenizeStep,
+    NormalizePunctuationStep,
+    TextStep,
+    step_names,
+    tokenize_step,
+)
 
 FORMAT_VERSION = 1
 PREPARED = "prepared.json"  # what `aiayn data` records in a corpus folder, its pipeline among it

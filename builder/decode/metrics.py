@@ -17,8 +17,8 @@ from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.loaders import eval_loader
 from aiayn.builder.data.ragged import RaggedIds
-from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.data.scoring import DETOKENIZED, Scoring
+from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.translate import check_lengths, evaluating, translate_texts
 from aiayn.builder.model.loss import label_smoothed_nll
 from aiayn.schemas.decode import DecodeSpec

@@ -27,6 +27,7 @@ from aiayn.builder.decode.metrics import Scoring, evaluate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
 from aiayn.builder.run.config import load_experiment, parent_of
+from aiayn.builder.run.cpu import fixed_share
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.board import BLEU, PPL, Board
@@ -35,7 +36,6 @@ from aiayn.builder.train.checks import check_memory, check_resumable
 from aiayn.builder.train.pruning import Pruning
 from aiayn.builder.train.requeue import SIGNAL, in_slurm_job
 from aiayn.builder.train.task import TranslationTask
-from aiayn.builder.run.cpu import fixed_share
 from aiayn.builder.train.threads import AdaptiveThreads, cpu_threads, threads_note
 from aiayn.builder.train.trainer import batching, build_trainer
 from aiayn.schemas.experiment import ExperimentSpec

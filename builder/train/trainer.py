@@ -12,8 +12,8 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator, MPSAccelerator
+from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 

@@ -14,9 +14,9 @@ from sacrebleu.significance import PairedTest
 
 from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.scoring import Scoring
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.results import write_results
-from aiayn.builder.data.scoring import Scoring
 from aiayn.builder.sweep.significance import Difference, compare_to_base, corpus_bleu, paired_bootstrap, sentence_stats
 from tests.builder.sweep.test_sweep_results import put
 
