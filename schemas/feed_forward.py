@@ -6,16 +6,21 @@ from aiayn.schemas._base import PositiveInt, Probability
 from aiayn.schemas.sublayer import SublayerSpec
 
 
-class FeedForwardSpec(SublayerSpec):
-    type: Literal["feed_forward"] = "feed_forward"
+class _FeedForwardSpec(SublayerSpec):
+    """What the plain and the gated feed-forward share: the inner width d_ff (Table 3's column)."""
+
     d_ff: PositiveInt
-    activation: Literal["relu", "gelu", "silu"] = "relu"
     activation_dropout: Probability = 0.0  # "ReLU dropout" of tensor2tensor; not in the paper
     bias: bool = True
 
     @property
     def table3(self) -> dict[str, int]:
         return {"d_ff": self.d_ff}
+
+
+class FeedForwardSpec(_FeedForwardSpec):
+    type: Literal["feed_forward"] = "feed_forward"
+    activation: Literal["relu", "gelu", "silu"] = "relu"
 
     @property
     def export_as(self) -> str | None:
@@ -26,24 +31,17 @@ class FeedForwardSpec(SublayerSpec):
         return "Feed Forward" if self.activation == "relu" else f"Feed Forward ({self.activation.upper()})"
 
 
-class GatedFeedForwardSpec(SublayerSpec):
+class GatedFeedForwardSpec(_FeedForwardSpec):
     """FFN_GLU(x) = (act(x W) * (x V)) W_2 (Shazeer 2020): SwiGLU with silu, GEGLU with gelu,
     ReGLU with relu. Three matrices where the paper's has two: d_ff is the width of each of W and
     V, so the same d_ff has 1.5 times the parameters (2/3 of the paper's d_ff keeps them equal)."""
 
     type: Literal["gated_feed_forward"] = "gated_feed_forward"
-    d_ff: PositiveInt
     activation: Literal["silu", "gelu", "relu"] = "silu"
-    activation_dropout: Probability = 0.0
-    bias: bool = True
 
     @property
     def variant(self) -> str:
         return {"silu": "swiglu", "gelu": "geglu", "relu": "reglu"}[self.activation]
-
-    @property
-    def table3(self) -> dict[str, int]:
-        return {"d_ff": self.d_ff}
 
     @property
     def switches(self) -> dict[str, str]:

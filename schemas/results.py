@@ -12,7 +12,11 @@ Count = Annotated[int, Field(ge=0)]
 
 
 class PaperColumnsSpec(Spec):
-    """Table 3's columns of the run's experiment ("uniform": false where layers differ)."""
+    """Table 3's columns of the run's experiment ("uniform": false where layers differ), then the
+    switches by which it departs from the paper: aiayn's below, and any other a block reports
+    (a plugin's `switches`), kept as they are."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
     N: Count
     d_model: Count

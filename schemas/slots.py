@@ -94,10 +94,6 @@ def type_tag(cls: type[Spec]) -> str:
     return args[0]
 
 
-def owner_of(tag: str) -> str | None:
-    return _owners.get(tag)
-
-
 def version() -> int:
     return _version
 

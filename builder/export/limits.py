@@ -14,11 +14,14 @@ FFN = ("feed_forward", "gated_feed_forward")
 # what a target has, by the specs' export_as: the paper's blocks, and CTranslate2's more
 PAPER_HAS = {"ffn": ("feed_forward",), "norm": ("layer_norm",), "positional": ("sinusoidal", "learned")}
 CT2_HAS = {"ffn": FFN, "norm": ("layer_norm", "rms_norm"), "positional": ("sinusoidal", "learned", "none")}
+# the switches (a sub-layer's departures from the paper, `switches`) a target can hold: an
+# allow-list, so that a switch no target knows (a plugin's) is refused by name, never dropped
+CT2_SWITCHES = ("ffn", "kv_heads", "rotary")
 
 
 def check_ctranslate2(spec: ModelSpec) -> None:
     """Refuse, naming the field, what a TransformerSpec cannot hold."""
-    check_uniform(spec, CTRANSLATE2, has=CT2_HAS)
+    check_uniform(spec, CTRANSLATE2, has=CT2_HAS, switches=CT2_SWITCHES)
     for side in ("encoder", "decoder"):
         stack = getattr(spec, side)
         attentions = [s for s in stack.layer if s.export_as != FFN[0] and s.export_as != FFN[1]]
@@ -50,14 +53,6 @@ def check_ctranslate2(spec: ModelSpec) -> None:
 def check_marian(spec: ModelSpec) -> None:
     """Refuse, naming the field, what a MarianConfig cannot hold: the paper's blocks only."""
     check_uniform(spec, MARIAN)
-    for side in ("encoder", "decoder"):
-        for j, sub in enumerate(getattr(spec, side).layer):
-            for switch, value in sub.switches.items():
-                field = {"ffn": "type"}.get(switch, switch)
-                raise UserError(
-                    f"cannot export to {MARIAN}: {side}.layer[{j}].{field} ({value}); Marian has the paper's blocks only "
-                    "(export --to ctranslate2 takes it)"
-                )
     if spec.positional.export_as == "learned":
         raise UserError(
             f"cannot export to {MARIAN}: positional.type: learned; Marian's positions are fixed sinusoids, "
@@ -82,10 +77,12 @@ def check_marian(spec: ModelSpec) -> None:
             )
 
 
-def check_uniform(spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...]] | None = None) -> None:
+def check_uniform(
+    spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...]] | None = None, switches: tuple[str, ...] = ()
+) -> None:
     """Every layer of a stack alike, in the paper's layout, one head shape per stack, a norm and
-    positions the target `has` (default: the paper's); else a UserError naming the YAML field
-    that `target` cannot express."""
+    positions the target `has` (default: the paper's), no switch but those it holds; else a
+    UserError naming the YAML field that `target` cannot express."""
     has = has or PAPER_HAS
     if spec.positional.export_as not in has["positional"]:
         raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")  # type: ignore[attr-defined]
@@ -100,6 +97,7 @@ def check_uniform(spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...
         for j, sub in enumerate(stack.layer):
             if sub.export_as is None:
                 raise UserError(f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}")  # type: ignore[attr-defined]
+
         layout = [has["ffn"] if role == "ffn" else (role,) for role in LAYOUTS[side]]
         roles = [sub.export_as for sub in stack.layer]
         if len(roles) != len(layout) or any(role not in allowed for role, allowed in zip(roles, layout)):
@@ -111,6 +109,7 @@ def check_uniform(spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...
                 f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has "  # type: ignore[attr-defined]
                 f"{' and '.join(has['norm'])} only"
             )
+        _check_switches(stack, side, target, switches)
         if stack.position_bias is not None:
             raise UserError(
                 f"cannot export to {target}: {side}.position_bias ({stack.position_bias.type}) has no counterpart in {target}"  # type: ignore[attr-defined]
@@ -126,6 +125,20 @@ def check_uniform(spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...
             raise UserError(
                 f"cannot export to {target}: {side} attention has d_k ({d_k}) != d_v ({d_v}); {target} has one head size"
             )
+
+
+def _check_switches(stack: StackSpec, side: str, target: str, switches: tuple[str, ...]) -> None:
+    """No sub-layer departs from the paper in a way `target` cannot hold (`switches`, an allow-list)."""
+    for j, sub in enumerate(stack.layer):
+        for switch, value in sub.switches.items():
+            if switch in switches:
+                continue
+            field = {"ffn": "type"}.get(switch, switch)
+            if not switches:
+                has = "Marian has the paper's blocks only" + (" (export --to ctranslate2 takes it)" if switch in CT2_SWITCHES else "")
+            else:
+                has = f"{target} holds {', '.join(switches)} only"
+            raise UserError(f"cannot export to {target}: {side}.layer[{j}].{field} ({value}); {has}")
 
 
 def stack_spec_heads(stack: StackSpec) -> tuple[int, int]:

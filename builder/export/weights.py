@@ -142,10 +142,6 @@ def _ffn(sub: AddNorm) -> FeedForward:
     return FeedForward(**projections, norm=_norm(sub.norm))
 
 
-def _linear(lin: nn.Linear) -> Linear:
-    return Linear(_t(lin.weight), _maybe(lin.bias))
-
-
 def _norm(norm: nn.Module) -> Norm:
     """A LayerNorm's gamma and beta, or an RMSNorm's gamma (the norms limits.py lets through)."""
     return Norm(_t(norm.weight), _maybe(getattr(norm, "bias", None)))

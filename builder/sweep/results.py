@@ -167,9 +167,14 @@ def _flatten(node: Any, path: str) -> list[tuple[str, Any]]:
     return [(path, node)]
 
 
+_NOT_SWITCHES = {*COLUMNS, "positional", "train_steps", "uniform"}
+
+
 def switches(rows: list[Row]) -> list[str]:
-    """The switch columns some row has (a model departing from the paper)."""
-    return [s for s in SWITCHES if any(row.paper.get(s) is not None for row in rows)]
+    """The switch columns some row has (a model departing from the paper): aiayn's in their
+    order, then any other a block reports (a plugin's), by name."""
+    found = {key for row in rows for key, value in row.paper.items() if key not in _NOT_SWITCHES and value is not None}
+    return [s for s in SWITCHES if s in found] + sorted(found - set(SWITCHES))
 
 
 # The config paths a shown column reads its value from: such a path is hidden where the column
@@ -349,9 +354,10 @@ def write_csv(
     agreement = directions(rows, differences or {}, base)
     settings = differing(rows)
     compared = [f"bleu_{split}", f"bleu_{split}_std"] if split != "valid" else []
+    others = [s for s in switches(rows) if s not in SWITCHES]  # switches a plugin's block reports
     with open(path, "w", newline="") as f:
-        # then the compared split's BLEU (where not valid) and a column per setting the rows differ in
-        writer = csv.DictWriter(f, fieldnames=[*CSV_FIELDS, *compared, *settings])
+        # then the compared split's BLEU (where not valid), other switches, a column per setting the rows differ in
+        writer = csv.DictWriter(f, fieldnames=[*CSV_FIELDS, *compared, *others, *settings])
         writer.writeheader()
         for row in rows:
             ppl, ppl_std = mean_std(row.ppl)
@@ -378,6 +384,7 @@ def write_csv(
                     "trials": " ".join(row.trials),
                     "uniform": str(row.paper.get("uniform", True)).lower(),
                     **(dict(zip(compared, _mean_std_cells(row.compared))) if compared else {}),
+                    **{s: _number(row.paper.get(s)) for s in others},
                     **{path: _setting(row, path) for path in settings},
                 }
             )

@@ -79,6 +79,20 @@ def test_what_a_target_cannot_express_is_refused_by_name(check, spec, message):
     assert str(e.value) == message
 
 
+def test_a_switch_no_target_knows_is_refused_by_name_not_dropped(monkeypatch):
+    """The targets hold an allow-list of switches: a departure a block reports that they do not
+    know (a plugin's QK-norm on an attention exported as self_attention, say) is refused."""
+    from aiayn.schemas.attention import SelfAttentionSpec
+
+    monkeypatch.setattr(SelfAttentionSpec, "switches", property(lambda self: {"qk_norm": True}))
+    spec = model_spec()
+    for check, message in ((check_ctranslate2, CT2 + "encoder.layer[0].qk_norm (True); CTranslate2 holds ffn, kv_heads, rotary only"),
+                           (check_marian, MARIAN + "encoder.layer[0].qk_norm (True); Marian has the paper's blocks only")):  # fmt: skip
+        with pytest.raises(UserError) as e:
+            check(spec)
+        assert str(e.value) == message
+
+
 def test_the_paper_model_is_accepted_by_both():
     spec = model_spec()
     check_ctranslate2(spec)

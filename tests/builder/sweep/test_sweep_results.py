@@ -216,3 +216,17 @@ def test_the_table_names_every_setting_the_rows_differ_in(tmp_path, modern_norm)
     with open(root / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["variant"]: r["model.{encoder,decoder}.add_norm.placement"] for r in rows} == {"paper": "post", "modern": "pre"}
+
+
+def test_a_plugins_switch_is_a_column_and_breaks_no_reader(tmp_path):
+    """results.json's paper columns are open: a switch a plugin's block reports (qk_norm) is read,
+    shown and written to the CSV, as aiayn's own are."""
+    root = tmp_path / "runs" / "plugin"
+    put(root, "paper-seed1", "paper-seed1", ppl=5.0, bleu=25.0, variant="paper")
+    put(root, "qk-seed1", "qk-seed1", ppl=4.9, bleu=25.4, variant="qk", qk_norm=True, norm="rms_norm")
+    head, _, *rows = ([c.strip() for c in line.strip("|").split("|")] for line in write_results(root).splitlines()[:4])
+    assert head[head.index("positional") + 1 : head.index("positional") + 3] == ["norm", "qk_norm"]  # aiayn's, then the plugin's
+    cells = {row[head.index("variant")]: row[head.index("qk_norm")] for row in rows}
+    assert cells == {"paper": "", "qk": "True"}
+    with open(root / "results.csv", newline="") as f:
+        assert {r["variant"]: r["qk_norm"] for r in csv.DictReader(f)} == {"paper": "", "qk": "True"}
