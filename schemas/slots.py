@@ -55,7 +55,7 @@ class Slot:
         if not self.classes():  # aiayn registers a type of every slot
             raise PluginError(f"no {self.what} type is registered: is aiayn installed whole?")
         choices = {tag: handler.generate_schema(cls) for tag, cls in self.members.items()}
-        return core_schema.tagged_union_schema(choices, discriminator="type")  # type: ignore[arg-type]
+        return core_schema.tagged_union_schema(choices, discriminator="type")
 
     def __repr__(self) -> str:
         return f"Slot({self.name!r})"

@@ -25,13 +25,13 @@ def check_ctranslate2(spec: ModelSpec) -> None:
     for side in ("encoder", "decoder"):
         stack = getattr(spec, side)
         attentions = [s for s in stack.layer if s.export_as != FFN[0] and s.export_as != FFN[1]]
-        kv = {s.kv_heads or s.h for s in attentions}  # type: ignore[attr-defined]
+        kv = {s.kv_heads or s.h for s in attentions}
         if len(kv) > 1:
             raise UserError(
                 f"cannot export to {CTRANSLATE2}: the attention sub-layers of {side}.layer differ in kv_heads {sorted(kv)}; "
                 f"{CTRANSLATE2} has one num_heads_kv per stack"
             )
-        rotary = attentions[0].rotary  # type: ignore[attr-defined]
+        rotary = attentions[0].rotary
         if rotary is not None and spec.positional.export_as != "none":
             raise UserError(
                 f"cannot export to {CTRANSLATE2}: {side}.layer[0].rotary beside positional.type: {spec.positional.type}; "  # type: ignore[attr-defined]
@@ -42,7 +42,7 @@ def check_ctranslate2(spec: ModelSpec) -> None:
                 f"cannot export to {CTRANSLATE2}: {side}.final_norm adds a LayerNorm after a post-norm stack, which "
                 f"{CTRANSLATE2} has only for pre-norm (add_norm.placement: pre)"
             )
-    eps = {side: getattr(spec, side).add_norm.norm.eps for side in ("encoder", "decoder")}  # type: ignore[attr-defined]
+    eps = {side: getattr(spec, side).add_norm.norm.eps for side in ("encoder", "decoder")}
     if eps["encoder"] != eps["decoder"]:
         raise UserError(
             f"cannot export to {CTRANSLATE2}: encoder.add_norm.norm.eps ({eps['encoder']}) != decoder.add_norm.norm.eps "

@@ -67,7 +67,7 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     """config.json, model.safetensors, generation_config.json and the tokenizer files in `folder`."""
     spec = loaded.spec.model
     weights = transformer_weights(loaded.model, position_rows)
-    if spec.positional.layout == "interleaved":  # type: ignore[union-attr]
+    if spec.positional.layout == "interleaved":
         weights = permuted(weights, interleaved_to_concatenated(spec.d_model))
     hf = MarianMTModel(marian_config(spec, position_rows)).eval()
     fill(hf, weights, output_bias=spec.embedding.output_bias)

@@ -143,7 +143,7 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
 def layout(spec: ModelSpec, title: str = "") -> Layout:
     """The boxes of both columns, bottom-up, placed."""
     groups, positions = embedding_groups(spec)
-    positional = _name(spec.positional) if spec.positional.figure_name != "" else None  # type: ignore[attr-defined]
+    positional = _name(spec.positional) if spec.positional.figure_name != "" else None
     encoder, decoder = Column(f"Encoder (N={spec.encoder.num_layers})"), Column(f"Decoder (N={spec.decoder.num_layers})")
     notes = []
     for column, side, io in ((encoder, "source", "Inputs"), (decoder, "target", "Outputs (shifted right)")):

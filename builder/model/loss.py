@@ -93,7 +93,7 @@ def _chunks(n: int, vocab: int) -> list[slice]:
 
 class _SmoothedNLL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def forward(ctx, logits: Tensor, target: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
         N, V = logits.shape
         ctx.ab = a, b = 1.0 - eps - eps / (V - 1), eps / (V - 1)
         ctx.keep_exp = logits.dtype == torch.float32 and logits.device.type == "cpu"
@@ -118,7 +118,7 @@ class _SmoothedNLL(torch.autograd.Function):
         return (a * nll + b * total).sum(), nll.sum()
 
     @staticmethod
-    def backward(ctx, g_loss: Tensor, g_nll: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx, g_loss: Tensor, g_nll: Tensor) -> tuple[Tensor | None, ...]:
         a, b = ctx.ab
         if ctx.keep_exp:
             e, target, weight, denominator = ctx.saved_tensors

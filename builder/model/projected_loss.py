@@ -40,7 +40,7 @@ def _chunks(n: int, vocab: int) -> list[slice]:
 
 class _ProjectedSmoothedNLL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, row_weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, row_weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
         V = weight.size(0)
         ctx.ab = 1.0 - eps - eps / (V - 1), eps / (V - 1)
         device = hidden.device.type
@@ -57,7 +57,7 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         return (a * nll + b * total).sum(), nll.sum()
 
     @staticmethod
-    def backward(ctx: Any, g_loss: Tensor, g_nll: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g_loss: Tensor, g_nll: Tensor) -> tuple[Tensor | None, ...]:
         hidden, weight, bias, target, row_weight, lse = ctx.saved_tensors
         a, b = ctx.ab
         device, enabled, dtype = ctx.autocast

@@ -68,7 +68,7 @@ class CompiledAdam(torch.optim.Adam):
     def _eager_update(self) -> None:
         torch.optim.Adam.step(self)
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = None
         if closure is not None:
             with torch.enable_grad():
