@@ -41,7 +41,7 @@ def test_the_demo_variants_sweep_trains_and_its_table_tells_them_apart(tmp_path)
     lines = table.splitlines()
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     at = head.index("positional")
-    assert head[at : at + 7] == ["positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "model.encoder.add_norm.placement"]
+    assert head[at : at + 7] == ["positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "model.{encoder,decoder}.add_norm.placement"]
     cells = {row[0]: row[at : at + 7] for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:10])}
     assert cells == {
         "base": ["sinusoidal", "", "", "", "", "", "post"],
