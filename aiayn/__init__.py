@@ -15,8 +15,13 @@ and what a plugin needs to add a block (docs/plugins.md):
     register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
                 BuildContext (what build receives), PluginError
     blocks      Sublayer (the base of a sub-layer block), LayerContext, PackedRows, DecoderState
-                (what its forward reads), and blocks to compose: MultiHeadAttention (with its
-                seams: kv_heads, positions, score_bias), PositionwiseFeedForward, Dropout
+                (what its forward reads), and blocks to compose: SelfAttention and CrossAttention
+                (MultiHeadAttention's two inputs; parts handed in: kv_heads, mask (CausalMask,
+                with an optional window), qk (q/k modules in order: Rotary, a QK-norm of yours),
+                score_bias), PositionwiseFeedForward, Dropout
+    attention   AttentionSpec (the base of an attention's spec: h, d_k, d_v, kv_heads, rotary),
+                attention_parts(spec, ctx) (the keyword arguments it decides), attention_flops,
+                attention_activations (its costs, to add a part's to)
 
 Everything else (aiayn.blocks, aiayn.builder, aiayn.schemas) is internal. Names are imported on
 first use, so `import aiayn` (and `import aiayn.schemas`) does not pay for PyTorch.
@@ -48,6 +53,14 @@ _PUBLIC = {
     "PackedRows": "aiayn.blocks",
     "DecoderState": "aiayn.blocks",
     "MultiHeadAttention": "aiayn.blocks",
+    "SelfAttention": "aiayn.blocks",
+    "CrossAttention": "aiayn.blocks",
+    "CausalMask": "aiayn.blocks",
+    "Rotary": "aiayn.blocks",
+    "AttentionSpec": "aiayn.schemas.attention",
+    "attention_parts": "aiayn.builder.model.attention",
+    "attention_flops": "aiayn.builder.model.attention",
+    "attention_activations": "aiayn.builder.model.attention",
     "PositionwiseFeedForward": "aiayn.blocks",
     "Dropout": "aiayn.blocks",
 }

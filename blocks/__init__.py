@@ -2,13 +2,14 @@
 imports here: blocks take numbers and ready modules through keyword-only constructors."""
 
 from aiayn.blocks.add_norm import AddNorm
-from aiayn.blocks.attention import AttentionKind, MultiHeadAttention
+from aiayn.blocks.attention import CrossAttention, MultiHeadAttention, SelfAttention
 from aiayn.blocks.context import LayerContext, PackedRows
 from aiayn.blocks.dropout import Dropout
 from aiayn.blocks.embedding import OutputProjection, ScaledEmbedding
 from aiayn.blocks.feed_forward import GatedFeedForward, PositionwiseFeedForward
 from aiayn.blocks.input import InputEmbedding
 from aiayn.blocks.layer import TransformerLayer
+from aiayn.blocks.masks import CausalMask, attention_mask
 from aiayn.blocks.position_bias import AlibiBias, T5RelativeBias
 from aiayn.blocks.positional import LearnedPositionalEmbedding, NoPositions, SinusoidalPositionalEncoding, SinusoidLayout
 from aiayn.blocks.rotary import Rotary
@@ -20,7 +21,8 @@ from aiayn.blocks.transformer import EncoderDecoder
 __all__ = [
     "AddNorm",
     "AlibiBias",
-    "AttentionKind",
+    "CausalMask",
+    "CrossAttention",
     "DecoderState",
     "Dropout",
     "EncoderDecoder",
@@ -35,10 +37,12 @@ __all__ = [
     "PositionwiseFeedForward",
     "Rotary",
     "ScaledEmbedding",
+    "SelfAttention",
     "SinusoidLayout",
     "SinusoidalPositionalEncoding",
     "Sublayer",
     "T5RelativeBias",
     "TransformerLayer",
     "TransformerStack",
+    "attention_mask",
 ]

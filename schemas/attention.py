@@ -21,7 +21,11 @@ class RotarySpec(Spec):
         return int(d_k * self.fraction) // 2 * 2
 
 
-class _AttentionSpec(SublayerSpec):
+class AttentionSpec(SublayerSpec):
+    """The base of an attention spec, a plugin's too: h, d_k, d_v and the parts (kv_heads,
+    rotary); `causal` says whether its queries read only earlier positions, `reads_memory`
+    (SublayerSpec's) whether its keys are the encoder's."""
+
     h: PositiveInt
     d_k: PositiveInt
     d_v: PositiveInt
@@ -33,7 +37,7 @@ class _AttentionSpec(SublayerSpec):
     rotary: RotarySpec | None = None  # self-attention only
 
     @model_validator(mode="after")
-    def _seams(self) -> "_AttentionSpec":
+    def _seams(self) -> "AttentionSpec":
         if self.kv_heads is not None and self.h % self.kv_heads:
             divisors = [d for d in range(1, self.h + 1) if self.h % d == 0]
             raise FieldError(
@@ -67,9 +71,9 @@ class _AttentionSpec(SublayerSpec):
         return found
 
     @property
-    def kind(self) -> str:
-        """self, causal_self or cross: what the block's queries may read."""
-        return self.type.removesuffix("_attention")  # type: ignore[attr-defined]
+    def causal(self) -> bool:
+        """Its queries read only earlier positions (the decoder's masked self-attention)."""
+        return False
 
     @property
     def table3(self) -> dict[str, int]:
@@ -80,7 +84,7 @@ class _AttentionSpec(SublayerSpec):
         return self.type  # type: ignore[attr-defined]
 
 
-class SelfAttentionSpec(_AttentionSpec):
+class SelfAttentionSpec(AttentionSpec):
     """Every position attends to every non-padding position of the same sequence."""
 
     type: Literal["self_attention"] = "self_attention"
@@ -94,17 +98,21 @@ class SelfAttentionSpec(_AttentionSpec):
         return "Multi-Head Attention"
 
 
-class CausalSelfAttentionSpec(_AttentionSpec):
+class CausalSelfAttentionSpec(AttentionSpec):
     """Position i attends to positions <= i only (the decoder's masked self-attention)."""
 
     type: Literal["causal_self_attention"] = "causal_self_attention"
+
+    @property
+    def causal(self) -> bool:
+        return True
 
     @property
     def figure_name(self) -> str | None:
         return "Masked Multi-Head Attention"
 
 
-class CrossAttentionSpec(_AttentionSpec):
+class CrossAttentionSpec(AttentionSpec):
     """Queries from the decoder, keys and values from the encoder output."""
 
     type: Literal["cross_attention"] = "cross_attention"

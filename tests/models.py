@@ -6,6 +6,8 @@ from torch import nn
 
 from aiayn.blocks import (
     AddNorm,
+    CausalMask,
+    CrossAttention,
     EncoderDecoder,
     InputEmbedding,
     LearnedPositionalEmbedding,
@@ -13,12 +15,20 @@ from aiayn.blocks import (
     OutputProjection,
     PositionwiseFeedForward,
     ScaledEmbedding,
+    SelfAttention,
     SinusoidalPositionalEncoding,
     TransformerLayer,
     TransformerStack,
 )
 
 PAD, BOS, EOS = 0, 1, 2
+
+
+def attention_of(kind: str, **parts) -> MultiHeadAttention:
+    """The paper's three attentions by their roles: self, causal_self (a causal mask) and cross."""
+    if kind == "cross":
+        return CrossAttention(**parts)
+    return SelfAttention(mask=CausalMask() if kind == "causal_self" else None, **parts)
 
 
 def tiny_model(
@@ -32,7 +42,7 @@ def tiny_model(
         return AddNorm(sublayer=sublayer, norm=nn.LayerNorm(d_model, eps=1e-6), dropout=dropout, norm_first=norm_first)
 
     def attention(kind: str) -> AddNorm:
-        return add_norm(MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind=kind))
+        return add_norm(attention_of(kind, d_model=d_model, h=h, d_k=d_k, d_v=d_v))
 
     def ffn() -> AddNorm:
         return add_norm(PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=nn.ReLU()))
@@ -62,7 +72,7 @@ def attention_from_torch(ref: nn.MultiheadAttention, kind: str) -> MultiHeadAtte
     """Our attention holding `ref`'s weights: in_proj rows are [W^Q; W^K; W^V]; ours fuses them
     for self-attention and splits Q from the fused [W^K; W^V] for cross-attention."""
     d_model, h = ref.embed_dim, ref.num_heads
-    ours = MultiHeadAttention(d_model=d_model, h=h, d_k=d_model // h, d_v=d_model // h, kind=kind)
+    ours = attention_of(kind, d_model=d_model, h=h, d_k=d_model // h, d_v=d_model // h)
     with torch.no_grad():
         if kind == "cross":
             ours.w_q.weight.copy_(ref.in_proj_weight[:d_model])

@@ -12,14 +12,13 @@ from aiayn.blocks import (
     AlibiBias,
     GatedFeedForward,
     LearnedPositionalEmbedding,
-    MultiHeadAttention,
     NoPositions,
     PositionwiseFeedForward,
-    Rotary,
     SinusoidalPositionalEncoding,
     T5RelativeBias,
 )
 from aiayn.builder.errors import UserError
+from aiayn.builder.model.attention import attention_activations, attention_flops, build_attention
 from aiayn.builder.model.registry import BuildContext, register
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
@@ -28,12 +27,11 @@ from aiayn.schemas.positional import LearnedSpec, NoPositionsSpec, SinusoidalSpe
 from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
-_Attention = SelfAttentionSpec | CausalSelfAttentionSpec | CrossAttentionSpec
 
 
 def register_builtins() -> None:
     for attention in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
-        register(attention, slot="sublayer", build=_attention, flops=_attention_flops, activations=_attention_activations)
+        register(attention, slot="sublayer", build=build_attention, flops=attention_flops, activations=attention_activations)
     register(
         FeedForwardSpec, slot="sublayer", build=_feed_forward,
         flops=lambda spec, d, length: 4.0 * d * spec.d_ff,
@@ -52,42 +50,6 @@ def register_builtins() -> None:
     # a bias adds one number to each score: not counted, as the norms are not
     register(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")
     register(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
-
-
-# ---- attention (Sec. 3.2.2) and its seams ----------------------------------------------------
-
-
-def _attention(spec: _Attention, ctx: BuildContext) -> nn.Module:
-    return MultiHeadAttention(
-        d_model=ctx.d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v, kv_heads=spec.kv_heads, bias=spec.bias,
-        attn_dropout=spec.attn_dropout, kind=spec.kind, positions=_rotary(spec, ctx),  # type: ignore[arg-type]
-    )  # fmt: skip
-
-
-def _rotary(spec: _Attention, ctx: BuildContext) -> Rotary | None:
-    """One rotary table for every self-attention of the stack alike (it holds no parameters)."""
-    if spec.rotary is None:
-        return None
-    dims = spec.rotary.dims(spec.d_k)
-    key = f"rotary d_k={spec.d_k} dims={dims} base={spec.rotary.base}"
-    if key not in ctx.shared:
-        ctx.shared[key] = Rotary(d_k=spec.d_k, dims=dims, base=spec.rotary.base)
-    return ctx.shared[key]  # type: ignore[return-value]
-
-
-def _attention_flops(spec: _Attention, d_model: int, length: int) -> float:
-    keys = (length + 1) / 2 if spec.kind == "causal_self" else length
-    kv = spec.kv_heads or spec.h
-    projections = 2 * (d_model * spec.h * spec.d_k + d_model * kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
-    scores_and_mix = 2 * spec.h * (spec.d_k + spec.d_v) * keys
-    rotary = 3 * (spec.h + kv) * spec.rotary.dims(spec.d_k) if spec.rotary else 0  # x cos + rotated x sin
-    return projections + scores_and_mix + rotary
-
-
-def _attention_activations(spec: _Attention, d_model: int) -> int:
-    # Q, K, V and the heads' output (fused attention keeps no L x L scores); input and residual
-    kv = spec.kv_heads or spec.h
-    return spec.h * spec.d_k + kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v + 4 * d_model
 
 
 def _heads(ctx: BuildContext) -> int:

@@ -43,8 +43,8 @@ def _on_meta() -> Iterator[None]:
             yield
     except (RuntimeError, OverflowError, TypeError):  # a size beyond int64 (TypeError from torch)
         raise UserError(too_big) from None
-    except BlockError as e:  # the same, met inside a block's builder
-        if isinstance(e.__cause__, (RuntimeError, OverflowError, TypeError)):
+    except BlockError as e:  # the same, met inside a block's builder (and not a block's own bug)
+        if isinstance(e.__cause__, OverflowError) or "Overflow" in str(e.__cause__):
             raise UserError(too_big) from None
         raise
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from aiayn.blocks import DecoderState, LayerContext, MultiHeadAttention, PackedRows
-from tests.models import attention_from_torch
+from aiayn.blocks import CausalMask, DecoderState, LayerContext, MultiHeadAttention, PackedRows
+from tests.models import attention_from_torch, attention_of
 
 D_MODEL, H = 16, 4
 
@@ -65,7 +65,7 @@ def test_cross_attention_matches_torch_with_memory_padding():
 def test_free_d_k_d_v_matches_equation_one_per_head():
     torch.manual_seed(1)
     d_model, h, d_k, d_v = 8, 3, 5, 2  # h*d_k != d_model on purpose (Table 3 rows A, B)
-    attn = MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind="self").eval()
+    attn = attention_of("self", d_model=d_model, h=h, d_k=d_k, d_v=d_v).eval()
     assert attn.w_qkv.weight.shape == (h * (2 * d_k + d_v), d_model)
     assert attn.w_o.weight.shape == (d_model, h * d_v)
     x = torch.randn(2, 4, d_model)
@@ -103,7 +103,7 @@ def test_attention_weights_match_torch(kind):
 
 
 def test_attention_weights_on_causal_fast_path_are_lower_triangular():
-    attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=4, d_v=4, kind="causal_self").eval()
+    attn = attention_of("causal_self", d_model=D_MODEL, h=H, d_k=4, d_v=4).eval()
     w = attn.attention_weights(torch.randn(2, 5, D_MODEL), LayerContext())
     assert torch.all(w.triu(1) == 0)
     assert_close(w.sum(-1), torch.ones(2, H, 5))
@@ -111,7 +111,7 @@ def test_attention_weights_on_causal_fast_path_are_lower_triangular():
 
 def test_attention_dropout_only_in_training():
     torch.manual_seed(0)
-    attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=4, d_v=4, kind="self", attn_dropout=0.5)
+    attn = attention_of("self", d_model=D_MODEL, h=H, d_k=4, d_v=4, attn_dropout=0.5)
     x = torch.randn(2, 5, D_MODEL)
     attn.eval()
     assert torch.equal(attn(x, LayerContext()), attn(x, LayerContext()))
@@ -121,7 +121,7 @@ def test_attention_dropout_only_in_training():
 
 def test_incremental_causal_attention_matches_full_pass_one_and_many_tokens_per_step():
     torch.manual_seed(0)
-    attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=3, d_v=5, kind="causal_self").eval()
+    attn = attention_of("causal_self", d_model=D_MODEL, h=H, d_k=3, d_v=5).eval()
     x = torch.randn(2, 7, D_MODEL)
     full = attn(x, LayerContext())
     state = DecoderState()
@@ -134,7 +134,7 @@ def test_incremental_causal_attention_matches_full_pass_one_and_many_tokens_per_
 
 def test_incremental_causal_attention_keeps_padding_of_past_keys():
     torch.manual_seed(0)
-    attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=4, d_v=4, kind="causal_self").eval()
+    attn = attention_of("causal_self", d_model=D_MODEL, h=H, d_k=4, d_v=4).eval()
     x = torch.randn(2, 5, D_MODEL)
     pad = torch.tensor([[False, True, False, False, False], [False] * 5])  # a padded key in the middle
     full = attn(x, LayerContext(self_padding_mask=pad))
@@ -144,7 +144,7 @@ def test_incremental_causal_attention_keeps_padding_of_past_keys():
 
 
 def test_cross_attention_projects_memory_once_per_state():
-    attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=4, d_v=4, kind="cross").eval()
+    attn = attention_of("cross", d_model=D_MODEL, h=H, d_k=4, d_v=4).eval()
     calls = []
     attn.w_kv.register_forward_hook(lambda *args: calls.append(1))
     memory, state = torch.randn(2, 6, D_MODEL), DecoderState()
@@ -154,7 +154,7 @@ def test_cross_attention_projects_memory_once_per_state():
 
 
 def test_decoder_state_reorder_selects_batch_rows():
-    attn = MultiHeadAttention(d_model=D_MODEL, h=H, d_k=4, d_v=4, kind="causal_self").eval()
+    attn = attention_of("causal_self", d_model=D_MODEL, h=H, d_k=4, d_v=4).eval()
     state = DecoderState()
     attn(torch.randn(3, 2, D_MODEL), LayerContext(state=state))
     before = state.cache(attn)["k"].clone()
@@ -165,35 +165,35 @@ def test_decoder_state_reorder_selects_batch_rows():
 
 
 def test_constructor_and_misuse_messages():
-    with pytest.raises(ValueError, match=r"kind \('decoder'\) must be one of \('self', 'causal_self', 'cross'\)"):
-        MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="decoder")
+    with pytest.raises(ValueError, match=r"^window \(0\) must be >= 1: a query reads at least itself$"):
+        CausalMask(window=0)
     with pytest.raises(ValueError, match=r"^h \(0\) must be >= 1$"):
-        MultiHeadAttention(d_model=8, h=0, d_k=4, d_v=4, kind="self")
+        attention_of("self", d_model=8, h=0, d_k=4, d_v=4)
     with pytest.raises(ValueError, match=r"^attn_dropout \(1.5\) must be in \[0, 1\)$"):
-        MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self", attn_dropout=1.5)
-    cross = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="cross")
+        attention_of("self", d_model=8, h=2, d_k=4, d_v=4, attn_dropout=1.5)
+    cross = attention_of("cross", d_model=8, h=2, d_k=4, d_v=4)
     with pytest.raises(ValueError, match=r"^cross-attention needs the encoder output in ctx.memory, got None$"):
         cross(torch.randn(1, 2, 8), LayerContext())
-    bidirectional = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self")
-    with pytest.raises(ValueError, match=r"incremental decoding needs kind='causal_self', this attention is kind='self'"):
+    bidirectional = attention_of("self", d_model=8, h=2, d_k=4, d_v=4)
+    with pytest.raises(ValueError, match=r"^incremental decoding needs a causal mask: a self-attention whose queries read later positions"):
         bidirectional(torch.randn(1, 2, 8), LayerContext(state=DecoderState()))
     with pytest.raises(ValueError, match=r"^indices must be 1-D, got shape \(2, 1\)$"):
         DecoderState().reorder(torch.zeros(2, 1, dtype=torch.long))
 
 
 def test_packed_rows_need_causal_self_attention_or_a_padding_mask():
-    attention = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self")
+    attention = attention_of("self", d_model=8, h=2, d_k=4, d_v=4)
     packed = PackedRows(torch.tensor([0, 1, 3]), batch=2, length=2)
     with pytest.raises(ValueError, match=(
-        r"^packed rows need kind='causal_self' \(its queries never read the rows left out\) or a "
-        r"self_padding_mask that masks them, this attention is kind='self' without one$"
+        r"^packed rows need a causal mask \(its queries never read the rows left out\) or a self_padding_mask that "
+        r"masks them; this self-attention has neither$"
     )):  # fmt: skip
         attention(torch.randn(3, 8), LayerContext(packed=packed))
 
 
 def test_packed_rows_with_their_padding_mask_equal_the_padded_rows():
     torch.manual_seed(0)
-    attention = MultiHeadAttention(d_model=8, h=2, d_k=4, d_v=4, kind="self").eval()
+    attention = attention_of("self", d_model=8, h=2, d_k=4, d_v=4).eval()
     x = torch.randn(2, 3, 8)
     padding = torch.tensor([[False, False, False], [False, True, True]])
     packed = PackedRows(torch.tensor([0, 1, 2, 3]), batch=2, length=3)

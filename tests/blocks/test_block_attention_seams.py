@@ -9,13 +9,16 @@ from torch import nn
 from torch.testing import assert_close
 
 from aiayn.blocks import DecoderState, LayerContext, MultiHeadAttention, TransformerLayer, TransformerStack
+from tests.models import attention_of
 
 D, H, DK, DV = 16, 4, 6, 5
 
 
 def attention(kind: str, seed: int = 0, **seams) -> MultiHeadAttention:
     torch.manual_seed(seed)
-    module = MultiHeadAttention(d_model=D, h=H, d_k=DK, d_v=DV, kind=kind, **seams)
+    if "positions" in seams:  # a position transform: the first (here the only) of the q/k modules
+        seams["qk"] = [seams.pop("positions")]
+    module = attention_of(kind, d_model=D, h=H, d_k=DK, d_v=DV, **seams)
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn_like(p) * 0.3)
@@ -40,6 +43,8 @@ class Bias(nn.Module):
 
 class Scale(nn.Module):
     """A position transform: q and k scaled by a function of their positions (as rotary is one)."""
+
+    positional = True
 
     def __init__(self, *, identity: bool = False) -> None:
         super().__init__()
@@ -184,10 +189,10 @@ def test_the_stack_hands_its_bias_to_its_self_attentions_only():
 
 def test_seam_messages():
     with pytest.raises(ValueError, match=r"^kv_heads \(3\) must divide h \(4\): each K/V head serves h / kv_heads query heads$"):
-        MultiHeadAttention(d_model=D, h=4, d_k=4, d_v=4, kind="self", kv_heads=3)
+        attention_of("self", d_model=D, h=4, d_k=4, d_v=4, kv_heads=3)
     with pytest.raises(ValueError, match=r"^kv_heads \(0\) must be >= 1$"):
-        MultiHeadAttention(d_model=D, h=4, d_k=4, d_v=4, kind="self", kv_heads=0)
-    with pytest.raises(ValueError, match=r"^positions transform the queries and keys of one sequence, but kind='cross' takes its keys "
-                       r"from the encoder memory; give positions to self-attention$"):
-        MultiHeadAttention(d_model=D, h=4, d_k=4, d_v=4, kind="cross", positions=Scale())
-    assert "kv_heads=2" in repr(MultiHeadAttention(d_model=D, h=4, d_k=4, d_v=4, kind="self", kv_heads=2))
+        attention_of("self", d_model=D, h=4, d_k=4, d_v=4, kv_heads=0)
+    with pytest.raises(ValueError, match=r"^Scale turns queries and keys by their positions in one sequence, but cross-attention takes "
+                       r"its keys from the encoder memory; give it to self-attention$"):
+        attention_of("cross", d_model=D, h=4, d_k=4, d_v=4, qk=[Scale()])
+    assert "kv_heads=2" in repr(attention_of("self", d_model=D, h=4, d_k=4, d_v=4, kv_heads=2))

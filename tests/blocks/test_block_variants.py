@@ -9,8 +9,9 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from aiayn.blocks import AlibiBias, GatedFeedForward, LayerContext, MultiHeadAttention, NoPositions, Rotary, T5RelativeBias
+from aiayn.blocks import AlibiBias, GatedFeedForward, LayerContext, NoPositions, Rotary, T5RelativeBias
 from aiayn.blocks.position_bias import alibi_slopes, t5_bucket
+from tests.models import attention_of
 
 
 def test_rms_norm_is_the_formula():
@@ -78,7 +79,7 @@ def test_alibi_slopes_are_the_papers():
 def test_alibi_in_attention_is_minus_slope_times_distance(kind):
     torch.manual_seed(0)
     h, T = 4, 5
-    attention = MultiHeadAttention(d_model=8, h=h, d_k=4, d_v=4, kind=kind).eval()
+    attention = attention_of(kind, d_model=8, h=h, d_k=4, d_v=4).eval()
     bias = AlibiBias(h=h)
     x = torch.randn(1, T, 8)
     with_bias = attention.attention_weights(x, LayerContext(position_bias=bias))

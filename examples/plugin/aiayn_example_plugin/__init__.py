@@ -32,7 +32,7 @@ class ScaledAttention(aiayn.Sublayer):
 
     def __init__(self, *, d_model: int, h: int, d_k: int, d_v: int, causal: bool) -> None:
         super().__init__()
-        self.attention = aiayn.MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind="causal_self" if causal else "self")
+        self.attention = aiayn.SelfAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, mask=aiayn.CausalMask() if causal else None)
         self.scale = nn.Parameter(torch.ones(h))
         self.h, self.d_v = h, d_v
         # the heads' outputs reach W^O as its input: scaling its columns head by head scales the heads

@@ -52,7 +52,7 @@ class ScaledGatedAttention(aiayn.Sublayer):
 
     def __init__(self, *, d_model: int, h: int, d_k: int, d_v: int) -> None:
         super().__init__()
-        self.attention = aiayn.MultiHeadAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, kind="self")
+        self.attention = aiayn.SelfAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v)
         self.gate = nn.Linear(d_model, d_model)
         self.scale = nn.Parameter(torch.ones(()))
 

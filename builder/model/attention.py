@@ -1,0 +1,57 @@
+"""Attention specs -> blocks, and what they cost: the public pieces a new attention reuses (a
+plugin's spec subclasses `AttentionSpec`; its builder calls `attention_parts` and adds its own
+q/k modules; its cost functions add theirs to `attention_flops` and `attention_activations`)."""
+
+from typing import Any
+
+from torch import nn
+
+from aiayn.blocks import CausalMask, CrossAttention, MultiHeadAttention, Rotary, SelfAttention
+from aiayn.builder.model.registry import BuildContext
+from aiayn.schemas.attention import AttentionSpec
+
+
+def attention_parts(spec: AttentionSpec, ctx: BuildContext) -> dict[str, Any]:
+    """The keyword arguments of SelfAttention / CrossAttention that an attention spec decides: its
+    sizes, which positions a query reads (a causal mask, or none), and its q/k modules (rotary)."""
+    rotary = shared_rotary(spec, ctx)
+    return {
+        "d_model": ctx.d_model, "h": spec.h, "d_k": spec.d_k, "d_v": spec.d_v, "kv_heads": spec.kv_heads, "bias": spec.bias,
+        "attn_dropout": spec.attn_dropout, "mask": CausalMask() if spec.causal else None, "qk": [rotary] if rotary else [],
+    }  # fmt: skip
+
+
+def build_attention(spec: AttentionSpec, ctx: BuildContext) -> MultiHeadAttention:
+    """Where its keys come from is what the spec says it reads: the encoder's memory, or x."""
+    return (CrossAttention if spec.reads_memory else SelfAttention)(**attention_parts(spec, ctx))
+
+
+def shared_rotary(spec: AttentionSpec, ctx: BuildContext) -> Rotary | None:
+    """One rotary table for every self-attention of the stack alike (it holds no parameters)."""
+    if spec.rotary is None:
+        return None
+    dims = spec.rotary.dims(spec.d_k)
+    key = f"rotary d_k={spec.d_k} dims={dims} base={spec.rotary.base}"
+    if key not in ctx.shared:
+        ctx.shared[key] = Rotary(d_k=spec.d_k, dims=dims, base=spec.rotary.base)
+    table = ctx.shared[key]
+    assert isinstance(table, Rotary)
+    return table
+
+
+def attention_flops(spec: AttentionSpec, d_model: int, length: int) -> float:
+    """Forward FLOPs per token (2 per multiply-add) with `length` tokens of context: the
+    projections, the scores and the mix over the keys a query reads, and rotary's turns."""
+    keys = (length + 1) / 2 if spec.causal else length
+    kv = spec.kv_heads or spec.h
+    projections = 2 * (d_model * spec.h * spec.d_k + d_model * kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
+    scores_and_mix = 2 * spec.h * (spec.d_k + spec.d_v) * keys
+    rotary = 3 * (spec.h + kv) * spec.rotary.dims(spec.d_k) if spec.rotary else 0  # x cos + rotated x sin
+    return projections + scores_and_mix + rotary
+
+
+def attention_activations(spec: AttentionSpec, d_model: int) -> int:
+    """Values per token kept for backward: Q, K, V and the heads' output (fused attention keeps no
+    L x L scores); the input and the residual."""
+    kv = spec.kv_heads or spec.h
+    return spec.h * spec.d_k + kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v + 4 * d_model
