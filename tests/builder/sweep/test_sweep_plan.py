@@ -110,7 +110,7 @@ def test_unknown_keys_name_their_yaml_path(write):
         "  variants[1]: a variant is an experiment file, a list of overrides, or a mapping with name, experiment and overrides; got 3\n"
         "  grid.dims.h[0]: [1, 2] is none of: bool (input should be a valid boolean); int (input should be a valid integer); float (input should be a valid number); str (input should be a valid string)\n"
         "  launcher.partitin: unknown key; did you mean 'partition'?\n"
-        "  lr: unknown key; known keys: name, description, base, variants, grid, seeds, overrides, launcher, search"
+        "  lr: unknown key; known keys: name, description, base, variants, grid, seeds, overrides, launcher, search, keep"
     )
 
 
