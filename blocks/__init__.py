@@ -12,6 +12,7 @@ from aiayn.blocks.layer import TransformerLayer
 from aiayn.blocks.masks import CausalMask, attention_mask
 from aiayn.blocks.position_bias import AlibiBias, T5RelativeBias
 from aiayn.blocks.positional import LearnedPositionalEmbedding, NoPositions, SinusoidalPositionalEncoding, SinusoidLayout
+from aiayn.blocks.qk_norm import QKNorm
 from aiayn.blocks.rotary import Rotary
 from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
@@ -35,6 +36,7 @@ __all__ = [
     "OutputProjection",
     "PackedRows",
     "PositionwiseFeedForward",
+    "QKNorm",
     "Rotary",
     "ScaledEmbedding",
     "SelfAttention",

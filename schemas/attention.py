@@ -35,6 +35,9 @@ class AttentionSpec(SublayerSpec):
     # h / kv_heads query heads (1: multi-query, Shazeer 2019); None: h, the paper's
     kv_heads: PositiveInt | None = None
     rotary: RotarySpec | None = None  # self-attention only
+    # QK-norm (Henry et al. 2020; Dehghani et al. 2023): an RMSNorm on each head's queries and
+    # keys before their dot product, before rotary; self- and cross-attention alike
+    qk_norm: bool = False
 
     @model_validator(mode="after")
     def _seams(self) -> "AttentionSpec":
@@ -68,6 +71,8 @@ class AttentionSpec(SublayerSpec):
             found["kv_heads"] = self.kv_heads
         if self.rotary is not None:
             found["rotary"] = self.rotary.fraction
+        if self.qk_norm:
+            found["qk_norm"] = True
         return found
 
     @property

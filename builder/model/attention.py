@@ -4,20 +4,20 @@ q/k modules; its cost functions add theirs to `attention_flops` and `attention_a
 
 from typing import Any
 
-from torch import nn
-
-from aiayn.blocks import CausalMask, CrossAttention, MultiHeadAttention, Rotary, SelfAttention
+from aiayn.blocks import CausalMask, CrossAttention, MultiHeadAttention, QKNorm, Rotary, SelfAttention
 from aiayn.builder.model.registry import BuildContext
 from aiayn.schemas.attention import AttentionSpec
+from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 
 
 def attention_parts(spec: AttentionSpec, ctx: BuildContext) -> dict[str, Any]:
     """The keyword arguments of SelfAttention / CrossAttention that an attention spec decides: its
-    sizes, which positions a query reads (a causal mask, or none), and its q/k modules (rotary)."""
-    rotary = shared_rotary(spec, ctx)
+    sizes, which positions a query reads (a causal mask, or none), and its q/k modules in order
+    (QK-norm, then rotary)."""
+    qk = [m for m in (QKNorm(d_k=spec.d_k) if spec.qk_norm else None, shared_rotary(spec, ctx)) if m is not None]
     return {
         "d_model": ctx.d_model, "h": spec.h, "d_k": spec.d_k, "d_v": spec.d_v, "kv_heads": spec.kv_heads, "bias": spec.bias,
-        "attn_dropout": spec.attn_dropout, "mask": CausalMask() if spec.causal else None, "qk": [rotary] if rotary else [],
+        "attn_dropout": spec.attn_dropout, "mask": CausalMask() if spec.causal else None, "qk": qk,
     }  # fmt: skip
 
 
@@ -47,11 +47,26 @@ def attention_flops(spec: AttentionSpec, d_model: int, length: int) -> float:
     projections = 2 * (d_model * spec.h * spec.d_k + d_model * kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
     scores_and_mix = 2 * spec.h * (spec.d_k + spec.d_v) * keys
     rotary = 3 * (spec.h + kv) * spec.rotary.dims(spec.d_k) if spec.rotary else 0  # x cos + rotated x sin
-    return projections + scores_and_mix + rotary
+    qk_norm = 4 * (spec.h + kv) * spec.d_k if spec.qk_norm else 0  # squares, mean, scale, gain
+    return projections + scores_and_mix + rotary + qk_norm
 
 
 def attention_activations(spec: AttentionSpec, d_model: int) -> int:
     """Values per token kept for backward: Q, K, V and the heads' output (fused attention keeps no
-    L x L scores); the input and the residual."""
+    L x L scores); the input and the residual; QK-norm's normalised q and k."""
     kv = spec.kv_heads or spec.h
-    return spec.h * spec.d_k + kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v + 4 * d_model
+    qk_norm = (spec.h + kv) * spec.d_k if spec.qk_norm else 0
+    return spec.h * spec.d_k + kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v + 4 * d_model + qk_norm
+
+
+def window_flops(spec: SlidingWindowAttentionSpec, d_model: int, length: int) -> float:
+    """attention_flops with each query reading at most `window` keys: sum of min(i + 1, window) over
+    the `length` positions, per position."""
+    w = min(spec.window, length)
+    keys = (w * (w + 1) / 2 + (length - w) * w) / length
+    return attention_flops(spec, d_model, 2 * keys - 1)  # the causal formula reads (length + 1) / 2 keys: these
+
+
+def build_window_attention(spec: SlidingWindowAttentionSpec, ctx: BuildContext) -> MultiHeadAttention:
+    """A self-attention whose causal mask has the spec's window."""
+    return SelfAttention(**{**attention_parts(spec, ctx), "mask": CausalMask(window=spec.window)})

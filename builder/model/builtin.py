@@ -18,12 +18,19 @@ from aiayn.blocks import (
     T5RelativeBias,
 )
 from aiayn.builder.errors import UserError
-from aiayn.builder.model.attention import attention_activations, attention_flops, build_attention
+from aiayn.builder.model.attention import (
+    attention_activations,
+    attention_flops,
+    build_attention,
+    build_window_attention,
+    window_flops,
+)
 from aiayn.builder.model.registry import BuildContext, register
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
 from aiayn.schemas.norm import LayerNormSpec, RMSNormSpec
 from aiayn.schemas.positional import LearnedSpec, NoPositionsSpec, SinusoidalSpec
+from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
@@ -41,6 +48,10 @@ def register_builtins() -> None:
         GatedFeedForwardSpec, slot="sublayer", build=_gated_feed_forward, label=lambda spec: f"gated_feed_forward ({spec.variant})",
         flops=lambda spec, d, length: 6.0 * d * spec.d_ff,  # three d x d_ff matrices
         activations=lambda spec, d: 4 * spec.d_ff + 4 * d,  # gate, up, act(gate), their product
+    )  # fmt: skip
+    register(
+        SlidingWindowAttentionSpec, slot="sublayer", build=build_window_attention, flops=window_flops, activations=attention_activations,
+        label=lambda spec: f"sliding_window_attention (window {spec.window})",
     )  # fmt: skip
     register(LayerNormSpec, slot="norm", build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "LayerNorm")
     register(RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm")

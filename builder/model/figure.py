@@ -91,7 +91,7 @@ def _name(spec: Any) -> str:
     return spec.figure_name or registration(spec).label(spec)
 
 
-_SWITCH_WORDS = {"rotary": lambda v: f"rotary on {v:.0%} of d_k", "kv_heads": lambda v: f"{v} K/V heads"}
+_SWITCH_WORDS = {"rotary": lambda v: f"rotary on {v:.0%} of d_k", "kv_heads": lambda v: f"{v} K/V heads", "qk_norm": lambda v: "QK-norm"}
 
 
 def _describe(spec: Any, name: str) -> str:

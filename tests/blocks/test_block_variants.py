@@ -9,7 +9,17 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from aiayn.blocks import AlibiBias, GatedFeedForward, LayerContext, NoPositions, Rotary, T5RelativeBias
+from aiayn.blocks import (
+    AlibiBias,
+    CausalMask,
+    GatedFeedForward,
+    LayerContext,
+    NoPositions,
+    QKNorm,
+    Rotary,
+    SelfAttention,
+    T5RelativeBias,
+)
 from aiayn.blocks.position_bias import alibi_slopes, t5_bucket
 from tests.models import attention_of
 
@@ -112,3 +122,46 @@ def test_t5_bias_looks_up_one_table_for_the_last_queries():
 
 def test_no_positions_are_zeros():
     assert torch.equal(NoPositions(d_model=4)(3, 7), torch.zeros(3, 4))
+
+
+def test_qk_norm_is_an_rms_norm_of_each_head_on_queries_and_keys():
+    torch.manual_seed(0)
+    norm = QKNorm(d_k=4, eps=1e-6)
+    with torch.no_grad():
+        norm.q_norm.weight.copy_(torch.randn(4))
+        norm.k_norm.weight.copy_(torch.randn(4))
+    q, k = torch.randn(2, 3, 5, 4), torch.randn(2, 1, 7, 4)  # q (B, h, T, d_k), k (B, kv_heads, S, d_k)
+    nq, nk = norm(q, k, offset=3)
+
+    def reference(x, gain):  # the formula, per head: x / sqrt(mean(x^2) + eps) * g
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gain
+
+    assert_close(nq, reference(q, norm.q_norm.weight))
+    assert_close(nk, reference(k, norm.k_norm.weight))
+    assert not QKNorm.positional  # cross-attention may take it
+    attention_of("cross", d_model=8, h=2, d_k=4, d_v=4, qk=[norm])
+
+
+@pytest.mark.parametrize("T, S, window", [(5, 5, 2), (5, 5, 1), (1, 6, 3), (3, 8, 4), (4, 4, 9)])
+def test_a_causal_windows_mask_is_the_band_below_the_diagonal(T, S, window):
+    allowed = CausalMask(window=window).allowed(T, S, torch.device("cpu"))
+    for i in range(T):
+        query = S - T + i  # queries are the last T of S positions
+        assert allowed[i].tolist() == [query - window < key <= query for key in range(S)]
+    assert CausalMask().fused(4, 4) and not CausalMask(window=2).fused(4, 4) and not CausalMask().fused(1, 4)
+
+
+def test_window_attention_is_softmax_over_the_band_of_keys():
+    """An independent reference: eq. 1 written out with the band as a -inf bias."""
+    torch.manual_seed(1)
+    module = SelfAttention(d_model=8, h=2, d_k=4, d_v=4, mask=CausalMask(window=3)).eval()
+    x, padding = torch.randn(2, 6, 8), torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+    p = module.projections()
+    q, k, v = ((x @ p[n][0].T + p[n][1]).view(2, 6, 2, 4).transpose(1, 2) for n in ("q", "k", "v"))
+    scores = q @ k.transpose(-2, -1) / 2.0  # sqrt(d_k) = 2
+    i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    scores = scores.masked_fill(~((j <= i) & (j > i - 3)), float("-inf")).masked_fill(padding[:, None, None, :], float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 8) @ p["o"][0].T + p["o"][1]
+    ctx = LayerContext(self_padding_mask=padding)
+    assert_close(module(x, ctx), out)
+    assert_close(module.attention_weights(x, ctx), scores.softmax(-1))

@@ -69,6 +69,13 @@ REFUSED = [
     (check_marian, model_spec("model.encoder.layer.0.kv_heads=1"), MARIAN + "encoder.layer[0].kv_heads (1); Marian has the paper's "
      "blocks only (export --to ctranslate2 takes it)"),
     (check_marian, model_spec("model.positional=none"), MARIAN + "positional.type: none has no counterpart in Hugging Face Marian"),
+    # the variants of the composed attention: a window, QK-norm
+    (check_ctranslate2, model_spec(edit=lambda m: m["decoder"]["layer"][0].update(type="sliding_window_attention", window=4)), CT2 +
+     "decoder.layer[0] is sliding_window_attention, which has no counterpart in CTranslate2"),
+    (check_ctranslate2, model_spec("model.encoder.layer.0.qk_norm=true"), CT2 + "encoder.layer[0].qk_norm (True); CTranslate2 holds "
+     "ffn, kv_heads, rotary only"),
+    (check_marian, model_spec("model.decoder.layer.1.qk_norm=true"), MARIAN + "decoder.layer[1].qk_norm (True); Marian has the "
+     "paper's blocks only"),
 ]  # fmt: skip
 
 

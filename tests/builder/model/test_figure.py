@@ -132,3 +132,12 @@ def test_bad_figure_paths_are_messages(tmp_path, capsys, name, message):
     assert main(["show", str(experiment_file), "--figure", str(path)]) == 2
     assert capsys.readouterr().err == f"aiayn show: error: {message.format(p=path, parent=path.parent)}\n"
     assert experiment_file.read_bytes() == before
+
+
+def test_a_window_and_qk_norm_are_named_in_the_figure():
+    spec = load_experiment(EXPERIMENTS / "demo.yaml", [
+        "model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 32, d_v: 32, window: 8}", "model.encoder.layer[0].qk_norm=true",
+    ]).model  # fmt: skip
+    texts = layout(spec).texts()
+    assert "Masked Multi-Head Attention (window 8)" in texts and "h=4, d_k=32, d_v=32" in texts  # the window said once, in the name
+    assert "h=4, d_k=32, d_v=32, QK-norm" in texts

@@ -133,7 +133,7 @@ def test_a_registered_sublayer_gets_the_usual_messages(gated, write, capsys):
     assert refusal(path, capsys) == (
         f"aiayn validate: error: {path} is not a valid experiment (1 error):\n"
         "  model.encoder.layer[0]: type 'scaled_gated_atention' is not one of self_attention, causal_self_attention, "
-        "cross_attention, feed_forward, gated_feed_forward, scaled_gated_attention; did you mean 'scaled_gated_attention'?\n"
+        "cross_attention, feed_forward, gated_feed_forward, sliding_window_attention, scaled_gated_attention; did you mean 'scaled_gated_attention'?\n"
     )
     path = write("decoder.yaml", f"extends: {DEMO}\nname: d\nmodel:\n  decoder:\n    layer: [{{type: scaled_gated_attention, h: {H}, "
                  f"d_k: {DK}, d_v: {DV}}}, {{type: cross_attention, h: {H}, d_k: {DK}, d_v: {DV}}}]\n")  # fmt: skip

@@ -28,11 +28,17 @@ VARIANTS = {
     "alibi": ["model.positional=none", *(f"model.{s}.position_bias={{type: alibi}}" for s in BOTH)],
     "t5": ["model.positional=none", *(f"model.{s}.position_bias={{type: t5, num_buckets: 8, max_distance: 12}}" for s in BOTH)],
     "gqa": ["model.encoder.layer[0].kv_heads=2", "model.decoder.layer[0].kv_heads=1", "model.decoder.layer[1].kv_heads=2"],
+    "qk_norm": [f"model.{s}.layer[0].qk_norm=true" for s in BOTH] + ["model.decoder.layer[1].qk_norm=true"],
+    "window": ["model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 4, d_v: 6, window: 2}"],
+    "window_alibi_qk_rope": [
+        "model.positional=none", "model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 4, d_v: 6, window: 3, qk_norm: true, "
+        "rotary: {fraction: 1.0}}", "model.decoder.position_bias={type: alibi}", "model.decoder.layer[1].qk_norm=true",
+    ],
     "rope_gqa_t5_swiglu_rms": [
         "model.positional=none", "model.encoder.layer[0].rotary={fraction: 0.5}", "model.decoder.layer[0].rotary={fraction: 1.0}",
         "model.decoder.layer[0].kv_heads=2", "model.decoder.position_bias={type: t5}", "model.encoder.position_bias={type: alibi}",
         "model.decoder.layer[2].type=gated_feed_forward", "model.decoder.layer[2].activation=silu",
-        *(f"model.{s}.add_norm.norm.type=rms_norm" for s in BOTH),
+        *(f"model.{s}.add_norm.norm.type=rms_norm" for s in BOTH), "model.encoder.layer[0].qk_norm=true",
     ],
 }  # fmt: skip
 
@@ -96,9 +102,10 @@ def _loss_and_grads(model, batch):
     return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
-def test_the_variants_compile_to_what_eager_computes():
+@pytest.mark.parametrize("name", ["rope_gqa_t5_swiglu_rms", "window_alibi_qk_rope"])
+def test_the_variants_compile_to_what_eager_computes(name):
     one_layer = "dims.N=1"  # fewer kernels to trace: the variants are in every layer alike
-    eager, compiled = model_of("rope_gqa_t5_swiglu_rms", one_layer).train(), model_of("rope_gqa_t5_swiglu_rms", one_layer).train()
+    eager, compiled = model_of(name, one_layer).train(), model_of(name, one_layer).train()
     compiled.compile(dynamic=True, backend="aot_eager")
     for seed, n in [(1, 5), (2, 7)]:
         batch = _batch(seed, n)

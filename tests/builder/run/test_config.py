@@ -93,7 +93,7 @@ def test_unknown_sublayer_type_suggests():
     message = error_of(BASE, ["model.encoder.layer[1].type=feed_forwad"])
     assert message.endswith(
         "  model.encoder.layer[1]: type 'feed_forwad' is not one of self_attention, "
-        "causal_self_attention, cross_attention, feed_forward, gated_feed_forward; did you mean 'feed_forward'? "
+        "causal_self_attention, cross_attention, feed_forward, gated_feed_forward, sliding_window_attention; did you mean 'feed_forward'? "
         "(set on the command line: model.encoder.layer[1].type=feed_forwad)"
     )
 
