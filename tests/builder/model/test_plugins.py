@@ -126,3 +126,91 @@ def test_a_block_that_fails_to_build_from_a_valid_spec_is_a_bug_line_and_leaves_
     done = aiayn(site, "train", DEMO, norm, "trainer.max_steps=1", "--runs", str(tmp_path / "runs"))
     assert (done.returncode, done.stderr) == (70, "aiayn train: " + message)
     assert not (tmp_path / "runs").exists()
+
+
+QK_ROPE = '''
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import aiayn
+
+
+class QKRopeAttentionSpec(aiayn.AttentionSpec):
+    """aiayn's attention with a QK-norm of its own (Henry et al.'s: q and k scaled to unit length, a
+    learned gain), and on self-attention aiayn's rotary after it."""
+
+    type: Literal["qk_rope_attention"] = "qk_rope_attention"
+    masked: bool = False  # the decoder's self-attention
+    cross: bool = False  # the decoder's attention to the encoder
+
+    @property
+    def causal(self) -> bool:
+        return self.masked
+
+    @property
+    def reads_memory(self) -> bool:
+        return self.cross
+
+    @property
+    def looks_ahead(self) -> bool:
+        return not (self.masked or self.cross)
+
+    @property
+    def switches(self) -> dict[str, Any]:
+        return {**super().switches, "l2_qk_norm": True}
+
+
+class L2QKNorm(nn.Module):
+    positional = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.tensor(4.0))
+
+    def forward(self, q, k, offset):
+        return self.gain * F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+
+
+def build(spec, ctx):
+    parts = aiayn.attention_parts(spec, ctx)
+    rotary = [] if spec.cross else [aiayn.Rotary(d_k=spec.d_k, dims=spec.d_k)]
+    attention = aiayn.CrossAttention if spec.cross else aiayn.SelfAttention
+    return attention(**{**parts, "qk": [L2QKNorm(), *rotary]})
+
+
+def register():
+    aiayn.register(
+        QKRopeAttentionSpec, slot="sublayer", build=build, activations=aiayn.attention_activations,
+        flops=lambda spec, d, length: aiayn.attention_flops(spec, d, length) + 4 * (spec.h + (spec.kv_heads or spec.h)) * spec.d_k,
+    )
+'''
+
+
+def test_a_plugin_composes_its_qk_norm_with_aiayns_rotary_on_self_and_cross_attention(tmp_path):
+    """From outside, with `import aiayn` alone: its spec subclasses the attention spec base, its
+    block is aiayn's attention with its own q/k module before aiayn's Rotary; it trains, and its
+    switch is a column of the results table."""
+    site = distribution(tmp_path, "qk-rope", "qk_rope", QK_ROPE, "qk = qk_rope:register")
+    attention = "h: 2, d_k: 16, d_v: 16"
+    layers = [
+        f"model.encoder.layer[0]={{type: qk_rope_attention, {attention}}}",
+        f"model.decoder.layer[0]={{type: qk_rope_attention, {attention}, masked: true}}",
+        f"model.decoder.layer[1]={{type: qk_rope_attention, {attention}, cross: true}}",
+    ]
+    small = ["dims.d_model=32", "dims.d_ff=64", "dims.N=1", "dims.vocab_size=300", "data.n_train=400", "data.n_valid=8",
+             "data.n_test=8", "train.tokens_per_step=800", "trainer.max_steps=3", "trainer.val_check_interval=null",
+             "trainer.enable_progress_bar=false", "decode.beam=2", "decode.max_len_b=5", "model.positional=none"]  # fmt: skip
+    done = aiayn(site, "train", DEMO, *small, *layers, "--runs", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "runs" / "demo" / "version_0" / "results.json").read_text())
+    paper = json.loads(aiayn(site, "show", DEMO, *small, "dims.h=2", "dims.d_k=16", "dims.d_v=16", "--json").stdout)["params"]
+    assert results["paper"]["l2_qk_norm"] is True and results["params"] == paper + 3  # the paper's attentions, a gain each more
+    done = aiayn(site, "results", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr
+    head, _, row = ([c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines()[:3])
+    assert row[head.index("l2_qk_norm")] == "True"
+    done = aiayn(site, "validate", DEMO, *small, f"model.encoder.layer[0]={{type: qk_rope_attention, {attention}, cross: true}}")
+    assert done.returncode == 2 and "needs an encoder output to attend to and is only allowed in the decoder" in done.stderr
