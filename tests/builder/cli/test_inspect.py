@@ -45,7 +45,9 @@ def test_schema_is_json_schema_with_tagged_layers(capsys):
     assert schema["title"] == "aiayn experiment"
     stack = schema["$defs"]["StackSpec"]["properties"]["layer"]["items"]
     assert stack["discriminator"]["propertyName"] == "type"
-    assert set(stack["discriminator"]["mapping"]) == {"self_attention", "causal_self_attention", "cross_attention", "feed_forward", "gated_feed_forward"}
+    assert set(stack["discriminator"]["mapping"]) == {
+        "self_attention", "causal_self_attention", "cross_attention", "feed_forward", "gated_feed_forward", "sliding_window_attention"
+    }
     assert schema["$defs"]["AttentionSpec" if "AttentionSpec" in schema["$defs"] else "SelfAttentionSpec"]["additionalProperties"] is False
 
 
