@@ -86,7 +86,7 @@ class AttentionSpec(SublayerSpec):
 
     @property
     def export_as(self) -> str | None:
-        return self.type  # type: ignore[attr-defined]
+        return self.type
 
 
 class SelfAttentionSpec(AttentionSpec):

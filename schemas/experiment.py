@@ -61,9 +61,9 @@ class ExperimentSpec(Spec):
             )
         rotary = [f"{stack}.{path}" for stack in ("encoder", "decoder") for path, sub in getattr(self.model, stack).located()
                   if getattr(sub, "rotary", None) is not None]  # fmt: skip
-        if rotary and self.model.positional.type != "none":  # type: ignore[attr-defined]
+        if rotary and self.model.positional.type != "none":
             found.append(
-                f"model.{rotary[0]}.rotary rotates by position, and model.positional ({self.model.positional.type}) adds "  # type: ignore[attr-defined]
+                f"model.{rotary[0]}.rotary rotates by position, and model.positional ({self.model.positional.type}) adds "
                 "absolute positions as well; set model.positional=none for rotary alone (RoFormer's, LLaMA's)"
             )
         return found
@@ -75,7 +75,7 @@ class ExperimentSpec(Spec):
         if covered is not None and covered < needed:
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",
-                f"the {positional.type} position table has {covered} rows but data.max_len "  # type: ignore[attr-defined]
+                f"the {positional.type} position table has {covered} rows but data.max_len "
                 f"{self.data.max_len} needs {needed} (the decoder input starts with <s>), so longer "
                 f"sentences would have no position; set model.positional.max_len >= {needed} or "
                 f"data.max_len <= {covered - 1}",

@@ -15,10 +15,10 @@ from aiayn.schemas.sublayer import SublayerSpec
 def _misplaced(stack: str, sub: SublayerSpec) -> str | None:
     """Why `stack` may not hold `sub`, with the fix; None where it may."""
     if stack == "encoder" and sub.reads_memory:
-        return f"{sub.type} needs an encoder output to attend to and is only allowed in the decoder; use self_attention here"  # type: ignore[attr-defined]
+        return f"{sub.type} needs an encoder output to attend to and is only allowed in the decoder; use self_attention here"
     if stack == "decoder" and sub.looks_ahead:
         return (
-            f"{sub.type} in the decoder lets a position see later target tokens, which are not known when "  # type: ignore[attr-defined]
+            f"{sub.type} in the decoder lets a position see later target tokens, which are not known when "
             "translating; use causal_self_attention"
         )
     return None

@@ -1,6 +1,6 @@
 """The normaliser of add & norm and of a stack's final norm (Sec. 3.1: LayerNorm, Ba et al. 2016)."""
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -10,10 +10,13 @@ from aiayn.schemas._base import Spec
 class NormSpec(Spec):
     """The base of a norm spec (a plugin's too): a `type: Literal["name"]` field and its own fields."""
 
+    if TYPE_CHECKING:
+        type: str  # each subclass's `type: Literal["name"]` field, its tag in the YAML
+
     @property
     def switches(self) -> dict[str, str]:
         """{"norm": its type} where it is not the paper's LayerNorm."""
-        return {"norm": self.type}  # type: ignore[attr-defined]
+        return {"norm": self.type}
 
     @property
     def export_as(self) -> str | None:

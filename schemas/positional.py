@@ -1,7 +1,7 @@
 """Positional encodings (Sec. 3.5): sinusoids, learned embeddings (Table 3 row E), or none (for
 relative schemes: rotary attention, ALiBi, T5's bias)."""
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from aiayn.schemas._base import PositiveInt, Spec
 
@@ -9,6 +9,9 @@ from aiayn.schemas._base import PositiveInt, Spec
 class PositionalSpec(Spec):
     """The base of a positional spec (a plugin's too): the module added to the scaled token
     embeddings of each side, forward(length, offset) -> (length, d_model)."""
+
+    if TYPE_CHECKING:
+        type: str  # each subclass's `type: Literal["name"]` field, its tag in the YAML
 
     @property
     def max_positions(self) -> int | None:

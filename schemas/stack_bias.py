@@ -1,7 +1,7 @@
 """A score bias owned by a stack and shared by its layers' self-attentions (as T5's relative
 position bias is): the base of its specs, ALiBi and T5's bias."""
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from aiayn.schemas._base import FieldError, PositiveInt, Spec
 
@@ -11,9 +11,12 @@ class StackBiasSpec(Spec):
     The block it builds is called as bias(T, S) -> (h or 1, T, S), added to the scores of every
     self-attention of the stack (queries are the last T of the S key positions)."""
 
+    if TYPE_CHECKING:
+        type: str  # each subclass's `type: Literal["name"]` field, its tag in the YAML
+
     @property
     def switches(self) -> dict[str, str]:
-        return {"position_bias": self.type}  # type: ignore[attr-defined]
+        return {"position_bias": self.type}
 
     def check_in(self, *, bidirectional: bool) -> None:
         """Refuse (a FieldError at one of this spec's keys) settings that cannot work in a stack

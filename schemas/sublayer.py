@@ -1,6 +1,6 @@
 """What every sub-layer spec says about itself, so that no code tests the paper's classes."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiayn.schemas._base import Spec
 
@@ -8,6 +8,9 @@ from aiayn.schemas._base import Spec
 class SublayerSpec(Spec):
     """The base of a sub-layer spec (a plugin's too): a `type: Literal["name"]` field, its own
     fields, and these properties, which the model's checks, `aiayn show` and export read."""
+
+    if TYPE_CHECKING:
+        type: str  # each subclass's `type: Literal["name"]` field, its tag in the YAML
 
     @property
     def reads_memory(self) -> bool:

@@ -88,8 +88,8 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
     result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics, "decode": decode.model_dump()}
-    if scoring.tokenized and raw_refs is not None:
-        result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))  # type: ignore[index]
+    if scoring.tokenized and raw_refs is not None and pipelines is not None:
+        result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))
     if args.tok_bleu:
         result.update(tokenized_bleu(hyps, refs))
     if args.lc_bleu:

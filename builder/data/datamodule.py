@@ -161,7 +161,8 @@ class TranslationDataModule(LightningDataModule):
             return self.paths[split]
         if split not in self._texts:
             cache = self.cache_dir if self.cache_dir is not None else self.run.data
-            self._texts[split] = tuple(processed_file(path, pipeline, cache) for path, pipeline in zip(self.paths[split], self.pipelines))  # type: ignore[assignment]
+            (src, tgt), (src_pipeline, tgt_pipeline) = self.paths[split], self.pipelines
+            self._texts[split] = (processed_file(src, src_pipeline, cache), processed_file(tgt, tgt_pipeline, cache))
         return self._texts[split]
 
     def _encode(self, split: str) -> tuple[RaggedIds, RaggedIds]:

@@ -56,7 +56,9 @@ class Translator:
         if pipelines is not None:
             lines = pipelines[0].lines(lines)
         hyps = translate_texts(self.model, self.src_tokenizer, self.tgt_tokenizer, lines, self.decode_spec(**decode), on_batch=on_batch, what="input")
-        return [pipelines[1].detokenize(h) for h in hyps] if detokenize else hyps  # type: ignore[index]
+        if detokenize and pipelines is not None:
+            return [pipelines[1].detokenize(h) for h in hyps]
+        return hyps
 
     def to(self, device: str | torch.device) -> "Translator":
         self.model.to(device)

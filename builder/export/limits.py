@@ -34,7 +34,7 @@ def check_ctranslate2(spec: ModelSpec) -> None:
         rotary = attentions[0].rotary
         if rotary is not None and spec.positional.export_as != "none":
             raise UserError(
-                f"cannot export to {CTRANSLATE2}: {side}.layer[0].rotary beside positional.type: {spec.positional.type}; "  # type: ignore[attr-defined]
+                f"cannot export to {CTRANSLATE2}: {side}.layer[0].rotary beside positional.type: {spec.positional.type}; "
                 f"{CTRANSLATE2} with rotary adds no absolute positions: train with positional: none"
             )
         if stack.add_norm.placement == "post" and stack.has_final_norm:
@@ -85,7 +85,7 @@ def check_uniform(
     UserError naming the YAML field that `target` cannot express."""
     has = has or PAPER_HAS
     if spec.positional.export_as not in has["positional"]:
-        raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")  # type: ignore[attr-defined]
+        raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")
     for side in ("encoder", "decoder"):
         stack: StackSpec = getattr(spec, side)
         differing = sorted(i for i, layer in stack.overrides.items() if layer != stack.layer)
@@ -96,23 +96,23 @@ def check_uniform(
             )
         for j, sub in enumerate(stack.layer):
             if sub.export_as is None:
-                raise UserError(f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}")  # type: ignore[attr-defined]
+                raise UserError(f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}")
 
         layout = [has["ffn"] if role == "ffn" else (role,) for role in LAYOUTS[side]]
         roles = [sub.export_as for sub in stack.layer]
         if len(roles) != len(layout) or any(role not in allowed for role, allowed in zip(roles, layout)):
-            names = ", ".join(s.type for s in stack.layer)  # type: ignore[attr-defined]
+            names = ", ".join(s.type for s in stack.layer)
             wanted = ", ".join(" or ".join(allowed) for allowed in layout)
             raise UserError(f"cannot export to {target}: {side}.layer is [{names}]; {target} has only [{wanted}]")
         if stack.add_norm.norm.export_as not in has["norm"]:
             raise UserError(
-                f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has "  # type: ignore[attr-defined]
+                f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has "
                 f"{' and '.join(has['norm'])} only"
             )
         _check_switches(stack, side, target, switches)
         if stack.position_bias is not None:
             raise UserError(
-                f"cannot export to {target}: {side}.position_bias ({stack.position_bias.type}) has no counterpart in {target}"  # type: ignore[attr-defined]
+                f"cannot export to {target}: {side}.position_bias ({stack.position_bias.type}) has no counterpart in {target}"
             )
         heads = {(s.table3["h"], s.table3["d_k"], s.table3["d_v"]) for s in stack.layer if s.export_as not in FFN}
         if len(heads) > 1:

@@ -34,7 +34,7 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
         **{column: values[column][0] if values[column] else None for column in _SUBLAYER_COLUMNS},
         "P_drop": model.encoder.add_norm.dropout,
         "eps_ls": spec.train.label_smoothing,
-        "positional": model.positional.type,  # type: ignore[attr-defined]
+        "positional": model.positional.type,
         "train_steps": spec.trainer.max_steps,
         **switches,
     }
