@@ -30,6 +30,8 @@ class AlibiBias(nn.Module):
     the paper's bias there; a bidirectional one (the encoder's) is penalised alike on both sides.
     No parameters."""
 
+    slopes: Tensor  # (h,) buffer
+
     def __init__(self, *, h: int) -> None:
         super().__init__()
         self.h = h

@@ -21,6 +21,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     computed when asked for, so any length works.
     """
 
+    table: Tensor  # (max_len, d_model) buffer
+
     def __init__(self, *, d_model: int, layout: SinusoidLayout = "interleaved", max_len: int = 1024) -> None:
         super().__init__()
         if d_model < 2 or d_model % 2:
@@ -76,6 +78,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
 class NoPositions(nn.Module):
     """Zeros: the embeddings go in alone (rotary attention, ALiBi and T5's bias give positions)."""
+
+    zero: Tensor  # (1, d_model) buffer
 
     def __init__(self, *, d_model: int) -> None:
         super().__init__()

@@ -14,6 +14,9 @@ class Rotary(nn.Module):
     Relative: q_m . k_n after the rotation depends on m - n only. No parameters: the angles of
     the first `max_len` positions are a non-persistent float32 buffer, further ones computed."""
 
+    cos: Tensor  # (max_len, dims) buffers
+    sin: Tensor
+
     positional = True  # it turns q and k by their positions: one sequence's (self-attention)
 
     def __init__(self, *, d_k: int, dims: int, base: float = 10000.0, max_len: int = 1024) -> None:

@@ -123,5 +123,5 @@ class SearchSpec(Spec):
             if isinstance(param, CategoricalParam):
                 space[key] = list(param.choices)
             elif isinstance(param, IntParam):
-                space[key] = param.values
+                space[key] = list[bool | int | float | str](param.values)
         return space

@@ -6,6 +6,7 @@ scores on Moses' `lowercase.perl | normalize-punctuation.perl -l L | tokenizer.p
 (`lowercase`) or with its options (`{type: moses_tokenize, escape: false}`).
 """
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -64,10 +65,10 @@ def check_steps(steps: tuple[Any, ...]) -> tuple[Any, ...]:
     return steps
 
 
-def step_names(steps: tuple[Any, ...]) -> list[str]:
+def step_names(steps: Sequence[Any]) -> list[str]:
     return [step.type for step in steps]
 
 
-def tokenize_step(steps: tuple[Any, ...]) -> MosesTokenizeStep | None:
+def tokenize_step(steps: Sequence[Any]) -> MosesTokenizeStep | None:
     """The pipeline's tokenizing step: its output is tokenized text, scored as such."""
     return next((s for s in steps if isinstance(s, MosesTokenizeStep)), None)

@@ -24,6 +24,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 README = ROOT / "README.md"
+CI_COMMANDS = ("pip install", "python -m pytest", "ruff check", ".ci/")  # checked to be in .ci/run, not run again here
 
 
 def readme_commands(text: str) -> list[tuple[str, bool]]:
@@ -77,9 +78,9 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
             assert runs and all("BLEU/valid" in EventAccumulator(str(r)).Reload().Tags()["scalars"] for r in runs), command
             continue
         parts = [p.strip() for p in command.split("&&")]
-        for part in [p for p in parts if p.startswith("pip install") or p.startswith("python -m pytest")]:
+        for part in [p for p in parts if p.startswith(CI_COMMANDS)]:
             assert part.replace("pip install", "pip install --quiet") in ci or part in ci, f"CI does not run: {part}"
-        rest = " && ".join(p for p in parts if not (p.startswith("pip install") or p.startswith("python -m pytest")))
+        rest = " && ".join(p for p in parts if not p.startswith(CI_COMMANDS))
         if rest:
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)

@@ -63,16 +63,17 @@ def evaluate(args: argparse.Namespace) -> int:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
     if args.src is not None:
-        raw_sources, raw_refs = read_parallel(args.src, args.ref)
+        raw_sources, given_refs = read_parallel(args.src, args.ref)
+    raw_refs: list[str] | None = None
     loaded = load_for_inference(args.checkpoint)
     pipelines = pipelines_of(loaded.spec.data)
     if args.src is not None:
         data = f"{args.src} -> {args.ref}"
-        sources, refs = raw_sources, raw_refs
+        sources, refs, raw_refs = raw_sources, given_refs, given_refs
         if pipelines is not None and args.pipeline:
             for path in (args.src, args.ref):
                 check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
-            sources, refs, data = pipelines[0].lines(raw_sources), pipelines[1].lines(raw_refs), f"{data}, through data.pipeline"
+            sources, refs, data = pipelines[0].lines(raw_sources), pipelines[1].lines(given_refs), f"{data}, through data.pipeline"
         elif pipelines is not None:
             raw_refs = None  # no raw reference to score the detokenized output against
     else:

@@ -67,10 +67,10 @@ def bucket_widths(widths: np.ndarray, *, num_buckets: int, boundaries: Sequence[
         total = best[:, None] + after
         splits.append(total.argmin(0))
         best = total.min(0)
-    edges, j = [int(values[-1])], n - 1
+    edges, last = [int(values[-1])], n - 1
     for split in reversed(splits):  # the last bucket's lower neighbour, back to the first bucket
-        j = int(split[j])
-        edges.append(int(values[j]))
+        last = int(split[last])
+        edges.append(int(values[last]))
     return sorted(edges)
 
 

@@ -69,6 +69,6 @@ class TranslationCollator:
 
 def rows_of(lengths: Sequence[int], width: int) -> torch.Tensor:
     """Flat indices into a (len(lengths), width) right-padded matrix of its first lengths[b] columns."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    starts = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - np.cumsum(lengths) + lengths, lengths)
-    return torch.from_numpy(starts + np.arange(int(lengths.sum()), dtype=np.int64))
+    counts = np.asarray(lengths, dtype=np.int64)
+    starts = np.repeat(np.arange(len(counts), dtype=np.int64) * width - np.cumsum(counts) + counts, counts)
+    return torch.from_numpy(starts + np.arange(int(counts.sum()), dtype=np.int64))

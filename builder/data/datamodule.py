@@ -16,6 +16,7 @@ Lightning stores its position in every checkpoint and restores it before iterati
 
 import itertools
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,7 @@ class TranslationDataModule(LightningDataModule):
             say(f"tokenizer: shared BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()}) -> {src_file}")
             return
         for path, file in ((src_path, src_file), (tgt_path, tgt_file)):
-            tokenizer = train_tokenizer(lambda path=path: sampled_lines(path, n, keep), size, min_frequency=freq, merges=merges)
+            tokenizer = train_tokenizer(partial(sampled_lines, path, n, keep), size, min_frequency=freq, merges=merges)
             tokenizer.save(file)
             say(f"tokenizer: BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()}) -> {file}")
 

@@ -6,6 +6,7 @@ validation BLEU, results.json and `aiayn evaluate` all read their sentences thro
 
 import os
 from pathlib import Path
+from typing import Any
 
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.demo import generate_demo
@@ -80,7 +81,7 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
-    common = dict(
+    common: dict[str, Any] = dict(
         run_dir=run_dir,
         vocab_size=emb.vocab_size,
         shared_vocab=emb.shared_vocab,
@@ -101,4 +102,6 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)
-    return TranslationDataModule(**{split: split_files(data, split) for split in SPLITS}, **common)
+    return TranslationDataModule(
+        train=split_files(data, "train"), valid=split_files(data, "valid"), test=split_files(data, "test"), **common
+    )

@@ -13,6 +13,7 @@ one per side for separate vocabularies.
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer as HFTokenizer
@@ -24,7 +25,7 @@ from aiayn.builder.run.rundir import RunDir
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
-_METASPACE = {"replacement": "▁", "prepend_scheme": "always"}
+_METASPACE: dict[str, Any] = {"replacement": "▁", "prepend_scheme": "always"}
 
 
 class Tokenizer:

@@ -240,7 +240,7 @@ def average_checkpoints(paths: Sequence[Path]) -> dict[str, Any]:
     shared: dict[tuple[int, int], torch.Tensor] = {}  # tied weights stay one tensor in the file
     state = {}
     for k, v in reference.items():
-        key = (v.untyped_storage().data_ptr(), v.storage_offset())
+        key = (v.untyped_storage().data_ptr(), int(v.storage_offset()))
         if key not in shared:
             shared[key] = (sums[k] / n).to(v.dtype) if v.is_floating_point() else v.clone()
         state[PREFIX + k] = shared[key]

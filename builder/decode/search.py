@@ -76,6 +76,7 @@ def greedy_search(
     """The most probable next token at every step, per sentence of src (B, S)."""
     _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     memory, src_pad = model.encode(src)  # (B, S, d_model), (B, S)
+    assert src_pad is not None  # encode without rows always makes the mask
     max_len = _max_len(model, src, max_len_b)  # (B,)
     sentence = torch.arange(src.size(0), device=src.device)  # input index of each batch row
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
@@ -177,6 +178,7 @@ def beam_search(
 def _start(model: EncoderDecoder, src: Tensor, k: int, bos_id: int, max_len_b: int, use_cache: bool) -> _Beams:
     B, device = src.size(0), src.device
     memory, src_pad = model.encode(src)
+    assert src_pad is not None  # encode without rows always makes the mask
     scores = torch.zeros(B, k, device=device)
     scores[:, 1:] = -math.inf  # the k start hypotheses are identical: expand only the first
     return _Beams(

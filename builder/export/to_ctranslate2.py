@@ -116,6 +116,7 @@ def _decoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.Transformer
     _inputs(dec, spec, stack, dec.embeddings)
     for layer_spec, layer in zip(dec.layer, stack.layers):
         _attention(layer_spec.self_attention, layer.self_attention, fused="qkv")
+        assert layer.cross_attention is not None  # a decoder layer's
         _attention(layer_spec.attention, layer.cross_attention, fused="kv")
         _ffn(layer_spec.ffn, layer.ffn)
     return dec
@@ -150,7 +151,8 @@ def _ffn(spec, ffn: FeedForward) -> None:
 
 
 def _cat(*parts: Linear) -> Linear:
-    bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
+    biases = [p.bias for p in parts if p.bias is not None]
+    bias = torch.cat(biases) if len(biases) == len(parts) else None
     return Linear(torch.cat([p.weight for p in parts]), bias)
 
 

@@ -33,20 +33,26 @@ from aiayn.builder.export.weights import (
     permuted,
     transformer_weights,
 )
+from aiayn.schemas.attention import AttentionSpec
+from aiayn.schemas.feed_forward import FeedForwardSpec
 from aiayn.schemas.model import ModelSpec
+from aiayn.schemas.positional import SinusoidalSpec
 
 
 def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
-    """The MarianConfig of `spec`; `position_rows` bounds input and output positions."""
+    """The MarianConfig of `spec` (one limits.check_marian passed: the paper's blocks, in its
+    layout); `position_rows` bounds input and output positions."""
     enc, dec = spec.encoder, spec.decoder
+    attention, enc_ffn, dec_ffn = enc.layer[0], enc.layer[1], dec.layer[2]
+    assert isinstance(attention, AttentionSpec) and isinstance(enc_ffn, FeedForwardSpec) and isinstance(dec_ffn, FeedForwardSpec)
     return MarianConfig(
         vocab_size=spec.embedding.vocab_size, decoder_vocab_size=spec.embedding.vocab_size, d_model=spec.d_model,
         encoder_layers=enc.num_layers, decoder_layers=dec.num_layers,
         encoder_attention_heads=stack_spec_heads(enc)[0], decoder_attention_heads=stack_spec_heads(dec)[0],
-        encoder_ffn_dim=enc.layer[1].d_ff, decoder_ffn_dim=dec.layer[2].d_ff,
-        activation_function=enc.layer[1].activation, max_position_embeddings=position_rows,
+        encoder_ffn_dim=enc_ffn.d_ff, decoder_ffn_dim=dec_ffn.d_ff,
+        activation_function=enc_ffn.activation, max_position_embeddings=position_rows,
         scale_embedding=spec.embedding.scale, dropout=enc.add_norm.dropout,
-        attention_dropout=enc.layer[0].attn_dropout, activation_dropout=enc.layer[1].activation_dropout,
+        attention_dropout=attention.attn_dropout, activation_dropout=enc_ffn.activation_dropout,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None,
         share_encoder_decoder_embeddings=spec.embedding.share == "all", tie_word_embeddings=spec.embedding.share != "none",
     )  # fmt: skip
@@ -67,7 +73,7 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     """config.json, model.safetensors, generation_config.json and the tokenizer files in `folder`."""
     spec = loaded.spec.model
     weights = transformer_weights(loaded.model, position_rows)
-    if spec.positional.layout == "interleaved":
+    if isinstance(spec.positional, SinusoidalSpec) and spec.positional.layout == "interleaved":
         weights = permuted(weights, interleaved_to_concatenated(spec.d_model))
     hf = MarianMTModel(marian_config(spec, position_rows)).eval()
     fill(hf, weights, output_bias=spec.embedding.output_bias)
@@ -92,7 +98,7 @@ def fill(hf: MarianMTModel, weights: TransformerWeights, *, output_bias: bool) -
     model.encoder.embed_tokens.weight.copy_(weights.encoder.embedding)
     model.decoder.embed_tokens.weight.copy_(weights.decoder.embedding)
     hf.lm_head.weight.copy_(weights.output.weight)
-    if output_bias:
+    if output_bias and weights.output.bias is not None:
         hf.final_logits_bias.copy_(weights.output.bias[None])
     for ours, theirs in zip(weights.encoder.layers, model.encoder.layers):
         _layer(ours, theirs, encoder=True)
@@ -107,6 +113,7 @@ def fill(hf: MarianMTModel, weights: TransformerWeights, *, output_bias: bool) -
 def _layer(ours: Layer, theirs, *, encoder: bool) -> None:
     _attention(ours.self_attention, theirs.self_attn, theirs.self_attn_layer_norm)
     if not encoder:
+        assert ours.cross_attention is not None  # a decoder layer's
         _attention(ours.cross_attention, theirs.encoder_attn, theirs.encoder_attn_layer_norm)
     _ffn(ours.ffn, theirs)
 
@@ -130,4 +137,4 @@ def _linear(ours: Linear, theirs: torch.nn.Linear) -> None:
 
 def _norm(ours: Norm, theirs: torch.nn.LayerNorm) -> None:
     theirs.weight.copy_(ours.gamma)
-    theirs.bias.copy_(ours.beta)
+    theirs.bias.copy_(ours.beta if ours.beta is not None else torch.zeros_like(theirs.bias))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from aiayn.blocks import AddNorm, EncoderDecoder
+from aiayn.blocks import AddNorm, EncoderDecoder, InputEmbedding, TransformerLayer, TransformerStack
 
 
 @dataclass(frozen=True)
@@ -95,22 +95,21 @@ def permuted(weights: TransformerWeights, perm: Tensor) -> TransformerWeights:
     def writes(lin: Linear) -> Linear:
         return Linear(lin.weight[perm], None if lin.bias is None else lin.bias[perm])
 
-    def norm(n: Norm | None) -> Norm | None:
-        return None if n is None else Norm(n.gamma[perm], None if n.beta is None else n.beta[perm])
+    def norm(n: Norm) -> Norm:
+        return Norm(n.gamma[perm], None if n.beta is None else n.beta[perm])
 
-    def attention(a: Attention | None) -> Attention | None:
-        if a is None:
-            return None
+    def attention(a: Attention) -> Attention:
         return Attention(q=reads(a.q), k=reads(a.k), v=reads(a.v), o=writes(a.o), norm=norm(a.norm))
 
     def layer(lay: Layer) -> Layer:
         up = None if lay.ffn.w_up is None else reads(lay.ffn.w_up)
         ffn = FeedForward(w_1=reads(lay.ffn.w_1), w_2=writes(lay.ffn.w_2), norm=norm(lay.ffn.norm), w_up=up)
-        return Layer(attention(lay.self_attention), attention(lay.cross_attention), ffn)
+        cross = None if lay.cross_attention is None else attention(lay.cross_attention)
+        return Layer(attention(lay.self_attention), cross, ffn)
 
     def stack(s: Stack) -> Stack:
-        return replace(s, embedding=s.embedding[:, perm], positions=s.positions[:, perm],
-                       layers=[layer(x) for x in s.layers], final_norm=norm(s.final_norm))  # fmt: skip
+        final = None if s.final_norm is None else norm(s.final_norm)
+        return replace(s, embedding=s.embedding[:, perm], positions=s.positions[:, perm], layers=[layer(x) for x in s.layers], final_norm=final)
 
     return TransformerWeights(stack(weights.encoder), stack(weights.decoder), reads(weights.output))
 
@@ -121,10 +120,11 @@ def interleaved_to_concatenated(d_model: int) -> Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
-def _stack(embed: nn.Module, stack: nn.Module, position_rows: int) -> Stack:
+def _stack(embed: InputEmbedding, stack: TransformerStack, position_rows: int) -> Stack:
     layers = []
     for layer in stack.layers:
-        *attention, ffn = layer.sublayers  # [self, (cross,) feed-forward]: the layouts limits.py allows
+        assert isinstance(layer, TransformerLayer)
+        *attention, ffn = [s for s in layer.sublayers if isinstance(s, AddNorm)]  # [self, (cross,) ffn]: as limits.py allows
         attentions = [_attention(s) for s in attention]
         layers.append(Layer(attentions[0], attentions[1] if len(attentions) > 1 else None, _ffn(ffn)))
     final = None if stack.final_norm is None else _norm(stack.final_norm)
@@ -132,19 +132,25 @@ def _stack(embed: nn.Module, stack: nn.Module, position_rows: int) -> Stack:
     return Stack(embedding=_t(embed.token.table.weight), positions=positions, layers=layers, final_norm=final)
 
 
+def _projections(sub: AddNorm) -> dict[str, Linear]:
+    """The sub-layer's matrices as its `projections()` gives them (every exported block has it)."""
+    projections = getattr(sub.sublayer, "projections")()
+    return {name: Linear(_t(w), _maybe(b)) for name, (w, b) in projections.items()}
+
+
 def _attention(sub: AddNorm) -> Attention:
-    projections = {name: Linear(_t(w), _maybe(b)) for name, (w, b) in sub.sublayer.projections().items()}
-    return Attention(**projections, norm=_norm(sub.norm))
+    return Attention(**_projections(sub), norm=_norm(sub.norm))
 
 
 def _ffn(sub: AddNorm) -> FeedForward:
-    projections = {name: Linear(_t(w), _maybe(b)) for name, (w, b) in sub.sublayer.projections().items()}
-    return FeedForward(**projections, norm=_norm(sub.norm))
+    return FeedForward(**_projections(sub), norm=_norm(sub.norm))
 
 
 def _norm(norm: nn.Module) -> Norm:
     """A LayerNorm's gamma and beta, or an RMSNorm's gamma (the norms limits.py lets through)."""
-    return Norm(_t(norm.weight), _maybe(getattr(norm, "bias", None)))
+    weight = norm.weight
+    assert isinstance(weight, Tensor)
+    return Norm(_t(weight), _maybe(getattr(norm, "bias", None)))
 
 
 def _t(x: Tensor) -> Tensor:

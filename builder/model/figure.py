@@ -119,7 +119,7 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
     final, bias = stack_extras(stack, d_model, side)
     if stack.position_bias is not None:
         name = registration(stack.position_bias).label(stack.position_bias)
-        column.boxes.append(Box("bias", [f"position bias: {name}", "shared by the stack's self-attentions", _n(bias)]))
+        column.boxes.append(Box("bias", [f"position bias: {name}", "shared by the stack's self-attentions", _n(bias or 0)]))
     for first, last in _runs(stack):
         sublayers = stack.overrides.get(first, stack.layer)
         params, norms = layer_sizes(stack, d_model, side, first)

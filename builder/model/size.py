@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from aiayn.blocks import AddNorm
 from aiayn.builder.errors import BlockError, UserError
 from aiayn.builder.model.build import Side, embeddings, final_norm, layer, position_bias, stack_context
 from aiayn.builder.model.registry import registration
@@ -81,7 +82,8 @@ def layer_sizes(stack: StackSpec, d_model: int, side: Side, index: int) -> tuple
     """(parameters of each sub-layer, of each sub-layer's norm) of layer `index` of the stack."""
     with _on_meta():
         built = layer(stack.overrides.get(index, stack.layer), stack, stack_context(stack, d_model, side, layer=index))
-    return [_numel(block.sublayer) for block in built.sublayers], [_numel(block.norm) for block in built.sublayers]
+    blocks = [block for block in built.sublayers if isinstance(block, AddNorm)]
+    return [_numel(block.sublayer) for block in blocks], [_numel(block.norm) for block in blocks]
 
 
 def stack_extras(stack: StackSpec, d_model: int, side: Side) -> tuple[int | None, int | None]:
@@ -103,7 +105,7 @@ def _stack_rows(name: Side, stack: StackSpec, d_model: int) -> list[Row]:
     norm, bias = stack_extras(stack, d_model, name)
     if norm is not None:
         rows.append((f"{name} final {norm_label}", norm, 1))
-    if bias is not None:
+    if bias is not None and stack.position_bias is not None:
         rows.append((f"{name} position bias ({registration(stack.position_bias).label(stack.position_bias)})", bias, 1))
     return rows
 

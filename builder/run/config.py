@@ -224,7 +224,7 @@ def _keep_fields_of(node: dict[str, Any] | DictConfig, new_type: Any) -> None:
     if node["type"] == new_type:
         return
     fields = _fields_by_tag(slots.version()).get(new_type)
-    for key in list(node.keys()):
+    for key in [str(k) for k in node.keys()]:
         if fields is None or key not in fields:
             node.pop(key)
 
@@ -318,7 +318,8 @@ def _unresolvable_key(config: Any, where: str = "") -> str | None:
     """The first key whose value does not resolve (OmegaConf does not always say which)."""
     items = config.items_ex(resolve=False) if isinstance(config, DictConfig) else enumerate(config)
     for key, _ in items:
-        path = f"{where}[{key}]" if isinstance(config, ListConfig) else f"{where}.{key}".lstrip(".")
+        name = str(key)
+        path = f"{where}[{name}]" if isinstance(config, ListConfig) else f"{where}.{name}".lstrip(".")
         try:
             value = config[key]
         except OmegaConfBaseException:

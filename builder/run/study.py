@@ -12,8 +12,9 @@ ENV = "AIAYN_SEARCH"  # set by the sweep for a search trial's process: its study
 def storage(journal: str | Path) -> Any:
     """The study journal file (Optuna's JournalStorage): processes share it with no server."""
     import optuna
+    from optuna.storages.journal import JournalFileBackend
 
-    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    return optuna.storages.JournalStorage(JournalFileBackend(str(journal)))
 
 
 def make_pruner(spec: PrunerSpec) -> Any:

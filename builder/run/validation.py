@@ -5,6 +5,7 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -130,7 +131,7 @@ _ALIASES = {
 }
 
 
-def _describe(item: dict[str, Any], holder: type[BaseModel] | None) -> str:
+def _describe(item: Mapping[str, Any], holder: type[BaseModel] | None) -> str:
     kind, value = item["type"], item.get("input")
     if kind == "extra_forbidden":
         key = str(item["loc"][-1])

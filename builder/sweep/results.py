@@ -13,7 +13,7 @@ import csv
 import json
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,7 @@ def _scoring_label(scoring: Scoring) -> str:
     return "BLEU on the runs' tokenized text" + (", lowercased" if scoring.lowercase else "")
 
 
-def table(runs: list[dict[str, Any]], order: list[str] = ()) -> list[Row]:
+def table(runs: list[dict[str, Any]], order: Sequence[str] = ()) -> list[Row]:
     """One row per variant, in group order; within a group, in `order` (a sweep's variants),
     then by name. The runs must be scored alike (check_scored_alike)."""
     check_scored_alike(runs)

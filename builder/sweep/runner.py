@@ -19,7 +19,7 @@ from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
 from aiayn.builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
 from aiayn.builder.sweep.search import check_search
-from aiayn.schemas.sweep import LocalLauncherSpec, SweepSpec
+from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec, SweepSpec
 
 
 class SweepFailed(UserError):
@@ -221,7 +221,7 @@ def _run(plan: Plan) -> int:
     launcher = plan.sweep.launcher
     if jobs and isinstance(launcher, LocalLauncherSpec):
         launch_local(jobs, launcher, reporter)
-    elif jobs:
+    elif jobs and isinstance(launcher, SlurmLauncherSpec):
         launch_slurm(
             jobs, launcher, plan.directory / "submitit", reporter, name=plan.sweep.name,
             on_submit=lambda job, job_id: record.update(job.name, status="submitted", job_id=job_id),

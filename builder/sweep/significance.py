@@ -129,6 +129,7 @@ def compare_to_base(
         if variant == base:
             continue
         paired = [(of(base_by_seed[seed]), of(run_dir)) for seed, run_dir in dict(reversed(runs)).items() if seed in base_by_seed]
-        if paired and all(b is not None and v is not None and b[0] == v[0] for b, v in paired):
-            out[variant] = paired_bootstrap([(b[1], v[1]) for b, v in paired])
+        both = [(b, v) for b, v in paired if b is not None and v is not None and b[0] == v[0]]
+        if paired and len(both) == len(paired):  # every pair translated the same sentences
+            out[variant] = paired_bootstrap([(b[1], v[1]) for b, v in both])
     return out

@@ -12,6 +12,7 @@ placeholder at step 0.
 import json
 import os
 import time
+from collections.abc import Mapping
 from contextlib import closing
 from typing import Any
 
@@ -40,7 +41,7 @@ class Board(TensorBoardLogger):
     without the `epoch` chart it adds to every logged step (one endless epoch here)."""
 
     @rank_zero_only
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         super().log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, None if step is None else step + 1)
 
     @rank_zero_only

@@ -11,7 +11,9 @@ from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.metrics import Scoring, score
 from aiayn.builder.decode.translate import evaluating, padded, translate_ids, translate_texts
+from aiayn.builder.train.attributes import datamodule_of
 from aiayn.builder.train.board import BLEU, Board, bleu_tag
+from aiayn.builder.train.task import as_task
 
 
 class ValidationTranslations(L.Callback):
@@ -35,9 +37,10 @@ class ValidationTranslations(L.Callback):
         n = len(self.sources)
         return f"valid, {n} sentences" if n >= self.n_split else f"valid, first {n} of {self.n_split} sentences"
 
-    def on_fit_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.is_global_zero:
             return
+        task = as_task(pl_module)
         sources, refs, _ = split_texts(task.spec, "valid")
         self.n_split = len(sources)
         first = task.spec.train.validation.bleu_max_sentences
@@ -46,10 +49,11 @@ class ValidationTranslations(L.Callback):
             trainer.logger.start_session(task.spec, self.n_split)
             trainer.logger.log_model(task.spec, trainer.global_step)
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
-        spec, data = task.spec, trainer.datamodule
+        task = as_task(pl_module)
+        spec, data = task.spec, datamodule_of(trainer)
         settings = spec.train.validation
         self.validations += 1
         if not settings.bleu:
@@ -82,8 +86,8 @@ def attention_figures(
     src_ids = src_tokenizer.encode(sentence)
     [hyp] = translate_ids(model, [src_ids], decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id)
     tgt_in = [tgt_tokenizer.bos_id, *hyp]
-    src_tokens = [src_tokenizer.hf.id_to_token(i) for i in src_ids]
-    tgt_tokens = [tgt_tokenizer.hf.id_to_token(i) for i in tgt_in]
+    src_tokens = [src_tokenizer.hf.id_to_token(i) or "" for i in src_ids]
+    tgt_tokens = [tgt_tokenizer.hf.id_to_token(i) or "" for i in tgt_in]
     weights = attention_weights(model, src_ids, tgt_in)
     figures = {}
     for (stack, i, name), (w, reads_memory) in weights.items():
@@ -111,7 +115,7 @@ def attention_weights(
         addnorm.sublayer.register_forward_hook(recorder((name, i, addnorm.sublayer.map_name)))
         for name, stack in (("encoder", model.encoder), ("decoder", model.decoder))
         for i, layer in enumerate(stack.layers)
-        for addnorm in layer.sublayers
+        for addnorm in layer.sublayers  # type: ignore[union-attr]
         if getattr(addnorm.sublayer, "attention_maps", False)
     ]
     try:

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.collate import Batch
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_fusable
 
@@ -38,7 +39,7 @@ class StaticStepLoss:
     batch's five tensors alone (the Python ints a Batch also holds would be guarded on and
     compile again for every new token count)."""
 
-    def __init__(self, model: nn.Module, *, eps: float, pad_id: int, fused: bool, **compile_options: Any) -> None:
+    def __init__(self, model: EncoderDecoder, *, eps: float, pad_id: int, fused: bool, **compile_options: Any) -> None:
         def step_loss(src: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_rows: Tensor, src_rows: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
             batch = Batch(src, tgt_in, tgt_out, src.new_empty(0), 0, 0, tgt_rows, src_rows)  # ids and counts unread
             return batch_loss(model, batch, eps=eps, pad_id=pad_id, loss=smoothed_nll_fusable, fused=fused)

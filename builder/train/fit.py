@@ -30,6 +30,7 @@ from aiayn.builder.run.config import load_experiment, parent_of
 from aiayn.builder.run.cpu import fixed_share
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
+from aiayn.builder.train.attributes import callbacks_of
 from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
 from aiayn.builder.train.checks import check_memory, check_resumable
@@ -176,14 +177,14 @@ def _finalise(
 
 
 def _step_checkpoints(trainer: L.Trainer) -> StepCheckpoints:
-    return next(c for c in trainer.callbacks if isinstance(c, StepCheckpoints))
+    return next(c for c in callbacks_of(trainer) if isinstance(c, StepCheckpoints))
 
 
 def average_final(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask) -> list[str]:
     """Sec. 6.1: the final weights become the mean of the train.average_last newest step
     checkpoints (the final step's among them), kept as checkpoints/averaged.ckpt. Returns the
     names of the checkpoints averaged."""
-    paths = run.step_checkpoints()[-spec.train.average_last :]
+    paths = run.step_checkpoints()[-(spec.train.average_last or 1) :]
     averaged = average_checkpoints(paths)
     save_checkpoint(averaged, run.averaged_checkpoint)
     task.model.load_state_dict(model_weights(averaged))
@@ -198,7 +199,7 @@ def finished(spec: ExperimentSpec, steps: int, *, interrupted: bool, stopped_ear
 def stopped_early(trainer: L.Trainer) -> dict[str, Any] | None:
     """Where train.early_stopping stopped training, None where it did not: the step, the
     monitored metric's best value, and the patience spent."""
-    stopping = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    stopping = next((c for c in callbacks_of(trainer) if isinstance(c, EarlyStopping)), None)
     if stopping is None or stopping.wait_count < stopping.patience:
         return None
     best = round(float(stopping.best_score), 4)

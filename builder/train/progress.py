@@ -19,8 +19,10 @@ from typing import Any, TextIO
 import lightning as L
 from lightning.pytorch.callbacks import ProgressBar
 
+from aiayn.builder.train.attributes import callbacks_of
 from aiayn.builder.train.board import PPL
 from aiayn.builder.train.callbacks import ValidationTranslations
+from aiayn.builder.train.task import TranslationTask, as_task
 
 
 class ConsoleProgress(ProgressBar):
@@ -51,14 +53,16 @@ class ConsoleProgress(ProgressBar):
 
     # ---- hooks -----------------------------------------------------------------------------
 
-    def on_train_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        task = as_task(pl_module)
         self._start = (time.perf_counter(), trainer.global_step)
         self._mark = (time.perf_counter(), task.tokens_seen)
         if self._enabled:
             resumed = f", resuming at step {trainer.global_step}" if trainer.global_step else ""
             self._line(f"training {task.spec.name}: {trainer.max_steps} steps on {trainer.strategy.root_device.type}{resumed}")
 
-    def on_train_batch_end(self, trainer: L.Trainer, task: L.LightningModule, *args: Any) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        task = as_task(pl_module)
         if not self._enabled or self._start is None:
             return
         step = trainer.global_step
@@ -72,7 +76,8 @@ class ConsoleProgress(ProgressBar):
     def on_validation_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
         self._validating_since = time.perf_counter()
 
-    def on_validation_end(self, trainer: L.Trainer, task: L.LightningModule) -> None:
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        task = as_task(pl_module)
         if self._validating_since is not None:  # the tokens per second are training's
             self._mark = (self._mark[0] + time.perf_counter() - self._validating_since, self._mark[1])
             self._validating_since = None
@@ -85,7 +90,7 @@ class ConsoleProgress(ProgressBar):
 
     # ---- the lines ---------------------------------------------------------------------------
 
-    def status(self, trainer: L.Trainer, task: L.LightningModule) -> str:
+    def status(self, trainer: L.Trainer, task: TranslationTask) -> str:
         parts = [f"step {trainer.global_step}/{trainer.max_steps}"]
         loss = task.take_window_loss()
         if loss is not None:
@@ -98,12 +103,12 @@ class ConsoleProgress(ProgressBar):
         self._mark = (now, tokens)
         return "  ".join(parts + self._pace(trainer))
 
-    def validation(self, trainer: L.Trainer, task: L.LightningModule) -> str:
+    def validation(self, trainer: L.Trainer, task: TranslationTask) -> str:
         m = trainer.callback_metrics
         parts = [f"step {trainer.global_step}/{trainer.max_steps}  valid"]
         if "loss/valid" in m:
             parts.append(f"loss {float(m['loss/valid']):.3f}  PPL {float(m[PPL]):.2f}")
-        for bleu in (c for c in trainer.callbacks if isinstance(c, ValidationTranslations) and c.bleu_tag in m):
+        for bleu in (c for c in callbacks_of(trainer) if isinstance(c, ValidationTranslations) and c.bleu_tag in m):
             parts.append(f"BLEU {float(m[bleu.bleu_tag]):.2f} ({bleu.label})")
         return "  ".join(parts + self._pace(trainer))
 

@@ -15,7 +15,9 @@ from aiayn.builder.train.board import BLEU, PPL
 
 class Pruning(L.Callback):
     def __init__(self, setting: dict[str, Any]) -> None:
-        self.setting, self.trial, self.pruned_at = setting, None, None
+        self.setting = setting
+        self.trial: Any = None  # the Optuna trial, once asked
+        self.pruned_at: int | None = None
 
     @classmethod
     def from_env(cls) -> "Pruning | None":

@@ -6,12 +6,20 @@ from typing import Any
 import lightning as L
 import torch
 
+from aiayn.blocks import EncoderDecoder
 from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
+from aiayn.builder.train.attributes import log_every_n_steps
 from aiayn.builder.train.board import PPL
 from aiayn.builder.train.compiled import CUDA_GRAPH_MODES, CompiledAdam, StaticStepLoss, compile_mode
 from aiayn.builder.train.schedule import noam_lr
 from aiayn.schemas.experiment import ExperimentSpec
+
+
+def as_task(module: L.LightningModule) -> "TranslationTask":
+    """A callback's `pl_module`, as the TranslationTask it is."""
+    assert isinstance(module, TranslationTask), type(module)
+    return module
 
 
 class TranslationTask(L.LightningModule):
@@ -20,6 +28,9 @@ class TranslationTask(L.LightningModule):
     The checkpoint's hyperparameters hold the whole resolved experiment, so a checkpoint alone
     rebuilds the model: `TranslationTask(checkpoint["hyper_parameters"]["experiment"])`.
     """
+
+    spec: ExperimentSpec
+    model: EncoderDecoder
 
     def __init__(self, experiment: dict[str, Any]) -> None:
         super().__init__()
@@ -90,7 +101,7 @@ class TranslationTask(L.LightningModule):
     def logging_step(self) -> bool:
         """Whether this optimizer step is logged: every trainer.log_every_n_steps-th. Only then
         is anything read back from the device."""
-        return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+        return (self.global_step + 1) % log_every_n_steps(self.trainer) == 0
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         self.step_lr = optimizer.param_groups[0]["lr"]  # what this step applies (the schedule moves after it)
@@ -102,7 +113,7 @@ class TranslationTask(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         adam, schedule = self.spec.train.optimizer, self.spec.train.lr_schedule
-        settings = dict(lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay)
+        settings: dict[str, Any] = dict(lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay)
         options = self.compile_options or {}
         if self.device.type == "cuda" and options.get("mode") in CUDA_GRAPH_MODES:  # the update replays as a graph too
             optimizer: torch.optim.Optimizer = CompiledAdam(self.model.parameters(), compile_options=options, **settings)
@@ -126,6 +137,7 @@ class TranslationTask(L.LightningModule):
         if not self._val_sums:
             return
         sums = self.all_gather(torch.stack(self._val_sums).sum(0))  # (world, 3) or (3,)
+        assert isinstance(sums, torch.Tensor)
         loss, nll, count = sums.reshape(-1, 3).sum(0)
         self._val_sums.clear()
         n = count.clamp(min=1)

@@ -7,6 +7,7 @@ experiment is refused with a message naming the `trainer.` key, before anything 
 """
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def early_stopping(spec: EarlyStoppingSpec) -> EarlyStopping:
     return EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta, mode="min", check_on_train_epoch_end=False)
 
 
-def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: list[L.Callback] = ()) -> L.Trainer:
+def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Callback] = ()) -> L.Trainer:
     t, ckpt = spec.trainer, spec.train.checkpoint
     check_strategy(t)
     _, accumulate = batching(spec, world_size(spec))

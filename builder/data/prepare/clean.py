@@ -108,6 +108,7 @@ def _start_worker(rules: CleanRules, langs: tuple[str, str]) -> None:
 
 
 def _judge_batch(batch: list[tuple[str, str]]) -> list[str | None]:
+    assert _worker_cleaner is not None  # made by the worker's initializer
     return [_worker_cleaner.reason(src, tgt) for src, tgt in batch]
 
 

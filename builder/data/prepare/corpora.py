@@ -5,6 +5,7 @@ Split names are the file names the shipped experiments read (experiments/base.ya
 train/newstest2013/newstest2014; experiments/multi30k/*.yaml: train/valid/test2016).
 """
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from aiayn.builder.data.prepare.sources import Place
@@ -17,7 +18,7 @@ class Part:
     """One source file pair: `places[lang]` lists where the file of `lang` may be, best first."""
 
     name: str
-    places: dict[str, tuple[Place, ...]]
+    places: Mapping[str, tuple[Place, ...]]
     sgm: bool = False
 
 
@@ -140,4 +141,4 @@ def multi30k() -> Corpus:
     )
 
 
-CORPORA = {"wmt14-en-de": wmt14_en_de, "multi30k": multi30k}
+CORPORA: dict[str, Callable[..., Corpus]] = {"wmt14-en-de": wmt14_en_de, "multi30k": multi30k}

@@ -10,7 +10,9 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -111,7 +113,7 @@ def local_plan(corpus: Corpus, folder: Path) -> list[Planned]:
             first_place(part.places[lang]) for part, pair in zip(split.parts, found) for lang, f in zip(LANGS, pair) if f is None
         ]
         if not lacking:
-            plan.append(Planned(split, lambda found=found: chain_pairs(found), None))
+            plan.append(Planned(split, partial(chain_pairs, [(s, t) for s, t in found if s is not None and t is not None]), None))
         elif split.required:
             missing += lacking
     if missing:
@@ -132,8 +134,8 @@ def hub_plan(corpus: Corpus) -> tuple[list[Planned], str]:
     plan = []
     for split in corpus.splits:
         if split.hub_split is not None:
-            rows = loaded[split.hub_split]
-            plan.append(Planned(split, lambda split=split, rows=rows: hub_pairs(corpus, split, rows), len(rows)))
+            rows: Any = loaded[split.hub_split]  # a datasets.Dataset
+            plan.append(Planned(split, partial(hub_pairs, corpus, split, rows), len(rows)))
     where = f"the Hugging Face Hub's {corpus.hub.path}" + (f" ({corpus.hub.config})" if corpus.hub.config else "")
     return plan, where
 
@@ -146,7 +148,8 @@ def write_split(
     split = planned.split
     pairs = progress(planned.pairs(), split.name, planned.total)
     judged = judge(pairs, rules, LANGS, workers=workers) if rules else ((s, t, None) for s, t in pairs)
-    dropped, read = Counter(), 0
+    dropped: Counter[str] = Counter()
+    read = 0
     paths = [folder / f"{split.name}.{lang}" for lang in LANGS]
     with open(paths[0], "w", encoding="utf-8", newline="\n") as en, open(paths[1], "w", encoding="utf-8", newline="\n") as de:
         for src, tgt, reason in judged:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, cast
 
 from aiayn.builder.errors import UserError
 
@@ -45,14 +45,16 @@ class Found:
         return f"{self.file}:{self.member}" if self.member else str(self.file)
 
     @contextmanager
-    def open(self) -> Iterator[BinaryIO]:
+    def open(self) -> Iterator[IO[bytes]]:
         if self.member is None:
-            opener = gzip.open if self.file.suffix == ".gz" else open
-            with opener(self.file, "rb") as f:
-                yield f
+            with (gzip.open(self.file, "rb") if self.file.suffix == ".gz" else open(self.file, "rb")) as f:
+                yield cast(IO[bytes], f)
             return
         with tarfile.open(self.file, "r:*") as tar:
-            yield tar.extractfile(find_member(tar, self.member, self.file))
+            member = tar.extractfile(find_member(tar, self.member, self.file))
+            if member is None:  # a directory or a link, not a file
+                raise UserError(f"{self.file}: {self.member} is not a file in the archive")
+            yield member
 
 
 def find_member(tar: tarfile.TarFile, name: str, archive: Path) -> tarfile.TarInfo:
@@ -108,10 +110,9 @@ def _lines(found: Found) -> Iterator[str]:
 
 def read_pairs(src: Found, tgt: Found) -> Iterator[tuple[str, str]]:
     """Line N of `src` with line N of `tgt`; two files of different lengths are an error."""
-    missing = object()
-    for number, (s, t) in enumerate(zip_longest(read_lines(src), read_lines(tgt), fillvalue=missing), 1):
-        if s is missing or t is missing:
-            longer, shorter = (src, tgt) if t is missing else (tgt, src)
+    for number, (s, t) in enumerate(zip_longest(read_lines(src), read_lines(tgt)), 1):
+        if s is None or t is None:
+            longer, shorter = (src, tgt) if t is None else (tgt, src)
             raise UserError(
                 f"{shorter} ends at line {number - 1} but {longer} goes on: the two sides of a "
                 f"parallel corpus must have the same number of lines; is one of them truncated?"
