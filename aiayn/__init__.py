@@ -13,7 +13,8 @@ and what a plugin needs to add a block (docs/plugins.md):
     specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec (the bases of a
                 block's YAML schema), PositiveInt, Probability, FieldError
     register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
-                BuildContext (what build receives), PluginError
+                BuildContext (what build receives; its StackPlan, what a stack's blocks share),
+                PluginError
     blocks      Sublayer (the base of a sub-layer block), LayerContext, PackedRows, DecoderState
                 (what its forward reads), and blocks to compose: SelfAttention and CrossAttention
                 (MultiHeadAttention's two inputs; parts handed in: kv_heads, mask (CausalMask,
@@ -48,6 +49,7 @@ _PUBLIC = {
     "PluginError": "aiayn.schemas.slots",
     "register": "aiayn.builder.model.registry",
     "BuildContext": "aiayn.builder.model.registry",
+    "StackPlan": "aiayn.builder.model.registry",
     "Sublayer": "aiayn.blocks",
     "LayerContext": "aiayn.blocks",
     "PackedRows": "aiayn.blocks",

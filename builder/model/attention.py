@@ -27,19 +27,12 @@ def build_attention(spec: AttentionSpec, ctx: BuildContext) -> MultiHeadAttentio
 
 
 def shared_rotary(spec: AttentionSpec, ctx: BuildContext) -> Rotary | None:
-    """One rotary table for every self-attention of the stack alike (it holds no parameters)."""
-    if spec.rotary is None:
-        return None
-    dims = spec.rotary.dims(spec.d_k)
-    key = f"rotary d_k={spec.d_k} dims={dims} base={spec.rotary.base}"
-    if key not in ctx.shared:
-        ctx.shared[key] = Rotary(d_k=spec.d_k, dims=dims, base=spec.rotary.base)
-    table = ctx.shared[key]
-    assert isinstance(table, Rotary)
-    return table
+    """The stack's rotary table for this attention's setting (one for every attention alike; it
+    holds no parameters)."""
+    return None if spec.rotary is None else ctx.plan.rotary_table(spec.d_k, spec.rotary)
 
 
-def attention_flops(spec: AttentionSpec, d_model: int, length: int) -> float:
+def attention_flops(spec: AttentionSpec, d_model: int, length: float) -> float:
     """Forward FLOPs per token (2 per multiply-add) with `length` tokens of context: the
     projections, the scores and the mix over the keys a query reads, and rotary's turns."""
     keys = (length + 1) / 2 if spec.causal else length

@@ -5,7 +5,7 @@ whether for training or, on the meta device, for counting parameters (size.py), 
 never drift from the model.
 """
 
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import nn
@@ -15,11 +15,13 @@ from aiayn.blocks import (
     EncoderDecoder,
     InputEmbedding,
     OutputProjection,
+    Rotary,
     ScaledEmbedding,
     TransformerLayer,
     TransformerStack,
 )
-from aiayn.builder.model.registry import BuildContext, build
+from aiayn.builder.model.registry import BuildContext, StackPlan, build
+from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import LayerSpec, StackSpec
@@ -53,7 +55,7 @@ def embeddings(spec: ModelSpec) -> tuple[InputEmbedding, InputEmbedding, OutputP
     d, emb = spec.d_model, spec.embedding
     src_table = nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
     tgt_table = src_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
-    tied = tgt_table.weight if emb.share != "none" else None
+    tied = cast(nn.Parameter, tgt_table.weight) if emb.share != "none" else None
     generator = OutputProjection(d_model=d, vocab_size=emb.vocab_size, bias=emb.output_bias, tied_weight=tied)
     return _input(spec, src_table), _input(spec, tgt_table), generator
 
@@ -85,16 +87,28 @@ def position_bias(spec: StackSpec, ctx: BuildContext) -> nn.Module | None:
     return build(spec.position_bias, ctx) if spec.position_bias is not None else None
 
 
-def stack_context(spec: StackSpec, d_model: int, side: Side, *, layer: int | None = None, shared: dict | None = None) -> BuildContext:
+def stack_plan(spec: StackSpec) -> StackPlan:
+    """What the blocks of the stack share: h of its self-attentions, one rotary table per distinct
+    setting of its attentions."""
+    located = [s for _, s in spec.located()]
+    heads = next((s.table3["h"] for s in located if not s.reads_memory and "h" in s.table3), None)
+    rotary: dict[tuple[int, int, float], Rotary] = {}
+    for s in located:
+        if isinstance(s, AttentionSpec) and s.rotary is not None:
+            key = (s.d_k, s.rotary.dims(s.d_k), s.rotary.base)
+            rotary.setdefault(key, Rotary(d_k=s.d_k, dims=key[1], base=s.rotary.base))
+    return StackPlan(heads=heads, rotary=rotary)
+
+
+def stack_context(spec: StackSpec, d_model: int, side: Side, *, layer: int | None = None, plan: StackPlan | None = None) -> BuildContext:
     """The context of the blocks of a stack (of its `layer`-th layer; the stack's own: None)."""
-    heads = next((s.table3["h"] for _, s in spec.located() if not s.reads_memory and "h" in s.table3), None)
-    return BuildContext(d_model, side, layer, {} if shared is None else shared, heads)
+    return BuildContext(d_model, side, layer, stack_plan(spec) if plan is None else plan)
 
 
 def _stack(spec: StackSpec, d_model: int, side: Side) -> TransformerStack:
-    shared: dict[str, nn.Module] = {}
-    layers = [layer(subs, spec, stack_context(spec, d_model, side, layer=i, shared=shared)) for i, subs in enumerate(spec.layers)]
-    ctx = stack_context(spec, d_model, side, shared=shared)
+    plan = stack_plan(spec)
+    layers = [layer(subs, spec, stack_context(spec, d_model, side, layer=i, plan=plan)) for i, subs in enumerate(spec.layers)]
+    ctx = stack_context(spec, d_model, side, plan=plan)
     return TransformerStack(layers=layers, final_norm=final_norm(spec, ctx), position_bias=position_bias(spec, ctx))
 
 

@@ -14,17 +14,36 @@ block keeps for backward cannot be read off a module, so a sub-layer's registrat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from torch import nn
 
-from aiayn.blocks import Sublayer
+from aiayn.blocks import Rotary, Sublayer
 from aiayn.builder.errors import BlockError, UserError
 from aiayn.schemas import slots
 from aiayn.schemas._base import Spec
+from aiayn.schemas.attention import RotarySpec
 from aiayn.schemas.slots import PluginError
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """What the blocks of one stack share, worked out once from its spec before any is built:
+    `heads`, h of its self-attentions (a bias the stack shares among them has one row per head),
+    and the tables its attentions share, one per distinct setting. A table holds no parameters
+    (a parameter several layers share would be counted once per layer: that is a stack_bias)."""
+
+    heads: int | None = None
+    rotary: Mapping[tuple[int, int, float], Rotary] = field(default_factory=dict)  # (d_k, dims, base) -> table
+
+    def rotary_table(self, d_k: int, spec: RotarySpec) -> Rotary:
+        """The stack's rotary table for heads of d_k rotated as `spec` says (a new one where the plan
+        has none: an attention built outside a stack)."""
+        key = (d_k, spec.dims(d_k), spec.base)
+        table = self.rotary.get(key)
+        return Rotary(d_k=d_k, dims=key[1], base=spec.base) if table is None else table
 
 
 @dataclass(frozen=True)
@@ -36,11 +55,12 @@ class BuildContext:
     # the index of the layer in its stack (sub-layers and their norms); layers alike are built once
     # to be counted, at the first index, so a block's parameters must not depend on it
     layer: int | None = None
-    # modules the blocks of one stack share (e.g. a rotary table): the first builder to need one
-    # puts it here, the others take it. Hold no parameters in them (a parameter shared by layers
-    # would be counted once per layer): a shared module with parameters is a stack_bias.
-    shared: dict[str, nn.Module] = field(default_factory=dict)
-    heads: int | None = None  # h of the stack's self-attentions (for a bias the stack shares among them)
+    plan: StackPlan = field(default_factory=StackPlan)  # what the stack's blocks share
+
+    @property
+    def heads(self) -> int | None:
+        """h of the stack's self-attentions (for a bias the stack shares among them)."""
+        return self.plan.heads
 
 
 Build = Callable[[Any, BuildContext], nn.Module]

@@ -1,7 +1,9 @@
-"""An aiayn plugin: `type: scaled_attention`, multi-head self-attention whose heads' outputs are
-each multiplied by a learned scale (initialised to 1, so it starts as the paper's attention)
-before W^O. It uses only the public `aiayn` API, and enters aiayn through the entry point of
-group `aiayn.blocks` in its pyproject.toml."""
+"""An aiayn plugin: `type: scaled_attention`, multi-head self-attention whose heads each multiply
+their scores by a learned scale (a temperature per head, initialised to 1, so it starts as the
+paper's attention). It is aiayn's own attention with one more part handed in: a q/k module that
+scales each head's queries, after QK-norm and rotary where the YAML asks for them. It uses only the
+public `aiayn` API, and enters aiayn through the entry point of group `aiayn.blocks` in its
+pyproject.toml."""
 
 from typing import Literal
 
@@ -11,56 +13,49 @@ from torch import nn
 import aiayn
 
 
-class ScaledAttentionSpec(aiayn.SublayerSpec):
+class ScaledAttentionSpec(aiayn.AttentionSpec):
+    """h, d_k, d_v, kv_heads, rotary, qk_norm as every attention has them (AttentionSpec's);
+    masked: true for the decoder's self-attention (each position reads the earlier ones)."""
+
     type: Literal["scaled_attention"] = "scaled_attention"
-    h: aiayn.PositiveInt
-    d_k: aiayn.PositiveInt
-    d_v: aiayn.PositiveInt
-    causal: bool = False  # true: the decoder's masked self-attention
+    masked: bool = False
+
+    @property
+    def causal(self) -> bool:
+        return self.masked
 
     @property
     def looks_ahead(self) -> bool:
-        return not self.causal
+        return not self.masked
 
     @property
-    def table3(self) -> dict[str, int]:
-        return {"h": self.h, "d_k": self.d_k, "d_v": self.d_v}
+    def switches(self) -> dict:
+        return {**super().switches, "head_scale": True}  # a column of its own in `aiayn results`
 
 
-class ScaledAttention(aiayn.Sublayer):
-    attention_maps = True
+class HeadScale(nn.Module):
+    """q (B, h, T, d_k) -> each head's queries times its learned scale; k as it is."""
 
-    def __init__(self, *, d_model: int, h: int, d_k: int, d_v: int, causal: bool) -> None:
+    positional = False  # reads no positions
+
+    def __init__(self, h: int) -> None:
         super().__init__()
-        self.attention = aiayn.SelfAttention(d_model=d_model, h=h, d_k=d_k, d_v=d_v, mask=aiayn.CausalMask() if causal else None)
         self.scale = nn.Parameter(torch.ones(h))
-        self.h, self.d_v = h, d_v
-        # the heads' outputs reach W^O as its input: scaling its columns head by head scales the heads
-        self.attention.w_o.register_forward_pre_hook(self._scale_heads)
 
-    def _scale_heads(self, module: nn.Module, args: tuple[torch.Tensor]) -> tuple[torch.Tensor]:
-        (heads,) = args  # (..., h * d_v)
-        return (heads * self.scale.repeat_interleave(self.d_v),)
-
-    def forward(self, x: torch.Tensor, ctx: aiayn.LayerContext) -> torch.Tensor:
-        return self.attention(x, ctx)
-
-    def attention_weights(self, x: torch.Tensor, ctx: aiayn.LayerContext) -> torch.Tensor:
-        return self.attention.attention_weights(x, ctx)
+    def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return q * self.scale.view(-1, 1, 1).to(q.dtype), k
 
 
-def flops(spec: ScaledAttentionSpec, d_model: int, length: int) -> float:
-    """The attention's (Sec. 3.2.2) and one multiply per head output."""
-    keys = (length + 1) / 2 if spec.causal else length
-    projections = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
-    return projections + 2 * spec.h * (spec.d_k + spec.d_v) * keys + spec.h * spec.d_v
+def build(spec: ScaledAttentionSpec, ctx: aiayn.BuildContext) -> aiayn.SelfAttention:
+    parts = aiayn.attention_parts(spec, ctx)  # sizes, the causal mask, QK-norm and rotary in order
+    return aiayn.SelfAttention(**{**parts, "qk": [*parts["qk"], HeadScale(spec.h)]})
 
 
 def register() -> None:
     aiayn.register(
         ScaledAttentionSpec,
         slot="sublayer",
-        build=lambda spec, ctx: ScaledAttention(d_model=ctx.d_model, h=spec.h, d_k=spec.d_k, d_v=spec.d_v, causal=spec.causal),
-        flops=flops,
-        activations=lambda spec, d: spec.h * 2 * (spec.d_k + spec.d_v) + 4 * d,
+        build=build,
+        flops=lambda spec, d, length: aiayn.attention_flops(spec, d, length) + spec.h * spec.d_k,  # and a multiply per query value
+        activations=lambda spec, d: aiayn.attention_activations(spec, d) + spec.h * spec.d_k,  # the scaled queries
     )

@@ -113,3 +113,15 @@ def test_the_variants_compile_to_what_eager_computes(name):
         torch.testing.assert_close(loss_c, loss, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(grads_c, grads, rtol=1e-4, atol=1e-5)
         assert torch.isfinite(grads).all()
+
+
+def test_a_stack_plans_one_rotary_table_for_each_setting_its_attentions_share():
+    # the decoder's layer 1 rotates like layer 0 (same table); layer 2's base differs (a table of its own)
+    model = model_of("rope", "dims.N=3", "model.decoder.overrides={2: [{type: causal_self_attention, h: 4, d_k: 4, d_v: 6, "
+                     "rotary: {fraction: 0.5, base: 50}}, {type: cross_attention, h: 4, d_k: 4, d_v: 6}, {type: feed_forward, d_ff: 24}]}")
+    tables = {side: [next(iter(stack.layers[i].sublayers[0].sublayer.qk)) for i in range(3)]
+              for side, stack in (("encoder", model.encoder), ("decoder", model.decoder))}  # fmt: skip
+    assert tables["encoder"][0] is tables["encoder"][1] is tables["encoder"][2]
+    assert tables["decoder"][0] is tables["decoder"][1] and tables["decoder"][2] is not tables["decoder"][0]
+    assert (tables["decoder"][0].dims, tables["decoder"][2].dims) == (2, 2) and tables["encoder"][0].dims == 4
+    assert tables["decoder"][0] is not tables["encoder"][0]
