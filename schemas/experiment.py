@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 from aiayn.schemas.data import DataSpec
 from aiayn.schemas.decode import DecodeSpec
+from aiayn.schemas.init_from import InitFromSpec
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.train import TrainSpec
 from aiayn.schemas.trainer import TrainerSpec
@@ -48,6 +49,8 @@ class ExperimentSpec(Spec):
     data: DataSpec
     decode: DecodeSpec = DecodeSpec()
     reported: ReportedSpec | None = None
+    # start from a trained model (schemas/init_from.py): a new run at step 0 whose weights are the source's
+    init_from: InitFromSpec | None = None
 
     @property
     def cautions(self) -> list[str]:

@@ -93,6 +93,9 @@ class TrainSpec(Spec):
     cpu_threads: PositiveInt | Literal["auto"] = "auto"
     # Sec. 6.1: evaluate (results.json) the mean of the last K checkpoints, kept as checkpoints/averaged.ckpt
     average_last: PositiveInt | None = None
+    # parameters that do not train: patterns (fnmatch) of their names in the model's state_dict
+    # ("src_embed.*", "encoder.layers.0.*"); each must match one. They get no optimizer state
+    freeze: tuple[str, ...] = ()
 
     @field_validator("compile", mode="before")
     @classmethod

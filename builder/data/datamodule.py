@@ -51,7 +51,7 @@ class TranslationDataModule(LightningDataModule):
 
     Give either `train` (+ optional `valid`, `test`) file pairs, or `demo=(n_train, n_valid,
     n_test)` for the generated corpus (written to `run_dir/data`). The tokenizer is read from
-    `run_dir` when it is there (a resumed run), else copied from `tokenizer_path`, else trained on
+    `run_dir` when it is there (a resumed run), else saved from `tokenizers` (init_from's source's), else trained on
     the training split (at most `train_sample_pairs` of its pairs, drawn at random) with
     `vocab_size` / `min_frequency` (or `merges`); `pipelines` (source's, target's): the text
     pipeline every split goes through first, its output cached; after `setup` (or
@@ -74,7 +74,7 @@ class TranslationDataModule(LightningDataModule):
         merges: int | None = None,
         pipelines: tuple[TextPipeline, TextPipeline] | None = None,
         train_sample_pairs: int | None = 1_000_000,
-        tokenizer_path: Path | None = None,
+        tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
         cache_dir: Path | None = None,
         max_tokens: int,
         eval_max_tokens: int | None = None,
@@ -90,15 +90,15 @@ class TranslationDataModule(LightningDataModule):
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
-        if tokenizer_path is not None and not shared_vocab:
-            raise UserError("data: tokenizer_path names one tokenizer, which needs shared_vocab: true")
+        if tokenizers is not None and shared_vocab and tokenizers[0] is not tokenizers[1]:
+            raise UserError("data: the given tokenizers are a source's and a target's, and shared_vocab: true needs one")
         if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
         self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
         self.train_sample_pairs, self.merges, self.pipelines = train_sample_pairs, merges, pipelines
         self._texts: dict[str, SplitPaths] = {}
-        self.tokenizer_path, self.cache_dir = tokenizer_path, cache_dir
+        self.given_tokenizers, self.cache_dir = tokenizers, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.min_len, self.seed = max_len, min_len, seed
         self.options = loader_options(num_workers, pin_memory, pad_to_multiple)
@@ -134,9 +134,11 @@ class TranslationDataModule(LightningDataModule):
         return self.src_tokenizer, self.tgt_tokenizer
 
     def _make_tokenizers(self, src_file: Path, tgt_file: Path) -> None:
-        if self.tokenizer_path is not None:
-            Tokenizer.load(self.tokenizer_path).save(src_file)
-            say(f"tokenizer: copied {self.tokenizer_path} to {src_file}")
+        if self.given_tokenizers is not None:
+            src, tgt = self.given_tokenizers
+            for tokenizer, file in ((src, src_file),) if self.shared_vocab else ((src, src_file), (tgt, tgt_file)):
+                tokenizer.save(file)
+                say(f"tokenizer: the source run's, {tokenizer.vocab_size} tokens (init_from.tokenizer: source) -> {file}")
             return
         src_path, tgt_path = self.texts("train")
         n = count_parallel(src_path, tgt_path)

@@ -76,8 +76,9 @@ def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple
     return *read_parallel(*texts), f"{src} -> {ref}, through data.pipeline"
 
 
-def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False):  # -> TranslationDataModule
-    """The experiment's DataModule; `on_gpu`: batches are made by workers into pinned memory."""
+def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False, tokenizers: Any = None):  # -> TranslationDataModule
+    """The experiment's DataModule; `on_gpu`: batches are made by workers into pinned memory;
+    `tokenizers`: (source, target) to use instead of training them (init_from's source's)."""
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
@@ -99,6 +100,7 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
         pin_memory=on_gpu,
         pad_to_multiple=data.pad_to_multiple,
         static_shapes=data.static_shapes,
+        tokenizers=tokenizers,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

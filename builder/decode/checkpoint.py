@@ -43,6 +43,7 @@ class ForInference(NamedTuple):
     tgt_tokenizer: Tokenizer  # the same object as src_tokenizer for a shared vocabulary
     checkpoint: Path  # the file the weights came from
     what: str  # which model that is, in a few words: "step 300", "the mean of step...ckpt, ..."
+    step: int | None  # the step it was trained to (an averaged model's: its run's last), where known
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -194,7 +195,8 @@ def load_for_inference(arg: str | Path) -> ForInference:
         what = ("the mean of " if len(averaged) > 1 else "a slim copy of ") + ", ".join(Path(p).name for p in averaged)
     else:
         what = f"step {ckpt['global_step']}" if "global_step" in ckpt else "its weights"
-    return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path, what)
+    step = ckpt.get("global_step", (run.results() or {}).get("steps") if run is not None else None)
+    return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path, what, step)
 
 
 def weights_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:

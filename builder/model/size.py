@@ -2,7 +2,7 @@
 module per distinct layer, times how many there are: instant for any num_layers), and FLOPs and
 training memory in closed form through the registry."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -10,7 +10,8 @@ from torch import nn
 
 from aiayn.blocks import AddNorm
 from aiayn.builder.errors import BlockError, UserError
-from aiayn.builder.model.build import Side, embeddings, final_norm, layer, position_bias, stack_context
+from aiayn.builder.model.build import Side, build_model, embeddings, final_norm, layer, position_bias, stack_context
+from aiayn.builder.model.freeze import frozen_parameters
 from aiayn.builder.model.registry import registration
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
@@ -30,6 +31,13 @@ def param_table(spec: ModelSpec) -> list[Row]:
 def count_params(spec: ModelSpec) -> int:
     """Exactly `sum(p.numel() for p in build_model(spec).parameters())`."""
     return sum(each * times for _, each, times in param_table(spec))
+
+
+def frozen_count(spec: ModelSpec, patterns: Sequence[str]) -> int:
+    """The parameters train.freeze's `patterns` freeze (the whole model built on the meta device)."""
+    with _on_meta():
+        model = build_model(spec, device="meta")
+    return sum(p.numel() for p in frozen_parameters(model, patterns))
 
 
 def _numel(module: nn.Module) -> int:

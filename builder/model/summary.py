@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aiayn.builder.model.size import count_params, flops_per_token, memory_estimate, param_table
+from aiayn.builder.model.size import count_params, flops_per_token, frozen_count, memory_estimate, param_table
 from aiayn.schemas.experiment import ExperimentSpec
 
 _SUBLAYER_COLUMNS = ("d_ff", "h", "d_k", "d_v")  # what sub-layers say of themselves (SublayerSpec.table3)
@@ -59,11 +59,14 @@ def identity(spec: ExperimentSpec) -> dict[str, Any]:
 
 
 def summary(spec: ExperimentSpec) -> dict[str, Any]:
-    """The object `aiayn show --json` prints."""
+    """The object `aiayn show --json` prints (with train.freeze: its trainable and frozen counts)."""
     length = spec.data.max_len
     tokens = spec.train.max_tokens_per_batch or spec.train.tokens_per_step
+    who = identity(spec)
+    frozen = frozen_count(spec.model, spec.train.freeze) if spec.train.freeze else None
     return {
-        **identity(spec),
+        **who,
+        **({"trainable": who["params"] - frozen, "frozen": frozen} if frozen is not None else {}),
         "blocks": [{"block": name, "params_each": each, "count": n, "params": each * n} for name, each, n in param_table(spec.model)],
         "flops_per_token": {"length": length, "forward": round(flops_per_token(spec.model, length))},
         "memory_bytes": {"tokens_per_batch": tokens, **memory_estimate(spec.model, tokens)},
@@ -77,6 +80,9 @@ def render(info: dict[str, Any]) -> str:
     for b in info["blocks"]:
         lines.append(f"{b['block']:<{width}}{b['params_each']:>14,}{b['count']:>5}{b['params']:>14,}")
     lines.append(f"{'total':<{width}}{'':>14}{'':>5}{info['params']:>14,}")
+    if "frozen" in info:
+        lines.append(f"{'trainable':<{width}}{'':>14}{'':>5}{info['trainable']:>14,}")
+        lines.append(f"{'frozen (train.freeze)':<{width}}{'':>14}{'':>5}{info['frozen']:>14,}")
     paper = info["paper"]
     lines.append("")
     lines.append("Table 3 columns: " + ", ".join(f"{k}={v}" for k, v in paper.items()))

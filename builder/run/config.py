@@ -6,6 +6,8 @@ or the command-line override it came from; the CLI prints it and exits 2.
 
 import difflib
 import functools
+import hashlib
+import json
 import re
 import typing
 from pathlib import Path
@@ -339,3 +341,9 @@ def _suggest_key(ref: str, config: DictConfig) -> str:
         if close:
             return f"; did you mean {'${'}{parent + '.' if parent else ''}{close[0]}}}?"
     return ""
+
+
+def config_hash(spec: ExperimentSpec) -> str:
+    """Two experiments alike once resolved and validated share this (a sweep's trials; init_from's source)."""
+    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -172,8 +172,8 @@ class RunDir:
             return None
         return (hyps, refs) if len(hyps) == len(refs) else None
 
-    def write_config(self, resolved: dict[str, Any], diff: dict[str, Any], header: str) -> None:
-        write_text_atomic(self.config, dump_yaml(resolved))
+    def write_config(self, resolved: dict[str, Any], diff: dict[str, Any], header: str, *, note: str | None = None) -> None:
+        write_text_atomic(self.config, (f"# {_one_line(note)}\n" if note else "") + dump_yaml(resolved))
         write_text_atomic(self.config_diff, f"# {header}\n" + dump_yaml(diff))
 
 

@@ -1,7 +1,6 @@
 """A sweep file -> its trials (variant x grid point x seed), each a validated experiment, and what
 each needs now: a new run, a resumed run, or nothing (a finished run of the same config)."""
 
-import hashlib
 import json
 import re
 import typing
@@ -16,7 +15,7 @@ from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import write_json
-from aiayn.builder.run.config import first_line, load_config, load_experiment, read_yaml
+from aiayn.builder.run.config import config_hash, first_line, load_config, load_experiment, read_yaml
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
@@ -45,12 +44,6 @@ class Trial:
 class TrialState:
     action: Literal["run", "resume", "skip"]
     run_dir: Path  # where the trial ran (skip), runs on (resume) or will run (run; not created yet)
-
-
-def config_hash(spec: ExperimentSpec) -> str:
-    """Two trials with the same resolved, validated experiment share this."""
-    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ---- the sweep file ----------------------------------------------------------------------

@@ -13,8 +13,10 @@ from pydantic import ValidationError
 from aiayn.builder.data.spec import check_data_files
 from aiayn.builder.decode.checkpoint import load_checkpoint
 from aiayn.builder.errors import UserError
+from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import memory_estimate
 from aiayn.builder.run.rundir import RunDir, differences
+from aiayn.builder.train.init_from import load_source, start_from, with_source_pipeline
 from aiayn.builder.train.trainer import accelerator, batching, check_strategy, world_size
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -28,7 +30,12 @@ def machine_memory(device: torch.device) -> int:
 
 def check_before_training(spec: ExperimentSpec) -> None:
     """What `aiayn train` refuses before it starts, without training: the data files, the
-    devices and strategy asked for, and whether the model fits the first device's memory."""
+    devices and strategy asked for, whether the model fits the first device's memory, and
+    whether init_from's weights go into it."""
+    source = load_source(spec)
+    if source is not None:
+        spec = with_source_pipeline(spec, source.loaded.spec)
+        start_from(build_model(spec.model), source)
     check_data_files(spec)
     check_strategy(spec.trainer)
     size = world_size(spec)
@@ -99,6 +106,16 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
 
 def _experiment(spec: ExperimentSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"extends"})
+
+
+def stored_spec(run: RunDir) -> ExperimentSpec | None:
+    """The experiment the run's config.yaml records, None where it has none (or none valid)."""
+    if not run.config.is_file():
+        return None
+    try:
+        return ExperimentSpec.model_validate(_read_config(run))
+    except ValidationError:
+        return None
 
 
 def _stored_experiment(run: RunDir) -> Any:

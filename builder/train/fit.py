@@ -33,7 +33,8 @@ from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.attributes import callbacks_of
 from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
-from aiayn.builder.train.checks import check_memory, check_resumable
+from aiayn.builder.train.checks import check_memory, check_resumable, stored_spec
+from aiayn.builder.train.init_from import config_note, load_source, start_from, with_source_pipeline
 from aiayn.builder.train.pruning import Pruning
 from aiayn.builder.train.requeue import SIGNAL, in_slurm_job
 from aiayn.builder.train.task import TranslationTask
@@ -65,6 +66,8 @@ def fit(
 
 def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
+    source = None if resume else load_source(spec)  # a resumed run's weights are its own checkpoint's
+    spec = with_source_pipeline(spec, source.loaded.spec if source else stored_spec(run) if resume else None)
     check_data_files(spec)
     pruning = Pruning.from_env()  # a sweep's search trial: its study may stop it at a validation
     adaptive = [AdaptiveThreads()] if spec.train.cpu_threads == "auto" and fixed_share() is None else []
@@ -84,8 +87,9 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
             print(f"warning: {caution}", file=sys.stderr, flush=True)
     checkpoint = run.resume_checkpoint if resume else None
     # the data and the model before the run directory: a refusal of either leaves nothing behind
-    data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda")
+    data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda", tokenizers=source and source.tokenizers)
     task = TranslationTask(spec.model_dump(mode="json"))
+    started_from = start_from(task.model, source) if source else (run.status() or {}).get("init_from") if resume else None
     created = not run.path.exists()
     if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)
         hold_run(run.path, doing="resume it" if resume else "train again (a new run takes the next version)")
@@ -94,8 +98,8 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     if trainer.is_global_zero:
         for stale in run.checkpoints.glob(".*.tmp"):  # what a killed save left half-written
             stale.unlink()
-        write_config(spec, run, experiment_path)
-        sessions.write("running", resumed_from=str(checkpoint) if checkpoint else None)
+        write_config(spec, run, experiment_path, note=config_note(started_from) if started_from else None)
+        sessions.write("running", resumed_from=str(checkpoint) if checkpoint else None, **({"init_from": started_from} if started_from else {}))
     start = time.perf_counter()
     with _recording_failures(run, trainer, sessions, remove_on_user_error=created):
         check_vocabulary(
@@ -117,7 +121,7 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
         return None
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     with _time_limit_signal_ignored():  # the evaluation may still end before the limit
-        return _finalise(spec, run, trainer, task, data, sessions, wall, stopped)
+        return _finalise(spec, run, trainer, task, data, sessions, wall, stopped, started_from)
 
 
 class Sessions:
@@ -147,7 +151,7 @@ class Sessions:
 
 def _finalise(
     spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, sessions: Sessions, wall: float,
-    stopped: dict[str, Any] | None,
+    stopped: dict[str, Any] | None, started_from: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
@@ -164,8 +168,10 @@ def _finalise(
         results["averaged_checkpoints"] = averaged
     if stopped is not None:
         results["stopped_early"] = stopped
+    if started_from is not None:
+        results["init_from"] = started_from
     run.write_results(results)
-    sessions.write("finished", step=trainer.global_step)
+    sessions.write("finished", step=trainer.global_step, **({"init_from": started_from} if started_from else {}))
     if isinstance(trainer.logger, Board):
         final = {BLEU: results["bleu"], PPL: results["ppl"]}
         if task.validated_at == trainer.global_step:  # that validation logged these already
@@ -260,13 +266,14 @@ def _time_limit_signal_ignored() -> Iterator[None]:
         signal.signal(SIGNAL, previous)
 
 
-def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path) -> None:
-    """config.yaml, and config.diff.yaml: what this run changes in the experiment it extends
-    (or, for a root experiment, what the command-line overrides change in it)."""
+def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path, *, note: str | None = None) -> None:
+    """config.yaml (its first line a comment `note`, if given), and config.diff.yaml: what this run
+    changes in the experiment it extends (or, for a root experiment, what the command-line
+    overrides change in it)."""
     resolved = spec.model_dump(mode="json", exclude={"extends"})
     reference = parent_of(experiment_path) or experiment_path
     try:
         base = load_experiment(reference).model_dump(mode="json", exclude={"extends"})
     except UserError:  # a parent that is not a whole experiment on its own
         base = {}
-    run.write_config(resolved, diff(base, resolved), f"what {experiment_path} and its overrides change in {reference}")
+    run.write_config(resolved, diff(base, resolved), f"what {experiment_path} and its overrides change in {reference}", note=note)

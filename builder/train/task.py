@@ -8,6 +8,7 @@ import torch
 
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.model.build import PAD_ID, build_model
+from aiayn.builder.model.freeze import freeze
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
 from aiayn.builder.train.attributes import log_every_n_steps
 from aiayn.builder.train.board import PPL
@@ -37,6 +38,7 @@ class TranslationTask(L.LightningModule):
         self.save_hyperparameters(logger=False)  # the hparams tab gets Table 3's columns instead
         self.spec = ExperimentSpec.model_validate(experiment)
         self.model = build_model(self.spec.model)
+        freeze(self.model, self.spec.train.freeze)  # no gradients, no optimizer state
         self.criterion = smoothed_nll_chunked
         self.fused = self.spec.train.fused_output_loss  # projection and loss together (projected_loss.py)
         self.compiled_loss: StaticStepLoss | None = None  # the training step's loss under static shapes
@@ -115,10 +117,11 @@ class TranslationTask(L.LightningModule):
         adam, schedule = self.spec.train.optimizer, self.spec.train.lr_schedule
         settings: dict[str, Any] = dict(lr=1.0, betas=adam.betas, eps=adam.eps, weight_decay=adam.weight_decay)
         options = self.compile_options or {}
+        trained = [p for p in self.model.parameters() if p.requires_grad]  # train.freeze's get no state
         if self.device.type == "cuda" and options.get("mode") in CUDA_GRAPH_MODES:  # the update replays as a graph too
-            optimizer: torch.optim.Optimizer = CompiledAdam(self.model.parameters(), compile_options=options, **settings)
+            optimizer: torch.optim.Optimizer = CompiledAdam(trained, compile_options=options, **settings)
         else:  # fused: one kernel per step, not one per tensor
-            optimizer = torch.optim.Adam(self.model.parameters(), **settings, fused=self.device.type in ("cpu", "cuda"))
+            optimizer = torch.optim.Adam(trained, **settings, fused=self.device.type in ("cpu", "cuda"))
         d_model = self.spec.model.d_model
 
         def lr(step: int) -> float:  # LambdaLR counts from 0; eq. (3) from 1

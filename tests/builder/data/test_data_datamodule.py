@@ -114,9 +114,13 @@ def test_tokenizer_trains_on_a_sample_only_of_a_larger_split(dm, tmp_path):
 
 
 def test_copies_a_given_tokenizer(dm, tmp_path):
-    other = make(tmp_path / "run3", tokenizer_path=tmp_path / "run" / "tokenizer.json")
+    given = Tokenizer.load(tmp_path / "run" / "tokenizer.json")
+    other = make(tmp_path / "run3", tokenizers=(given, given))
     other.setup("fit")
     assert Tokenizer.load(tmp_path / "run3" / "tokenizer.json") == dm.src_tokenizer
+    separate = make(tmp_path / "run4", shared_vocab=False, tokenizers=(given, dm.src_tokenizer))
+    assert separate.prepare_tokenizers() == (given, dm.src_tokenizer)
+    assert [p.name for p in sorted((tmp_path / "run4").glob("tokenizer*.json"))] == ["tokenizer.src.json", "tokenizer.tgt.json"]
 
 
 def test_user_errors(tmp_path):
@@ -124,8 +128,10 @@ def test_user_errors(tmp_path):
     with pytest.raises(UserError) as e:
         make(tmp_path, train=pair)
     assert str(e.value) == "data: give either the training files or the demo corpus sizes, not both or neither"
-    with pytest.raises(UserError, match="tokenizer_path names one tokenizer, which needs shared_vocab"):
-        make(tmp_path, shared_vocab=False, tokenizer_path=tmp_path / "t.json")
+    two = (train_tokenizer(["a house"], 20), train_tokenizer(["ein haus"], 20))
+    with pytest.raises(UserError) as e:
+        make(tmp_path, tokenizers=two)
+    assert str(e.value) == "data: the given tokenizers are a source's and a target's, and shared_vocab: true needs one"
     with pytest.raises(UserError, match="the demo corpus makes its own valid and test splits"):
         make(tmp_path, valid=pair)
     all_long = make(tmp_path / "run", max_len=2)
