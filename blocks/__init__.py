@@ -10,7 +10,7 @@ from aiayn.blocks.feed_forward import GatedFeedForward, PositionwiseFeedForward
 from aiayn.blocks.input import InputEmbedding
 from aiayn.blocks.layer import TransformerLayer
 from aiayn.blocks.masks import CausalMask, attention_mask
-from aiayn.blocks.position_bias import AlibiBias, T5RelativeBias
+from aiayn.blocks.position_bias import AlibiBias, SummedBias, T5RelativeBias
 from aiayn.blocks.positional import LearnedPositionalEmbedding, NoPositions, SinusoidalPositionalEncoding, SinusoidLayout
 from aiayn.blocks.qk_norm import QKNorm
 from aiayn.blocks.rotary import Rotary
@@ -43,6 +43,7 @@ __all__ = [
     "SinusoidLayout",
     "SinusoidalPositionalEncoding",
     "Sublayer",
+    "SummedBias",
     "T5RelativeBias",
     "TransformerLayer",
     "TransformerStack",

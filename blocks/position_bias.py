@@ -1,6 +1,6 @@
 """Score biases a stack shares among its self-attentions: ALiBi (Press et al. 2022) and T5's
-relative position bias (Raffel et al. 2020). Each is bias(T, S) -> (h, T, S) for queries at the
-last T of S key positions (see TransformerStack and MultiHeadAttention)."""
+relative position bias (Raffel et al. 2020), and several summed. Each is bias(T, S) -> (h, T, S)
+for queries at the last T of S key positions (see TransformerStack and MultiHeadAttention)."""
 
 from __future__ import annotations
 
@@ -80,3 +80,17 @@ class T5RelativeBias(nn.Module):
 
     def extra_repr(self) -> str:
         return f"h={self.h}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, bidirectional={self.bidirectional}"
+
+
+class SummedBias(nn.Module):
+    """The sum of several biases, each (h or 1, T, S); its parameters are theirs."""
+
+    def __init__(self, biases: list[nn.Module]) -> None:
+        super().__init__()
+        self.biases = nn.ModuleList(biases)
+
+    def forward(self, T: int, S: int) -> Tensor:
+        total = self.biases[0](T, S)
+        for bias in self.biases[1:]:
+            total = total + bias(T, S)
+        return total

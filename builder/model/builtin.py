@@ -4,7 +4,7 @@ entry point `aiayn` of group `aiayn.blocks` (pyproject.toml) names `register_bui
 The paper's blocks (attention, feed-forward, LayerNorm, sinusoidal and learned positions) and
 their successors: grouped-query attention and rotary embeddings (seams of the attention),
 gated feed-forward (SwiGLU, GEGLU, ReGLU), RMSNorm, no absolute positions, and the biases a stack
-shares (ALiBi, T5's relative bias)."""
+shares (ALiBi, T5's relative bias, several summed)."""
 
 from torch import nn
 
@@ -15,6 +15,7 @@ from aiayn.blocks import (
     NoPositions,
     PositionwiseFeedForward,
     SinusoidalPositionalEncoding,
+    SummedBias,
     T5RelativeBias,
 )
 from aiayn.builder.errors import UserError
@@ -25,13 +26,14 @@ from aiayn.builder.model.attention import (
     build_window_attention,
     window_flops,
 )
-from aiayn.builder.model.registry import BuildContext, register
+from aiayn.builder.model.registry import BuildContext, build, register, registration
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
 from aiayn.schemas.norm import LayerNormSpec, RMSNormSpec
 from aiayn.schemas.positional import LearnedSpec, NoPositionsSpec, SinusoidalSpec
 from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
+from aiayn.schemas.sum_bias import SumBiasSpec
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
 
@@ -61,6 +63,11 @@ def register_builtins() -> None:
     # a bias adds one number to each score: not counted, as the norms are not
     register(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")
     register(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
+    register(
+        SumBiasSpec, slot="stack_bias", build=lambda spec, ctx: SummedBias([build(b, ctx) for b in spec.biases]),
+        flops=lambda spec, d, length: sum(registration(b).flops(b, d, length) for b in spec.biases),
+        label=lambda spec: " + ".join(registration(b).label(b) for b in spec.biases),
+    )  # fmt: skip
 
 
 def _heads(ctx: BuildContext) -> int:

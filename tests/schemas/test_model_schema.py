@@ -64,7 +64,7 @@ def test_sub_layer_specs_say_what_they_are():
 
 def test_an_unknown_stack_bias_lists_the_installed_ones():
     assert error_of("model.encoder.position_bias={type: rope}").endswith(
-        "  model.encoder.position_bias: type 'rope' is not one of alibi, t5 "
+        "  model.encoder.position_bias: type 'rope' is not one of alibi, t5, sum "
         "(set on the command line: model.encoder.position_bias={type: rope})"
     )
 

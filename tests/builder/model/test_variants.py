@@ -8,6 +8,7 @@ import torch
 
 from aiayn.builder.data.collate import TranslationCollator
 from aiayn.builder.data.dataset import Example
+from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.loss import batch_loss
 from aiayn.builder.model.size import count_params, param_table
@@ -27,6 +28,8 @@ VARIANTS = {
     "rope": ["model.positional=none", "model.encoder.layer[0].rotary={fraction: 1.0}", "model.decoder.layer[0].rotary={fraction: 0.5, base: 100}"],
     "alibi": ["model.positional=none", *(f"model.{s}.position_bias={{type: alibi}}" for s in BOTH)],
     "t5": ["model.positional=none", *(f"model.{s}.position_bias={{type: t5, num_buckets: 8, max_distance: 12}}" for s in BOTH)],
+    "alibi_t5": ["model.positional=none", *(f"model.{s}.position_bias={{type: sum, biases: [{{type: alibi}}, {{type: t5, num_buckets: 8, "
+                 "max_distance: 12}]}" for s in BOTH)],
     "gqa": ["model.encoder.layer[0].kv_heads=2", "model.decoder.layer[0].kv_heads=1", "model.decoder.layer[1].kv_heads=2"],
     "qk_norm": [f"model.{s}.layer[0].qk_norm=true" for s in BOTH] + ["model.decoder.layer[1].qk_norm=true"],
     "window": ["model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 4, d_v: 6, window: 2}"],
@@ -125,3 +128,14 @@ def test_a_stack_plans_one_rotary_table_for_each_setting_its_attentions_share():
     assert tables["decoder"][0] is tables["decoder"][1] and tables["decoder"][2] is not tables["decoder"][0]
     assert (tables["decoder"][0].dims, tables["decoder"][2].dims) == (2, 2) and tables["encoder"][0].dims == 4
     assert tables["decoder"][0] is not tables["encoder"][0]
+
+
+def test_summed_biases_add_each_ones_scores_and_name_a_nested_key():
+    model = model_of("alibi_t5")
+    summed = model.decoder.position_bias
+    alibi, t5 = summed.biases
+    torch.testing.assert_close(summed(3, 5), alibi(3, 5) + t5(3, 5), rtol=0, atol=0)
+    assert sum(p.numel() for p in summed.parameters()) == 8 * 4  # T5's table alone: buckets x heads
+    with pytest.raises(UserError) as e:
+        load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, "model.encoder.position_bias={type: sum, biases: [{type: alibi}, {type: t5, num_buckets: 2}]}"])
+    assert str(e.value).splitlines()[1].startswith("  model.encoder.position_bias.biases[1].num_buckets: 2 leaves no exact-distance bucket")

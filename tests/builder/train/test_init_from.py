@@ -5,7 +5,8 @@ refused in one line with nothing written."""
 
 import io
 import json
-from contextlib import redirect_stderr
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from aiayn.builder.run.config import config_hash, load_experiment
 from aiayn.builder.train.init_from import load_source, start_from
 from aiayn.schemas.experiment import ExperimentSpec
 from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
+from tests.conftest import EXPERIMENTS
 
 SOURCE_STEPS = 6
 
@@ -120,3 +122,27 @@ def test_bad_input_is_one_line_and_writes_nothing(source, tmp_path, overrides, m
         assert main(["train", DEMO, *args, "--runs", str(tmp_path / "runs")]) == 2
     assert err.getvalue().strip().splitlines()[-1] == "aiayn train: error: " + message.format(**paths)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_uptrains_its_variants_from_one_source(tmp_path, monkeypatch):
+    """experiments/demo-gqa.sweep.yaml on a tiny source with 4 heads: one trial per K/V head
+    count, each from the same run, in one table with a kv_heads column."""
+    monkeypatch.chdir(tmp_path)
+    dims = ["dims.h=4", "dims.d_k=8", "dims.d_v=8"]
+    assert main(["train", DEMO, *tiny(tmp_path, *dims, "trainer.max_steps=2", "trainer.val_check_interval=null")]) == 0
+    for name in ("base.yaml", "demo.yaml", "demo-gqa.yaml", "demo-gqa.sweep.yaml"):
+        shutil.copy(EXPERIMENTS / name, tmp_path / name)
+    short = [*tiny(tmp_path, *dims, "trainer.max_steps=1", "trainer.val_check_interval=null", "train.validation.bleu=false"), "decode.beam=1"]
+    out = io.StringIO()
+    with redirect_stdout(out), redirect_stderr(io.StringIO()):
+        assert main(["sweep", "demo-gqa.sweep.yaml", *short]) == 0, out.getvalue()
+    pooled = {}
+    for kv in (4, 2, 1):
+        record = json.loads((tmp_path / "runs" / "demo-uptrained" / f"demo-kv{kv}-seed1" / "version_0" / "results.json").read_text())["init_from"]
+        assert record["path"] == "runs/demo" and record["step"] == 2
+        pooled[kv] = record.get("pooled", [])
+    assert pooled[4] == [] and pooled[2][0] == "encoder.layers.0.sublayers.0.sublayer: 4 -> 2 K/V heads" and len(pooled[1]) == 3
+    table = (tmp_path / "runs" / "demo-uptrained" / "results.md").read_text()
+    header, _, *rows = table.splitlines()[:5]
+    column = header.split(" | ").index("kv_heads")
+    assert [(r.split(" | ")[0], r.split(" | ")[column]) for r in rows] == [("| demo-kv4", ""), ("| demo-kv2", "2"), ("| demo-kv1", "1")]
