@@ -82,7 +82,7 @@ def transfer_weights(target: nn.Module, source: nn.Module, convert: Collection[s
     if missing and "new_blocks" not in convert:
         problems += [f"{k}: not in the source (add new_blocks to init_from.convert to initialise it as usual)" for k in missing]
     _needed("new_blocks", convert, bool(missing), "every parameter of this model is in the source")
-    problems += shapes + [f"{k}: in the source, not in this model" for k in unexpected]
+    problems += shapes + [f"{k}: in the source, not in this model" for k in unexpected] + _ties(tgt, src)
     if problems:
         more = f"\n  and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
         raise UserError(
@@ -108,6 +108,20 @@ def transfer_weights(target: nn.Module, source: nn.Module, convert: Collection[s
     return done
 
 
+def _ties(tgt: dict[str, Tensor], src: dict[str, Tensor]) -> list[str]:
+    """Tensors this model ties (one storage under several names) that the source holds apart
+    with other values: loading would keep one of them and drop the others."""
+    tied: dict[tuple[int, tuple[int, ...]], list[str]] = {}
+    for key, value in tgt.items():
+        tied.setdefault((value.data_ptr(), tuple(value.shape)), []).append(key)
+    found = []
+    for names in tied.values():
+        theirs = [src[k] for k in names if k in src and src[k].shape == tgt[k].shape]
+        if len(theirs) > 1 and any(not torch.equal(theirs[0], t) for t in theirs[1:]):
+            found.append(f"{' = '.join(names)}: one tensor in this model, different ones in the source (model.embedding.share)")
+    return found
+
+
 def _beyond(key: str, layers: dict[str, int]) -> bool:
     """Whether `key` is a parameter of a layer past the first layers[stack] of its stack."""
     found = _LAYER.match(key)
@@ -125,13 +139,17 @@ def _kv_changes(target: nn.Module, source: nn.Module, *, exclude: set[str]) -> l
         s = source.get_submodule(name) if _has(source, name) else None
         if not isinstance(s, MultiHeadAttention) or s.kv_heads == t.kv_heads:
             continue
-        sizes, theirs = (t.h, t.d_k, t.d_v), (s.h, s.d_k, s.d_v)
+        sizes, theirs = (t.h, t.d_k, t.d_v, _biased(t)), (s.h, s.d_k, s.d_v, _biased(s))
         if t.kv_heads > s.kv_heads or s.kv_heads % t.kv_heads or sizes != theirs:
-            why = (f"h, d_k, d_v {sizes} where the source has {theirs}" if sizes != theirs
+            why = (f"h, d_k, d_v, bias {sizes} where the source has {theirs}" if sizes != theirs
                    else f"{t.kv_heads} K/V heads from the source's {s.kv_heads}: mean-pooling makes fewer heads, a number that divides {s.kv_heads}")  # fmt: skip
             raise UserError(f"init_from.convert: kv_heads cannot make {name} ({why})")
         found.append((name, t, s))
     return found
+
+
+def _biased(attention: MultiHeadAttention) -> bool:
+    return all(bias is not None for _, bias in attention.projections().values())
 
 
 def _has(module: nn.Module, name: str) -> bool:

@@ -121,8 +121,8 @@ def test_a_new_block_starts_as_initialised_and_is_listed():
         ([], ("layers",), "init_from.convert: layers is named, but both stacks have the source's numbers of layers; drop it"),
         ([], ("new_blocks",), "init_from.convert: new_blocks is named, but every parameter of this model is in the source; drop it"),
         (["model.decoder.layer[0].kv_heads=4", "dims.h=8", "dims.d_k=2"], ("kv_heads",),
-         "init_from.convert: kv_heads cannot make encoder.layers.0.sublayers.0.sublayer (h, d_k, d_v (8, 2, 6) where the source "
-         "has (4, 4, 6))"),
+         "init_from.convert: kv_heads cannot make encoder.layers.0.sublayers.0.sublayer (h, d_k, d_v, bias (8, 2, 6, True) where "
+         "the source has (4, 4, 6, True))"),
     ],
     ids=["shape", "layers", "kv_heads_and_layers", "new_block", "kv_unneeded", "layers_unneeded", "new_blocks_unneeded", "kv_sizes"],
 )
@@ -133,6 +133,19 @@ def test_what_does_not_fit_is_refused_in_one_message(overrides, convert, message
         transfer_weights(target, model(seed=1), convert, where="init_from x")
     assert str(e.value) == message
     assert all(torch.equal(v, before[k]) for k, v in target.state_dict().items())  # nothing loaded
+
+
+def test_tables_this_model_ties_must_be_one_in_the_source_too():
+    untied = model("model.embedding.share=none", seed=1)
+    with pytest.raises(UserError) as e:
+        transfer_weights(model(seed=2), untied, (), where="init_from x")
+    assert str(e.value).splitlines()[1] == (
+        "  src_embed.token.table.weight = tgt_embed.token.table.weight = generator.weight: one tensor in this model, different "
+        "ones in the source (model.embedding.share)"
+    )
+    apart = model("model.embedding.share=none", seed=2)  # the other way is exact: each table starts as the source's one
+    transfer_weights(apart, model(seed=1), (), where="init_from x")
+    assert torch.equal(apart.src_embed.token.table.weight, apart.generator.weight)
 
 
 def test_kv_heads_cannot_grow_or_split_unevenly():
