@@ -146,3 +146,15 @@ def test_a_sweep_uptrains_its_variants_from_one_source(tmp_path, monkeypatch):
     header, _, *rows = table.splitlines()[:5]
     column = header.split(" | ").index("kv_heads")
     assert [(r.split(" | ")[0], r.split(" | ")[column]) for r in rows] == [("| demo-kv4", ""), ("| demo-kv2", "2"), ("| demo-kv1", "1")]
+
+
+def test_validate_checks_the_weights_go_in_as_train_would(source, tmp_path, capsys):
+    args = tiny(tmp_path, f"init_from={source}")
+    assert main(["validate", DEMO, *args]) == 0
+    assert main(["validate", DEMO, *args, "dims.d_ff=32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == (
+        f"aiayn validate: error: init_from {source}: 6 differences between the source's weights and this model's (they must "
+        "match by name and shape, or differ as init_from.convert allows):"
+    )
+    assert err[1] == "  encoder.layers.0.sublayers.1.sublayer.w_1.weight: the source's (64, 32), this model's (32, 32)"
