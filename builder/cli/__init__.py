@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.cpu import quiet_waits
+from aiayn.builder.run.time_limit import remember_time_limit_signal
 from aiayn.schemas.slots import PluginError
 
 # verb -> (module, handler, help)
@@ -58,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     verb = argv[0]
     quiet_waits(os.environ)  # before any verb's module imports torch (OpenMP reads it then)
+    if verb == "train":  # SLURM's time-limit signal in the start-up: answered once training runs
+        remember_time_limit_signal()
     # options and KEY=VALUE overrides in any order, as Hydra and LightningCLI take them
     args = verb_parser(verb).parse_intermixed_args(argv[1:])
     module, handler, _ = VERBS[verb]

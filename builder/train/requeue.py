@@ -7,7 +7,9 @@ there trains on, but not along the path it was on. Here the signal only raises a
 of the optimizer step it lands in, every rank agrees (any rank signalled), the step's checkpoint
 is written (a step<N>.ckpt like any other, which resumes bit for bit) and rank 0 asks SLURM to
 requeue the job. Training goes on until SLURM's SIGTERM ends it; the requeued job resumes from
-that checkpoint (`--run-dir`: the newest step file).
+that checkpoint (`--run-dir`: the newest step file). A signal that lands before the fit starts
+(in `aiayn train`'s start-up) is remembered (builder/run/time_limit.py) and answered at the end
+of the first step.
 """
 
 import os
@@ -17,18 +19,11 @@ import threading
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.plugins.environments import SLURMEnvironment
 
+from aiayn.builder.run.time_limit import SIGNAL, in_slurm_job, take_remembered_signal
 from aiayn.builder.train.checkpoints import StepCheckpoints
 
-SIGNAL = signal.SIGUSR1
-
-
-def in_slurm_job() -> bool:
-    """Whether Lightning takes this process for a task of a SLURM job (SLURMEnvironment.detect's
-    rule: SLURM_NTASKS set, in a job not named bash or interactive), without its warning when
-    srun exists but is not used."""
-    return "SLURM_NTASKS" in os.environ and SLURMEnvironment.job_name() not in ("bash", "interactive")
+__all__ = ["SIGNAL", "RequeueAtStepEnd", "in_slurm_job", "slurm_job_id"]
 
 
 def slurm_job_id() -> str | None:
@@ -51,6 +46,8 @@ class RequeueAtStepEnd(L.Callback):
     def setup(self, trainer: L.Trainer, task: L.LightningModule, stage: str) -> None:
         if stage == "fit" and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(SIGNAL, self._handler)
+            # a signal that landed in the start-up (the CLI remembered it) is answered at the first step's end
+            self.signalled = self.signalled or take_remembered_signal()
 
     def teardown(self, trainer: L.Trainer, task: L.LightningModule, stage: str) -> None:
         if stage == "fit" and self._previous is not None:

@@ -5,6 +5,8 @@ tests/slurm/ runs the whole of it on a real cluster)."""
 
 import os
 import signal
+import subprocess
+import sys
 
 import lightning as L
 import pytest
@@ -15,6 +17,7 @@ from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.fit import fit
 from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job, slurm_job_id
 from tests.builder.train.test_training import DEMO, tiny
+from tests.conftest import ROOT
 
 ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
             "SLURM_NODEID": "0", "SLURM_JOB_NAME": "unit", "SLURM_NODELIST": "localhost"}  # fmt: skip
@@ -84,3 +87,31 @@ def test_the_signal_during_the_final_evaluation_is_ignored(tmp_path, monkeypatch
     results = fit(spec, run, experiment_path=DEMO, resume=False)
     assert sent and results is not None and results["steps"] == 2 and run.results_file.is_file()
     assert signal.getsignal(signal.SIGUSR1) == before
+
+
+# `aiayn train` in a process of its own, SLURM's signal sent to it while it starts (after the CLI
+# began, before the fit): by default USR1 would end the process with exit -10
+SIGNAL_IN_START_UP = """
+import os, signal, sys
+from aiayn.builder.cli import main
+from aiayn.builder.train import fit
+
+def check_data_files(spec):
+    os.kill(os.getpid(), signal.SIGUSR1)
+    return checked(spec)
+
+checked, fit.check_data_files = fit.check_data_files, check_data_files
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_signal_in_the_start_up_is_answered_at_the_first_steps_end(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(ONE_TASK, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")  # no SLURM_JOB_ID: no job to requeue
+    args = tiny(tmp_path, "trainer.max_steps=3", "train.checkpoint.every_n_train_steps=100", "--runs", str(tmp_path / "runs"))
+    done = subprocess.run([sys.executable, "-c", SIGNAL_IN_START_UP, "train", DEMO, *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "SLURM's time-limit signal: saved step 1, requeueing job None" in done.stdout
+    run = RunDir(tmp_path / "runs" / "demo" / "version_0")
+    assert [p.name for p in run.step_checkpoints()] == ["step00000001.ckpt", "step00000003.ckpt"]
