@@ -64,7 +64,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             "loads only tensors and plain data (torch.load with weights_only=True); do not load "
             "checkpoints from sources you do not trust"
         ) from None
-    except (EOFError, KeyError, OSError, RuntimeError, ValueError, UnicodeDecodeError):
+    except Exception:  # bytes that are no checkpoint fail in many ways (EOFError, IndexError, RuntimeError, ...)
         raise UserError(f"{path} is not an aiayn checkpoint: torch.load cannot read it; {_WHAT}") from None
     if not isinstance(ckpt, dict):
         raise UserError(f"{path} is not an aiayn checkpoint: it holds a {type(ckpt).__name__}, not a dict; {_WHAT}")

@@ -264,7 +264,12 @@ def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source
             _check_override_shape(config, key, item, source)
             _retype(config, key, item)
             config.merge_with_dotlist([item])
-        except (OmegaConfBaseException, yaml.YAMLError) as e:
+        except yaml.YAMLError as e:  # the value is YAML: *, &, !, %, @ and ` start other syntax there
+            raise UserError(
+                f"override {item!r} ({source}): {first_line(e)}: the value is read as YAML, where a string that starts "
+                f"with * & ! % @ or ` needs quotes inside it, e.g. '{key}=\"*.weight\"' (or '{key}=[\"*\"]' for a list)"
+            ) from None
+        except OmegaConfBaseException as e:
             raise UserError(f"override {item!r} ({source}): {first_line(e)}") from None
 
 

@@ -114,8 +114,8 @@ def test_a_checkpoint_that_would_run_code_is_refused(tmp_path):
 
 @pytest.mark.parametrize(
     "content",
-    [bytes(range(256)) * 4, b"hello, world\n", b""],
-    ids=["random-bytes", "text", "empty"],
+    [bytes(range(256)) * 4, b"hello, world\n", b"", b"root:x:0:0:root:/root:/bin/bash\n"],
+    ids=["random-bytes", "text", "empty", "passwd-line"],  # the last: an IndexError inside the unpickler
 )
 def test_a_file_that_is_not_a_checkpoint_is_refused(tmp_path, content):
     path = tmp_path / "model.ckpt"

@@ -171,9 +171,13 @@ def test_freeze_matches_names_and_refuses_what_matches_nothing_or_everything():
         "train.freeze: 'encoders.*' matches no parameter of the model; parameter names are as its state_dict has them "
         "(e.g. src_embed.token.table.weight), and decoder.*, encoder.*, generator.*, src_embed.*, tgt_embed.* match whole parts"
     )
+    everything = "train.freeze ['*'] freezes every parameter of the model: nothing would train; freeze fewer"
     with pytest.raises(UserError) as e:
         freeze(model(), ["*"])
-    assert str(e.value) == "train.freeze ['*'] freezes every parameter of the model: nothing would train; freeze fewer"
+    assert str(e.value) == everything
+    with pytest.raises(UserError) as e:  # what validate and show count refuses it too
+        frozen_parameters(model(), ["*"])
+    assert str(e.value) == everything
 
 
 def test_show_counts_the_trainable_and_the_frozen():

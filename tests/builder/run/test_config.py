@@ -151,6 +151,15 @@ def test_bad_override_syntax():
     )
 
 
+def test_an_override_value_yaml_reads_otherwise_says_to_quote_it():
+    assert error_of(BASE, ["train.freeze=[*]"]) == (
+        "override 'train.freeze=[*]' (on the command line): while scanning an alias: the value is read as YAML, where a "
+        "string that starts with * & ! % @ or ` needs quotes inside it, e.g. 'train.freeze=\"*.weight\"' (or "
+        "'train.freeze=[\"*\"]' for a list)"
+    )
+    assert load_experiment(BASE, ['train.freeze=["*.bias"]']).train.freeze == ("*.bias",)
+
+
 def test_a_retyped_node_does_not_keep_the_old_kinds_keys():
     spec = load_experiment(BASE, ["model.positional.type=learned", "model.positional.max_len=300"])
     assert spec.model.positional.type == "learned" and spec.model.positional.max_len == 300
