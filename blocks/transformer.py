@@ -14,7 +14,9 @@ from aiayn.blocks.state import DecoderState
 class EncoderDecoder(nn.Module):
     """Encoder stack over the source, decoder stack over the shifted target, then logits (Figure 1).
 
-    Tokens equal to `pad_id` are padding: masked as keys in every attention. The decoder can
+    Tokens equal to `pad_id` are padding: masked as keys in every attention. `source_eos_id`: the
+    token its sources end with (model.source_eos), which whoever feeds it appends (the data, the
+    decoders); the model itself reads what it is given. The decoder can
     run one step at a time with a DecoderState (see `init_state`), giving the same logits as
     the full teacher-forced pass.
     """
@@ -28,6 +30,7 @@ class EncoderDecoder(nn.Module):
         decoder: TransformerStack,
         generator: OutputProjection,
         pad_id: int,
+        source_eos_id: int | None = None,
     ) -> None:
         super().__init__()
         if pad_id < 0:
@@ -36,6 +39,7 @@ class EncoderDecoder(nn.Module):
         self.encoder, self.decoder = encoder, decoder
         self.generator = generator
         self.pad_id = pad_id
+        self.source_eos_id = source_eos_id  # the token that ends every source it was trained on, if any
 
     def encode(self, src: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """src (B, S) -> memory (B, S, d_model), src_padding_mask (B, S) True at padding.

@@ -33,6 +33,9 @@ class ModelSpec(Spec):
     positional: AnyPositional = SinusoidalSpec()
     encoder: StackSpec
     decoder: StackSpec
+    # the encoder reads each source sentence followed by </s>, as fairseq (its binarized data) and
+    # Marian feed it; the paper does not say, and aiayn's default adds nothing
+    source_eos: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -57,6 +57,7 @@ class TranslationDataModule(LightningDataModule):
     pipeline every split goes through first, its output cached; after `setup` (or
     `prepare_tokenizers`) `vocab_size` is its actual size. `max_tokens` bounds the padded size of
     a training batch on one device (`eval_max_tokens` of an evaluation batch, default the same).
+    `source_eos`: the token every source ends with (model.source_eos), counted in its length.
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class TranslationDataModule(LightningDataModule):
         pin_memory: bool = False,
         pad_to_multiple: int = 1,
         static_shapes: StaticShapesSpec | None = None,
+        source_eos: int | None = None,
     ) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
@@ -103,6 +105,7 @@ class TranslationDataModule(LightningDataModule):
         self.max_len, self.min_len, self.seed = max_len, min_len, seed
         self.options = loader_options(num_workers, pin_memory, pad_to_multiple)
         self.pad_to_multiple, self.static_shapes = pad_to_multiple, static_shapes
+        self.source_eos = source_eos  # the token every source ends with (model.source_eos), if any
         self.shapes: tuple[BucketShape, ...] = ()  # the training batches' shapes, under static_shapes
 
         self.src_tokenizer: Tokenizer | None = None
@@ -183,7 +186,7 @@ class TranslationDataModule(LightningDataModule):
     def _build(self, split: str) -> TranslationDataset:
         src, tgt = self._encode(split)
         if split != "train":  # evaluation scores every pair with a source to attend to
-            return TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0))
+            return TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=self.source_eos)
         kept, counts = filter_by_length(src, tgt, max_len=self.max_len, min_len=self.min_len)
         self.filter_counts = counts
         say(
@@ -196,7 +199,7 @@ class TranslationDataModule(LightningDataModule):
                 f"({counts['too_long']} longer than max_len={self.max_len}, {counts['too_short']} shorter "
                 f"than min_len={self.min_len} tokens); raise max_len or lower min_len"
             )
-        return TranslationDataset(src, tgt, kept)
+        return TranslationDataset(src, tgt, kept, source_eos=self.source_eos)
 
     @property
     def vocab_size(self) -> int:

@@ -11,22 +11,23 @@ from aiayn.builder.data.ragged import RaggedIds
 
 class Example(NamedTuple):
     id: int  # 0-based line number in the corpus files
-    src: np.ndarray  # (S,) int32 token ids, no specials
+    src: np.ndarray  # (S,) int32 token ids, no specials (but </s> at the end with model.source_eos)
     tgt: np.ndarray  # (T,) int32 token ids, no specials
 
 
 class TranslationDataset(Dataset):
-    """The pairs `ids` (line numbers, default all) of the tokenized corpus `src` / `tgt`.
+    """The pairs `ids` (line numbers, default all) of the tokenized corpus `src` / `tgt`; with
+    `source_eos`, every source ends with that token (model.source_eos), its length counting it.
 
     Indexing with a list of positions returns a list of examples: the DataLoader is built with
     `sampler=TokenBatchSampler, batch_size=None`, so each draw is a whole batch of positions (and
     Lightning finds the sampler at `dataloader.sampler` to call its `set_epoch`).
     """
 
-    def __init__(self, src: RaggedIds, tgt: RaggedIds, ids: np.ndarray | None = None) -> None:
+    def __init__(self, src: RaggedIds, tgt: RaggedIds, ids: np.ndarray | None = None, *, source_eos: int | None = None) -> None:
         if len(src) != len(tgt):
             raise ValueError(f"TranslationDataset: {len(src)} sources but {len(tgt)} targets")
-        self.src, self.tgt = src, tgt
+        self.src, self.tgt, self.source_eos = src, tgt, source_eos
         self.ids = np.arange(len(src)) if ids is None else np.asarray(ids, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -34,7 +35,7 @@ class TranslationDataset(Dataset):
 
     @property
     def src_lengths(self) -> np.ndarray:
-        return self.src.lengths[self.ids]
+        return self.src.lengths[self.ids] + (self.source_eos is not None)
 
     @property
     def tgt_lengths(self) -> np.ndarray:
@@ -47,5 +48,8 @@ class TranslationDataset(Dataset):
     def __getitem__(self, position: int | Sequence[int]) -> Example | list[Example]:
         if isinstance(position, (int, np.integer)):
             i = int(self.ids[position])
-            return Example(id=i, src=self.src[i], tgt=self.tgt[i])
+            src = self.src[i]
+            if self.source_eos is not None:
+                src = np.append(src, np.asarray(self.source_eos, dtype=src.dtype))
+            return Example(id=i, src=src, tgt=self.tgt[i])
         return [self[int(p)] for p in position]

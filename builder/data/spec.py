@@ -12,6 +12,7 @@ from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.prepare.corpora import CORPORA
 from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
+from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.errors import UserError
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -101,6 +102,7 @@ def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_
         pad_to_multiple=data.pad_to_multiple,
         static_shapes=data.static_shapes,
         tokenizers=tokenizers,
+        source_eos=Tokenizer.eos_id if spec.model.source_eos else None,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

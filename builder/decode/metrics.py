@@ -86,11 +86,14 @@ def perplexity(model: EncoderDecoder, batches: Iterable[Any]) -> float:
     return math.exp(nll_sum / max(count, 1))
 
 
-def teacher_forced(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], max_tokens: int) -> Any:
-    """The evaluation batches of these pairs; pairs with an empty source are left out (the
-    encoder would have nothing to attend to), as in the validation loop."""
+def teacher_forced(
+    src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], max_tokens: int, *, source_eos: int | None = None
+) -> Any:
+    """The evaluation batches of these pairs (each source followed by `source_eos`, if given);
+    pairs with an empty source are left out (the encoder would have nothing to attend to), as in
+    the validation loop."""
     src, tgt = RaggedIds.from_lists(src_ids), RaggedIds.from_lists(tgt_ids)
-    return eval_loader(TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0)), max_tokens)
+    return eval_loader(TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=source_eos), max_tokens)
 
 
 def evaluate_texts(
@@ -109,5 +112,5 @@ def evaluate_texts(
     src_ids = src_tokenizer.encode_batch([s if s.strip() else "" for s in sources])
     tgt_ids = tgt_tokenizer.encode_batch(list(refs))
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
-    ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens))
+    ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id))
     return {"n_sentences": len(refs), **score(hyps, refs, scoring), "ppl": round(ppl, 4)}, hyps

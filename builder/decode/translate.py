@@ -32,14 +32,14 @@ def translate_texts(
 ) -> list[str]:
     """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
     ids = src_tokenizer.encode_batch([line if line.strip() else "" for line in lines])
-    check_lengths(model, [len(x) for x in ids], what, limit=decode.max_input_len)
+    check_lengths(model, [len(x) for x in ids], what, limit=decode.max_input_len, source=True)
     out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch)
     return tgt_tokenizer.decode_batch(out)
 
 
-def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None) -> None:
+def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None, source: bool = False) -> None:
     """Name the first line longer than `limit` tokens (decode.max_input_len), or than a learned
-    position table has rows."""
+    position table has rows (a `source` line's with the </s> the model's sources end with)."""
     too_long = next(((i, n) for i, n in enumerate(lengths) if limit is not None and n > limit), None)
     if too_long is not None:
         raise UserError(
@@ -49,12 +49,21 @@ def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str, *, l
     positions = getattr(model.src_embed.positional, "max_len", None)  # None: sinusoids never end
     if positions is None:
         return
+    extra = int(source and model.source_eos_id is not None)
     for i, n in enumerate(lengths):
+        n += extra
         if n > positions:
             raise UserError(
                 f"{what} line {i + 1} has {n} tokens but the model's learned positions cover only "
                 f"{positions}; shorten or split that line"
             )
+
+
+def with_source_eos(model: EncoderDecoder, sources: Sequence[Sequence[int]]) -> Sequence[Sequence[int]]:
+    """`sources` as the model reads them: each non-empty one followed by the model's
+    source_eos_id (model.source_eos), if it has one."""
+    eos = model.source_eos_id
+    return sources if eos is None else [[*s, eos] if len(s) else s for s in sources]
 
 
 def padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
@@ -84,10 +93,11 @@ def translate_ids(
     eos_id: int,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[list[int]]:
-    """Beam search over `sources` (token ids, no specials), batched by `decode.max_tokens` padded
-    source tokens, longest first; results come back in input order. An empty source translates
-    to an empty output."""
+    """Beam search over `sources` (token ids, no specials: the model's source_eos_id is appended
+    where it has one), batched by `decode.max_tokens` padded source tokens, longest first; results
+    come back in input order. An empty source translates to an empty output."""
     device = next(model.parameters()).device
+    sources = with_source_eos(model, sources)
     lengths = np.array([len(s) for s in sources], dtype=np.int64)
     order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
     results: list[list[int]] = [[] for _ in sources]

@@ -50,9 +50,9 @@ class AiaynConverter(Converter):
         ct2 = transformer_spec.TransformerSpec(_encoder_spec(spec, weights.encoder), _decoder_spec(spec, weights.decoder))
         _linear(ct2.decoder.projection, weights.output)
         ct2.config.layer_norm_epsilon = spec.encoder.add_norm.norm.eps  # type: ignore[attr-defined]
-        ct2.config.decoder_start_token = BOS  # aiayn's decoder starts from <s>; the source has no specials
+        ct2.config.decoder_start_token = BOS  # aiayn's decoder starts from <s>; the source has </s> only with model.source_eos
         ct2.config.bos_token, ct2.config.eos_token, ct2.config.unk_token = BOS, EOS, UNK
-        ct2.config.add_source_bos, ct2.config.add_source_eos = False, False
+        ct2.config.add_source_bos, ct2.config.add_source_eos = False, spec.source_eos
         ct2.register_source_vocabulary(vocabulary(self._loaded.src_tokenizer, spec.embedding.vocab_size))
         ct2.register_target_vocabulary(vocabulary(self._loaded.tgt_tokenizer, spec.embedding.vocab_size))
         return ct2

@@ -16,6 +16,8 @@ This module is imported only when `transformers` is installed.
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers.processors import TemplateProcessing
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
@@ -80,13 +82,18 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     hf.generation_config = generation_config(loaded, position_rows)
     hf_logging.disable_progress_bar()  # the CLI prints one line per export
     hf.save_pretrained(folder)
-    hf_tokenizer(loaded.src_tokenizer, position_rows).save_pretrained(folder)
+    hf_tokenizer(loaded.src_tokenizer, position_rows, source_eos=spec.source_eos).save_pretrained(folder)
 
 
-def hf_tokenizer(tokenizer: Tokenizer, max_length: int) -> PreTrainedTokenizerFast:
-    """aiayn's tokenizer as transformers sees it: no specials added to the source (aiayn adds none)."""
+def hf_tokenizer(tokenizer: Tokenizer, max_length: int, *, source_eos: bool = False) -> PreTrainedTokenizerFast:
+    """aiayn's tokenizer as transformers sees it: the source gets no specials (aiayn adds none),
+    or </s> at its end where the model reads it there (model.source_eos; MarianTokenizer's way)."""
+    hf = tokenizer.hf
+    if source_eos:
+        hf = HFTokenizer.from_str(hf.to_str())  # a copy: the run's own tokenizer stays as it is
+        hf.post_processor = TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, Tokenizer.eos_id)])
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer.hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
+        tokenizer_object=hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
         clean_up_tokenization_spaces=False, model_max_length=max_length,
     )  # fmt: skip
 

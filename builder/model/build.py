@@ -27,6 +27,7 @@ from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import LayerSpec, StackSpec
 
 PAD_ID = 0  # the tokenizer reserves id 0 for padding
+EOS_ID = 2  # and id 2 for </s>
 Side = Literal["encoder", "decoder"]
 
 
@@ -44,6 +45,7 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
             decoder=_stack(spec.decoder, spec.d_model, "decoder"),
             generator=generator,
             pad_id=PAD_ID,
+            source_eos_id=EOS_ID if spec.source_eos else None,
         )
         if str(device) != "meta":
             init_weights(model)

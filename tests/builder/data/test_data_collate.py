@@ -66,3 +66,15 @@ def test_dataset_keeps_line_numbers():
     batch = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS)(ds[[1, 0]])
     assert batch.ids.tolist() == [3, 1]
     assert batch.src.tolist() == [[10, 0], [5, 6]]
+
+
+def test_dataset_with_source_eos_ends_every_source_with_it():
+    src = RaggedIds.from_lists([[4], [5, 6], [7, 8, 9]])
+    tgt = RaggedIds.from_lists([[40], [50], [70, 80]])
+    ds = TranslationDataset(src, tgt, np.array([0, 2]), source_eos=EOS)  # model.source_eos: fairseq's sources
+    assert ds.src_lengths.tolist() == [2, 4] and ds.tgt_lengths.tolist() == [1, 2]  # the sampler counts the </s>
+    assert ds[1].src.tolist() == [7, 8, 9, EOS] and ds[1].src.dtype == np.int32 and ds[1].tgt.tolist() == [70, 80]
+    batch = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS)(ds[[0, 1]])
+    assert batch.src.tolist() == [[4, EOS, 0, 0], [7, 8, 9, EOS]] and batch.n_src_tokens == 6
+    assert batch.tgt_in.tolist() == [[1, 40, 0], [1, 70, 80]]  # the target as ever
+    assert src[2].tolist() == [7, 8, 9]  # the cached ids are not changed

@@ -264,3 +264,21 @@ def test_loaders_split_across_the_trainers_ranks(dm):
 def test_experiment_sets_the_tokenizer_sample(tmp_path, override, expected):
     spec = load_experiment(EXPERIMENTS / "demo.yaml", override)
     assert make_datamodule(spec, tmp_path, max_tokens=100).train_sample_pairs == expected
+
+
+def test_an_experiment_with_source_eos_trains_and_scores_on_sources_that_end_with_it(tmp_path):
+    overrides = ["data.n_train=200", "data.n_valid=20", "data.n_test=20", "dims.vocab_size=200", f"data.cache_dir={tmp_path / 'cache'}"]
+    batches = {}
+    for eos in (False, True):
+        spec = load_experiment(EXPERIMENTS / "demo.yaml", [*overrides, f"model.source_eos={str(eos).lower()}"])
+        dm = make_datamodule(spec, tmp_path / str(eos), max_tokens=400)
+        dm.prepare_data()
+        dm.setup("fit")
+        batches[eos] = [next(iter(dm.train_dataloader())), next(iter(dm.val_dataloader()))]
+    for plain, with_eos in zip(batches[False], batches[True]):
+        ends = with_eos.src.gather(1, (with_eos.src.ne(0).sum(1) - 1)[:, None])[:, 0]
+        assert ends.eq(Tokenizer.eos_id).all()  # every source's last real token
+        assert with_eos.n_src_tokens == with_eos.src.ne(0).sum()
+    valid_plain, valid_eos = batches[False][1], batches[True][1]  # the same pairs, in the same order
+    assert valid_eos.ids.tolist() == valid_plain.ids.tolist()
+    assert valid_eos.n_src_tokens == valid_plain.n_src_tokens + len(valid_plain.ids)

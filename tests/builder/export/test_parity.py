@@ -9,7 +9,7 @@ import torch
 
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.decode.checkpoint import load_for_inference
-from aiayn.builder.decode.translate import padded
+from aiayn.builder.decode.translate import padded, with_source_eos
 from aiayn.builder.export import export
 from tests.builder.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
 
@@ -53,6 +53,7 @@ CT2_CASES = {  # name: (overrides, positional section or None)
     "reglu": (GATED("relu"), None),
     "rotary on half of each head, no absolute positions": (("model.positional=none", *ROTARY), None),
     "rotary on the encoder only, grouped kv": (("model.positional=none", "model.encoder.layer.0.rotary={fraction: 1.0, base: 100}", "model.encoder.layer.0.kv_heads=1"), None),
+    "sources ending with </s> (fairseq's)": (("model.source_eos=true",), None),
 }
 MARIAN_CASES = {
     "paper (interleaved sinusoids, permuted)": (),
@@ -63,6 +64,7 @@ MARIAN_CASES = {
         "model.embedding.share=target_output",
         "model.embedding.output_bias=true",
     ),  # fmt: skip
+    "sources ending with </s> (MarianTokenizer's)": ("model.source_eos=true",),
 }
 MAX_LEN_B = 5
 
@@ -81,7 +83,7 @@ def references(loaded, n: int = 4) -> list[list[int]]:
 def aiayn_log_probs(loaded, src: list[int], tgt: list[int]) -> torch.Tensor:
     """log P(y_t | y_<t, x) of each token of tgt + </s>."""
     with torch.no_grad():
-        logits = loaded.model(padded([src], 0), padded([[1, *tgt]], 0))[0]  # (T, V)
+        logits = loaded.model(padded(with_source_eos(loaded.model, [src]), 0), padded([[1, *tgt]], 0))[0]  # (T, V)
     return logits.log_softmax(-1).gather(1, torch.tensor([*tgt, 2])[:, None])[:, 0]
 
 
@@ -100,7 +102,8 @@ def test_ctranslate2_scores_and_outputs_are_aiayns(tmp_path, overrides, position
     ids = sources(loaded)
     for beam in (1, 4):
         ours = aiayn_outputs(loaded, ids, beam=beam, alpha=1.0, max_len_b=MAX_LEN_B)
-        assert ct2_outputs(translator, tok, ids, beam=beam, alpha=1.0, max_len_b=MAX_LEN_B) == ours, f"beam {beam}"
+        theirs = ct2_outputs(translator, tok, ids, beam=beam, alpha=1.0, max_len_b=MAX_LEN_B + int(loaded.spec.model.source_eos))
+        assert theirs == ours, f"beam {beam}"  # CTranslate2 appends the </s> (add_source_eos) and bounds by the tokens given
 
 
 @pytest.mark.parametrize("overrides", MARIAN_CASES.values(), ids=MARIAN_CASES.keys())
@@ -110,7 +113,7 @@ def test_marian_logits_and_outputs_are_aiayns(tmp_path, overrides):
     export(run, "huggingface", tmp_path / "hf")
     loaded = load_for_inference(run)
     hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
-    x = padded(sources(loaded, 4), 0)
+    x = padded(with_source_eos(loaded.model, sources(loaded, 4)), 0)
     y = padded([[1, *t] for t in references(loaded)], 0)
     with torch.no_grad():
         ours = loaded.model(x, y)
@@ -121,16 +124,18 @@ def test_marian_logits_and_outputs_are_aiayns(tmp_path, overrides):
     ids = sources(loaded)
     for beam in (1, 4):
         ours = aiayn_outputs(loaded, ids, beam=beam, alpha=0.6, max_len_b=MAX_LEN_B)
-        assert hf_outputs(hf, ids, beam=beam, alpha=0.6, max_len_b=MAX_LEN_B) == ours, f"beam {beam}"
+        assert hf_outputs(hf, with_source_eos(loaded.model, ids), beam=beam, alpha=0.6, max_len_b=MAX_LEN_B) == ours, f"beam {beam}"
 
 
-def test_marian_tokenizer_is_aiayns(tmp_path):
+@pytest.mark.parametrize("source_eos", [False, True], ids=["no specials", "source_eos"])
+def test_marian_tokenizer_is_aiayns(tmp_path, source_eos):
     transformers = pytest.importorskip("transformers")
-    run = scrambled_run(tmp_path / "runs")
+    run = scrambled_run(tmp_path / "runs", f"model.source_eos={str(source_eos).lower()}")
     export(run, "huggingface", tmp_path / "hf")
     loaded = load_for_inference(run)
     hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     en, de = generate_demo(6, 1, 1, 5)["train"]
-    assert [hf_tok(s)["input_ids"] for s in en] == loaded.src_tokenizer.encode_batch(en)  # no specials on the source
+    ours = [[*ids, 2] if source_eos else ids for ids in loaded.src_tokenizer.encode_batch(en)]
+    assert [hf_tok(s)["input_ids"] for s in en] == ours  # no specials on the source, or </s> at its end
     ids = loaded.tgt_tokenizer.encode_batch(de)
     assert [hf_tok.decode([1, *t, 2, 0], skip_special_tokens=True) for t in ids] == loaded.tgt_tokenizer.decode_batch(ids)
