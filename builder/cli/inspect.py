@@ -53,7 +53,7 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    spec = load_experiment(args.experiment, args.overrides)
+    spec = _marian_experiment(Path(args.experiment), args.overrides) or load_experiment(args.experiment, args.overrides)
     check_size(spec.model)
     if args.figure is not None:
         write_figure(spec, args.figure, Path(args.experiment))
@@ -67,6 +67,23 @@ def show(args: argparse.Namespace) -> int:
     print()
     print(render(info))
     return 0
+
+
+def _marian_experiment(path: Path, overrides: list[str]) -> ExperimentSpec | None:
+    """The experiment a Hugging Face Marian folder is read as (its model section is what an
+    experiment with `init_from: FOLDER` takes), or None for any other path."""
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        return None
+    from aiayn.builder.decode.checkpoint import (  # torch and transformers, for such a folder only
+        is_marian_folder,
+        load_for_inference,
+    )
+
+    if not is_marian_folder(path):
+        return None
+    if overrides:
+        raise UserError(f"{path} is a Marian model, shown as it is read: overrides ({overrides[0]}, ...) apply to experiments")
+    return load_for_inference(path).spec
 
 
 def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:

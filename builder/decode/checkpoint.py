@@ -12,6 +12,7 @@ resolved experiment under "hyper_parameters"["experiment"] (Lightning's key):
     a slim checkpoint translates on its own, wherever it was written.
 """
 
+import json
 import pickle
 import re
 from collections.abc import Sequence
@@ -176,7 +177,12 @@ def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
 
 
 def load_for_inference(arg: str | Path) -> ForInference:
-    """The model (eval mode, CPU), its experiment and tokenizers from a run directory or .ckpt."""
+    """The model (eval mode, CPU), its experiment and tokenizers from a run directory or .ckpt,
+    or from a Hugging Face Marian folder (builder/decode/from_marian.py)."""
+    if is_marian_folder(Path(arg)):
+        from aiayn.builder.decode.from_marian import load_marian  # transformers, only for such a folder
+
+        return load_marian(arg)
     ckpt_path, run = resolve_run_or_checkpoint(arg)
     ckpt = load_checkpoint(ckpt_path)
     spec = experiment_of(ckpt, ckpt_path)
@@ -289,3 +295,14 @@ def save_checkpoint(ckpt: dict[str, Any], path: Path) -> None:
     """torch.save to a temporary file renamed into place: a kill leaves no half-written file."""
     with atomic_write(Path(path)) as f:
         torch.save(ckpt, f)
+
+
+def is_marian_folder(path: Path) -> bool:
+    """A folder whose config.json says model_type "marian" (a Hugging Face MarianMTModel)."""
+    config = path / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "marian"
+    except (ValueError, OSError):
+        return False

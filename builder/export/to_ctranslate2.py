@@ -24,7 +24,7 @@ from aiayn.builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import stack_spec_heads
-from aiayn.builder.export.weights import (
+from aiayn.builder.model.weights import (
     Attention,
     FeedForward,
     Linear,

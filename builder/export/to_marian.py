@@ -24,7 +24,7 @@ from transformers.utils import logging as hf_logging
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.export.limits import stack_spec_heads
-from aiayn.builder.export.weights import (
+from aiayn.builder.model.weights import (
     Attention,
     FeedForward,
     Layer,

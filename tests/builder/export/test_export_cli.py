@@ -11,7 +11,7 @@ from aiayn.blocks import SinusoidalPositionalEncoding
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
-from aiayn.builder.export.weights import interleaved_to_concatenated
+from aiayn.builder.model.weights import interleaved_to_concatenated
 from aiayn.schemas.experiment import ExperimentSpec
 from tests.builder.decode.test_checkpoint import small_experiment
 from tests.builder.export.runs import LEARNED, scrambled_run

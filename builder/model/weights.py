@@ -1,6 +1,7 @@
-"""aiayn's EncoderDecoder read into the plain tensors every exporter needs (target-neutral).
+"""aiayn's EncoderDecoder read into the plain tensors every exporter needs (target-neutral), and
+such tensors written back into one (`load_transformer_weights`: a Marian model read in).
 
-Exporters never walk our modules themselves: `transformer_weights` reads each stack of a model
+Exporters and importers never walk our modules themselves: `transformer_weights` reads each stack of a model
 that export/limits.py accepted (the paper's layout: attention sub-layers, then the feed-forward)
 into per-layer attention, feed-forward and norm tensors. The blocks hand out their own tensors
 (`projections()`: attention splits Q, K and V out of its fused projections, a gated feed-forward
@@ -159,3 +160,44 @@ def _t(x: Tensor) -> Tensor:
 
 def _maybe(x: Tensor | None) -> Tensor | None:
     return None if x is None else _t(x)
+
+
+@torch.no_grad()
+def load_transformer_weights(model: EncoderDecoder, weights: TransformerWeights) -> None:
+    """The inverse of `transformer_weights`: `weights` copied into a model of the same layout (one
+    that export/limits.py accepts), through the blocks' own `projections()` views (fused Q/K/V
+    included). Positions are not copied: sinusoids are computed, and a learned table is refused
+    where it is given (`load_positions`). A tied table is written once per name, alike."""
+    for embed, stack, given in ((model.src_embed, model.encoder, weights.encoder), (model.tgt_embed, model.decoder, weights.decoder)):
+        embed.token.table.weight.copy_(given.embedding)
+        for layer, ours in zip(stack.layers, given.layers, strict=True):
+            assert isinstance(layer, TransformerLayer)
+            *attention, ffn = [s for s in layer.sublayers if isinstance(s, AddNorm)]
+            for sub, part in zip(attention, [ours.self_attention, *([ours.cross_attention] if ours.cross_attention else [])], strict=True):
+                _assign(sub, {"q": part.q, "k": part.k, "v": part.v, "o": part.o}, part.norm)
+            _assign(ffn, {"w_1": ours.ffn.w_1, "w_2": ours.ffn.w_2, **({"w_up": ours.ffn.w_up} if ours.ffn.w_up else {})}, ours.ffn.norm)
+        if stack.final_norm is not None and given.final_norm is not None:
+            _assign_norm(stack.final_norm, given.final_norm)
+    model.generator.weight.copy_(weights.output.weight)
+    if model.generator.bias is not None and weights.output.bias is not None:
+        model.generator.bias.copy_(weights.output.bias)
+
+
+def _assign(sub: AddNorm, linears: dict[str, Linear], norm: Norm) -> None:
+    views = getattr(sub.sublayer, "projections")()
+    if set(views) != set(linears):
+        raise ValueError(f"the block has projections {sorted(views)}, the weights {sorted(linears)}")
+    for name, (weight, bias) in views.items():
+        weight.copy_(linears[name].weight)
+        if bias is not None:
+            given = linears[name].bias
+            bias.copy_(given if given is not None else torch.zeros_like(bias))
+    _assign_norm(sub.norm, norm)
+
+
+def _assign_norm(module: nn.Module, norm: Norm) -> None:
+    weight, bias = module.weight, getattr(module, "bias", None)
+    assert isinstance(weight, Tensor)
+    weight.copy_(norm.gamma)
+    if isinstance(bias, Tensor) and norm.beta is not None:
+        bias.copy_(norm.beta)

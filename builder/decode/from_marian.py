@@ -1,0 +1,214 @@
+"""Hugging Face `transformers` -> aiayn: a local MarianMTModel folder read as a trained aiayn model.
+
+The inverse of to_marian.py. A Marian folder (config.json with model_type "marian", its weights,
+and a `tokenizers` tokenizer.json) becomes a ForInference, so that everything that reads a trained
+model reads it: `aiayn translate DIR`, `aiayn evaluate DIR --src ... --ref ...`, `aiayn export`,
+and `init_from: DIR` in an experiment (whose model must then be the one `marian_experiment`
+writes). Marian is the paper's post-norm Transformer with concatenated sinusoids, LayerNorm eps
+1e-5 and biases everywhere; what aiayn cannot hold is refused by name: separate source and target
+vocabularies, an activation aiayn has not, and SentencePiece tokenizers (source.spm /
+target.spm, which opus-mt models ship): aiayn's tokenizers are Hugging Face `tokenizers` ones.
+
+Token ids: aiayn's are fixed (<pad> 0, <s> 1, </s> 2, <unk> 3, then the rest); Marian's come from
+its config (eos 0 and pad last in opus-mt, and the decoder starts from <pad>). The embedding rows,
+the output projection's and its bias are permuted to aiayn's order, and aiayn's <s> (the decoder's
+first input) gets the row of Marian's decoder start: one row more than Marian has when that is
+its <pad>, and then aiayn's <pad> (a copy of that row, never a target) gets an output bias of
+-1e4, so that the softmax counts Marian's pad once: log-probabilities equal Marian's. The
+tokenizer's vocabulary is renumbered alike. The generation configs of opus-mt models forbid
+<pad> (bad_words_ids); aiayn's search forbids nothing, for these as for its own models. Marian's tokenizer ends each source
+with </s>; where tokenizer.json's post-processor does, the model gets model.source_eos.
+
+This module is imported only when a Marian folder is read, and needs `transformers`.
+"""
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer as HFTokenizer
+
+from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.errors import UserError
+from aiayn.builder.model.build import build_model
+from aiayn.builder.model.weights import (
+    Attention,
+    FeedForward,
+    Layer,
+    Linear,
+    Norm,
+    Stack,
+    TransformerWeights,
+    load_transformer_weights,
+)
+from aiayn.builder.run.config import first_line
+from aiayn.schemas.experiment import ExperimentSpec
+
+# the output bias of aiayn's <pad> where its row is a copy of <s>'s (Marian's pad, the decoder's
+# start): exp(-1e4) is 0 in float32, and a finite value keeps a fine-tune's label-smoothed loss finite
+NO_PROBABILITY = -1e4
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> aiayn's
+
+
+def load_marian(folder: str | Path) -> ForInference:
+    """The Marian model in `folder` as aiayn's model, experiment and tokenizer."""
+    folder = Path(folder)
+    try:
+        from transformers import MarianConfig, MarianMTModel
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        raise UserError(f"{folder} is a Hugging Face Marian model; reading it needs transformers: pip install 'aiayn[export]'") from None
+    hf_logging.disable_progress_bar()  # one line per command, as the export's
+    try:
+        config = MarianConfig.from_pretrained(folder)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
+    tokenizer, order, source_eos = marian_tokenizer(folder, config)
+    spec = ExperimentSpec.model_validate(marian_experiment(config, folder, vocab_size=len(order), source_eos=source_eos))
+    try:
+        hf = MarianMTModel.from_pretrained(folder).eval()
+    except (OSError, ValueError, RuntimeError) as e:
+        raise UserError(f"{folder}: transformers cannot load its weights ({first_line(e)})") from None
+    model = build_model(spec.model)
+    load_transformer_weights(model, marian_weights(hf, order))
+    what = "a Hugging Face Marian model"
+    return ForInference(model.eval(), spec, tokenizer, tokenizer, folder, what, None)
+
+
+def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos: bool) -> dict[str, Any]:
+    """The aiayn experiment of a MarianConfig: the paper's blocks with Marian's sizes."""
+    if config.decoder_vocab_size not in (None, config.vocab_size):
+        raise UserError(
+            f"{folder}: separate source and target vocabularies (vocab_size {config.vocab_size}, decoder_vocab_size "
+            f"{config.decoder_vocab_size}); aiayn reads Marian models with one vocabulary"
+        )
+    activation = ACTIVATIONS.get(config.activation_function)
+    if activation is None:
+        raise UserError(f"{folder}: activation_function {config.activation_function!r}; aiayn has {', '.join(sorted(ACTIVATIONS))}")
+    d = config.d_model
+
+    def stack(side: str, layers: int, heads: int, d_ff: int, kinds: list[str]) -> dict[str, Any]:
+        if d % heads:
+            raise UserError(f"{folder}: {side}_attention_heads ({heads}) does not divide d_model ({d})")
+        attention = {"h": heads, "d_k": d // heads, "d_v": d // heads, "attn_dropout": config.attention_dropout}
+        ffn = {"type": "feed_forward", "d_ff": d_ff, "activation": activation, "activation_dropout": config.activation_dropout}
+        norm = {"placement": "post", "dropout": config.dropout, "norm": {"type": "layer_norm", "eps": 1e-5}}
+        return {"num_layers": layers, "add_norm": norm, "layer": [*({"type": k, **attention} for k in kinds), ffn]}
+
+    share = "all" if config.share_encoder_decoder_embeddings else "target_output" if config.tie_word_embeddings else "none"
+    name = re.sub(r"[^A-Za-z0-9._\-]+", "-", folder.resolve().name) or "marian"
+    return {
+        "name": name,
+        "description": f"the Hugging Face Marian model in {folder}",
+        "model": {
+            "d_model": d,
+            "dropout": config.dropout,
+            "embedding": {"vocab_size": vocab_size, "shared_vocab": True, "share": share, "scale": bool(config.scale_embedding),
+                          "output_bias": True},  # fmt: skip
+            "positional": {"type": "sinusoidal", "layout": "concatenated"},
+            "encoder": stack("encoder", config.encoder_layers, config.encoder_attention_heads, config.encoder_ffn_dim, ["self_attention"]),
+            "decoder": stack(
+                "decoder", config.decoder_layers, config.decoder_attention_heads, config.decoder_ffn_dim,
+                ["causal_self_attention", "cross_attention"],
+            ),  # fmt: skip
+            "source_eos": source_eos,
+        },
+        "data": {"type": "files", "dir": str(folder)},
+        "decode": {"beam": 4, "alpha": 1.0, "length_penalty": "fairseq"},
+    }
+
+
+def marian_tokenizer(folder: Path, config: Any) -> tuple[Tokenizer, list[int], bool]:
+    """(aiayn's tokenizer, order, source_eos): order[i] is the Marian id of aiayn's id i."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        spm = [p.name for p in sorted(folder.glob("*.spm"))]
+        found = f" (it has SentencePiece models: {', '.join(spm)})" if spm else ""
+        raise UserError(
+            f"{folder} has no tokenizer.json{found}: aiayn reads a Marian model with a Hugging Face `tokenizers` "
+            "tokenizer.json, as `aiayn export --to huggingface` writes it; SentencePiece tokenizers are not read"
+        )
+    data = json.loads(path.read_text(encoding="utf-8"))
+    hf = HFTokenizer.from_str(json.dumps(data))
+    unk = hf.token_to_id(UNK)
+    pad, eos, start = config.pad_token_id, config.eos_token_id, config.decoder_start_token_id
+    specials = {"pad_token_id": (pad, PAD), "eos_token_id": (eos, EOS)}
+    for field, (theirs, token) in specials.items():
+        if theirs is None or hf.id_to_token(theirs) != token:
+            raise UserError(f"{folder}: config.json's {field} ({theirs}) is not {token} in tokenizer.json; aiayn needs {PAD}, {EOS} and {UNK}")
+    if unk is None:
+        raise UserError(f"{folder}: tokenizer.json has no {UNK}; aiayn needs {PAD}, {EOS} and {UNK}")
+    if start is None:
+        raise UserError(f"{folder}: config.json has no decoder_start_token_id")
+    bos = hf.token_to_id(BOS)
+    if bos is not None and bos != start:
+        raise UserError(f"{folder}: tokenizer.json has {BOS} (id {bos}), but the decoder starts from id {start}; aiayn's {BOS} is the decoder's start")
+    head = [pad, start, eos, unk]
+    order = head + [i for i in range(config.vocab_size) if i not in head]
+    source_eos = _appends_eos(data)
+    return Tokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path)), order, source_eos
+
+
+def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict[str, Any]:
+    """tokenizer.json with aiayn's ids: token order[i] gets id i; id 1 is <s>."""
+    new_id = {marian: ours for ours, marian in enumerate(order) if ours != 1}  # <s> (ours 1) may share Marian's pad
+    # a row the tokenizer has no token for (a vocabulary padded to a round size) gets a name no text makes
+    tokens = [BOS if ours == 1 else hf.id_to_token(marian) or f"<marian {marian}>" for ours, marian in enumerate(order)]
+    model = data["model"]
+    if isinstance(model.get("vocab"), dict):  # BPE, WordLevel, WordPiece: token -> id
+        model["vocab"] = {token: i for i, token in enumerate(tokens)}
+    elif isinstance(model.get("vocab"), list):  # Unigram: [token, score] by id
+        scores = {token: score for token, score in model["vocab"]}
+        model["vocab"] = [[token, scores.get(token, 0.0)] for token in tokens]
+        if model.get("unk_id") is not None:
+            model["unk_id"] = new_id[model["unk_id"]]
+    else:
+        raise UserError(f"tokenizer.json's model ({model.get('type')}) has no vocabulary aiayn can renumber")
+    added = [{**t, "id": new_id[t["id"]]} for t in data.get("added_tokens", []) if t["id"] in new_id]
+    added.append({"id": 1, "content": BOS, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    data["added_tokens"] = sorted(added, key=lambda t: t["id"])
+    data["post_processor"] = None  # aiayn adds specials itself (model.source_eos)
+    return data
+
+
+def _appends_eos(data: dict[str, Any]) -> bool:
+    """Whether tokenizer.json's post-processor ends a single sequence with </s> (MarianTokenizer's way)."""
+    processor = data.get("post_processor") or {}
+    single = processor.get("single") or []
+    last = single[-1] if single else {}
+    return processor.get("type") == "TemplateProcessing" and last.get("SpecialToken", {}).get("id") == EOS
+
+
+def marian_weights(hf: Any, order: list[int]) -> TransformerWeights:
+    """The MarianMTModel's tensors in aiayn's layout and token order."""
+    rows = torch.tensor(order)
+    state = {k: v.detach().to(torch.float32) for k, v in hf.state_dict().items()}
+    bias = state["final_logits_bias"][0][rows].clone()
+    if order[0] == order[1]:  # <pad> and <s> both Marian's pad: the softmax must count it once
+        bias[0] = NO_PROBABILITY
+
+    def linear(prefix: str) -> Linear:
+        return Linear(state[f"{prefix}.weight"], state[f"{prefix}.bias"])
+
+    def norm(prefix: str) -> Norm:
+        return Norm(state[f"{prefix}.weight"], state[f"{prefix}.bias"])
+
+    def attention(prefix: str, norm_prefix: str) -> Attention:
+        q, k, v, o = (linear(f"{prefix}.{p}_proj") for p in ("q", "k", "v", "out"))
+        return Attention(q=q, k=k, v=v, o=o, norm=norm(norm_prefix))
+
+    def stack(side: str, count: int) -> Stack:
+        layers = []
+        for i in range(count):
+            p = f"model.{side}.layers.{i}"
+            cross = attention(f"{p}.encoder_attn", f"{p}.encoder_attn_layer_norm") if side == "decoder" else None
+            ffn = FeedForward(linear(f"{p}.fc1"), linear(f"{p}.fc2"), norm(f"{p}.final_layer_norm"))
+            layers.append(Layer(attention(f"{p}.self_attn", f"{p}.self_attn_layer_norm"), cross, ffn))
+        embedding = state[f"model.{side}.embed_tokens.weight"][rows]
+        return Stack(embedding=embedding, positions=state[f"model.{side}.embed_positions.weight"], layers=layers, final_norm=None)
+
+    config = hf.config
+    return TransformerWeights(stack("encoder", config.encoder_layers), stack("decoder", config.decoder_layers), Linear(state["lm_head.weight"][rows], bias))
