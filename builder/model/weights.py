@@ -166,9 +166,11 @@ def _maybe(x: Tensor | None) -> Tensor | None:
 def load_transformer_weights(model: EncoderDecoder, weights: TransformerWeights) -> None:
     """The inverse of `transformer_weights`: `weights` copied into a model of the same layout (one
     that export/limits.py accepts), through the blocks' own `projections()` views (fused Q/K/V
-    included). Positions are not copied: sinusoids are computed, and a learned table is refused
-    where it is given (`load_positions`). A tied table is written once per name, alike."""
+    included). Positions are computed (sinusoids), not copied: a model with a learned table is
+    refused. A tied table is written once per name, alike."""
     for embed, stack, given in ((model.src_embed, model.encoder, weights.encoder), (model.tgt_embed, model.decoder, weights.decoder)):
+        if any(True for _ in embed.positional.parameters()):
+            raise ValueError("load_transformer_weights: the model has learned positions, which the weights do not carry")
         embed.token.table.weight.copy_(given.embedding)
         for layer, ours in zip(stack.layers, given.layers, strict=True):
             assert isinstance(layer, TransformerLayer)
