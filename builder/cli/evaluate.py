@@ -23,7 +23,7 @@ from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_argu
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
-from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.checkpoint import is_marian_folder, load_for_inference
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, tokenized_bleu
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
@@ -65,6 +65,8 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.src is not None:
         raw_sources, given_refs = read_parallel(args.src, args.ref)
     raw_refs: list[str] | None = None
+    if args.src is None and is_marian_folder(Path(args.checkpoint)):
+        raise UserError(f"{args.checkpoint} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
     loaded = load_for_inference(args.checkpoint)
     pipelines = pipelines_of(loaded.spec.data)
     if args.src is not None:

@@ -107,6 +107,10 @@ def test_translate_reads_the_folder(folder, capsys, monkeypatch):
     ids = translate_ids(loaded.model, loaded.src_tokenizer.encode_batch(["one two three", "four"]), decode, bos_id=1, eos_id=2)
     assert out.out.splitlines() == loaded.tgt_tokenizer.decode_batch(ids)
     assert "a Hugging Face Marian model" in out.err
+    assert main(["evaluate", str(folder)]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn evaluate: error: {folder} is a Hugging Face Marian model, which has no data splits: give --src and --ref\n"
+    )
 
 
 def test_the_export_of_an_imported_model_is_the_original_renumbered(folder, tmp_path):
