@@ -228,8 +228,10 @@ class Worker:
                                     "pruner": search.pruner.model_dump(mode="json"), "params": trial.params})}  # fmt: skip
             trial.set_user_attr("worker", os.environ.get("SLURM_JOB_ID") or f"pid {os.getpid()}")
             outcome = run(Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env)
+            # nothing resumes a trial: its checkpoints go before the study hears of it, so that a
+            # sweep killed in between leaves no finished trial with its checkpoints
+            RunDir(run_dir).drop_checkpoints("none")
             report(_tell(studies[name], trial, RunDir(run_dir), outcome, search))
-            RunDir(run_dir).drop_checkpoints("none")  # the study has its record; nothing resumes a trial
 
 
 class _FileLock:
