@@ -76,11 +76,12 @@ def test_an_unknown_distribution_names_the_choices(tmp_path, capsys):
          "search.params.model.encoder.layer[0].kv_heads: model.encoder.layer[0].kv_heads: 2 does not divide h (3): each K/V head "
          "serves h / kv_heads query heads; use one of [1, 3] (set by the search: model.encoder.layer[0].kv_heads=2) (with dims.h=3)"),
         # a pruner that no validation before a trial's last step lets act
-        ("search: {params: " + str(FACTOR).replace("'", "") + "}\noverrides: [trainer.val_check_interval=300]",
+        ("search: {params: " + str(FACTOR).replace("'", "") + "}\noverrides: [trainer.max_steps=300, trainer.val_check_interval=300]",
          "search.pruner: median can stop a trial only at a validation before its last step, but demo (train.lr_schedule.factor=0.25) "
          "validates every 300 of its 300 steps, so no trial is ever pruned; lower trainer.val_check_interval below 300, or set "
          "pruner: {type: none}"),
-        ("search: {params: " + str(FACTOR).replace("'", "") + ", pruner: {type: median, n_warmup_steps: 200}}",
+        ("search: {params: " + str(FACTOR).replace("'", "") + ", pruner: {type: median, n_warmup_steps: 200}}\n"
+         "overrides: [trainer.max_steps=300, trainer.val_check_interval=150]",
          "search.pruner: median can stop a trial only at a validation before its last step, but demo (train.lr_schedule.factor=0.25) "
          "validates every 150 of its 300 steps after its 200 warm-up steps, so no trial is ever pruned; lower "
          "trainer.val_check_interval below 300 or search.pruner.n_warmup_steps, or set pruner: {type: none}"),
