@@ -88,8 +88,8 @@ class TrainSpec(Spec):
     # batch's (n, V) logits are never held (less memory; the projection's FLOPs a third more)
     fused_output_loss: bool = False
     # threads of a CPU run (torch.set_num_threads); auto: $OMP_NUM_THREADS where set (a sweep's
-    # share), else the cores this process may use. On a machine another process keeps busy, 1 may
-    # be 10x faster than all (threads that wait on each other)
+    # share), else the cores other processes leave free, looked at again every 5 s. The count
+    # changes a run's numbers in the last bits: a number (or $OMP_NUM_THREADS) repeats bit for bit
     cpu_threads: PositiveInt | Literal["auto"] = "auto"
     # Sec. 6.1: evaluate (results.json) the mean of the last K checkpoints, kept as checkpoints/averaged.ckpt
     average_last: PositiveInt | None = None
