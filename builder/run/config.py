@@ -352,3 +352,23 @@ def config_hash(spec: ExperimentSpec) -> str:
     """Two experiments alike once resolved and validated share this (a sweep's trials; init_from's source)."""
     text = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_run_config(path: Path) -> dict[str, Any]:
+    """A run's config.yaml as written (the resolved experiment of the release that trained it)."""
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise UserError(f"{path}: cannot read the run's config ({e}); is it a run directory of aiayn train?") from None
+    return config if isinstance(config, dict) else {}
+
+
+def stored_spec(path: Path) -> ExperimentSpec | None:
+    """The experiment a run's config.yaml records, read by this release (a field added since
+    takes its default; a value the run wrote stays its own); None where it has none (or none valid)."""
+    if not path.is_file():
+        return None
+    try:
+        return ExperimentSpec.model_validate(read_run_config(path))
+    except ValidationError:
+        return None

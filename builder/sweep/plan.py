@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import write_json
-from aiayn.builder.run.config import config_hash, first_line, load_config, load_experiment, read_yaml
+from aiayn.builder.run.config import config_hash, first_line, load_config, load_experiment, read_yaml, stored_spec
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
@@ -184,17 +184,29 @@ def _dotlist_value(value: Scalar) -> str:
 
 
 def state(trial: Trial, sweep_dir: Path) -> TrialState:
-    """skip: trial.json holds this config's hash and its run finished (results.json); resume: it
-    has a checkpoint; run: anything else, in a new version directory."""
+    """skip: the trial's run trained this experiment and finished (results.json); resume: it has
+    a checkpoint; run: anything else, in a new version directory. The run trained this
+    experiment where trial.json holds its hash, or where the run's config.yaml, read by this
+    release, is it: a release that adds a field (with a default that keeps the old behaviour)
+    changes every hash, and would otherwise train a finished sweep again."""
     trial_dir = sweep_dir / trial.name
     record = read_trial_record(trial_dir)
-    if record and record.get("config_hash") == trial.config_hash:
+    if record:
         run = RunDir(trial_dir / str(record.get("run_dir")))
-        if run.results_file.is_file():
-            return TrialState("skip", run.path)
-        if run.has_checkpoint:
-            return TrialState("resume", run.path)
+        if record.get("config_hash") == trial.config_hash or _stored_hash(run) == trial.config_hash:
+            if run.results_file.is_file():
+                return TrialState("skip", run.path)
+            if run.has_checkpoint:
+                return TrialState("resume", run.path)
     return TrialState("run", RunDir.next_in(trial_dir).path)
+
+
+def _stored_hash(run: RunDir) -> str | None:
+    try:
+        spec = stored_spec(run.config)
+    except UserError:  # an unreadable config.yaml: not this experiment's run
+        return None
+    return config_hash(spec) if spec else None
 
 
 def read_trial_record(trial_dir: Path) -> dict[str, Any] | None:

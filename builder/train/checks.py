@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import yaml
 from lightning.pytorch.accelerators import CUDAAccelerator
 from pydantic import ValidationError
 
@@ -15,6 +14,7 @@ from aiayn.builder.decode.checkpoint import load_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import memory_estimate
+from aiayn.builder.run.config import read_run_config
 from aiayn.builder.run.rundir import RunDir, differences
 from aiayn.builder.train.init_from import load_source, start_from, with_source_pipeline
 from aiayn.builder.train.trainer import accelerator, batching, check_strategy, world_size
@@ -108,29 +108,11 @@ def _experiment(spec: ExperimentSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"extends"})
 
 
-def stored_spec(run: RunDir) -> ExperimentSpec | None:
-    """The experiment the run's config.yaml records, None where it has none (or none valid)."""
-    if not run.config.is_file():
-        return None
-    try:
-        return ExperimentSpec.model_validate(_read_config(run))
-    except ValidationError:
-        return None
-
-
 def _stored_experiment(run: RunDir) -> Any:
     """The run's config.yaml as this release writes it (an older release's form, such as 0.1's
     add_norm.eps, is read as the same experiment), or as written where it is no valid spec."""
-    stored = _read_config(run)
+    stored = read_run_config(run.config)
     try:
         return _experiment(ExperimentSpec.model_validate(stored))
     except ValidationError:
         return stored
-
-
-def _read_config(run: RunDir) -> dict[str, Any]:
-    try:
-        config = yaml.safe_load(run.config.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise UserError(f"{run.config}: cannot read the run's config ({e}); is it a run directory of aiayn train?") from None
-    return config if isinstance(config, dict) else {}

@@ -26,14 +26,14 @@ from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, 
 from aiayn.builder.decode.metrics import Scoring, evaluate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
-from aiayn.builder.run.config import load_experiment, parent_of
+from aiayn.builder.run.config import load_experiment, parent_of, stored_spec
 from aiayn.builder.run.cpu import fixed_share
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.attributes import callbacks_of
 from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
-from aiayn.builder.train.checks import check_memory, check_resumable, stored_spec
+from aiayn.builder.train.checks import check_memory, check_resumable
 from aiayn.builder.train.init_from import config_note, load_source, start_from, with_source_pipeline
 from aiayn.builder.train.pruning import Pruning
 from aiayn.builder.train.requeue import SIGNAL, in_slurm_job
@@ -67,7 +67,7 @@ def fit(
 def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     source = None if resume else load_source(spec)  # a resumed run's weights are its own checkpoint's
-    spec = with_source_pipeline(spec, source.loaded.spec if source else stored_spec(run) if resume else None)
+    spec = with_source_pipeline(spec, source.loaded.spec if source else stored_spec(run.config) if resume else None)
     check_data_files(spec)
     pruning = Pruning.from_env()  # a sweep's search trial: its study may stop it at a validation
     adaptive = [AdaptiveThreads()] if spec.train.cpu_threads == "auto" and fixed_share() is None else []

@@ -6,6 +6,7 @@ import os
 import sys
 
 import pytest
+import yaml
 
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
@@ -189,6 +190,29 @@ def test_skip_resume_or_run(sweep_file, tmp_path):
     assert state(trial, runs) == TrialState("skip", run_dir)
     changed = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file, ["dims.d_ff=256"])[0]
     assert state(changed, runs) == TrialState("run", runs / "small-seed1" / "version_1")
+
+
+def test_a_finished_trial_is_skipped_after_an_upgrade_that_adds_a_field(sweep_file, tmp_path):
+    """A release that adds a schema field changes every config hash in trial.json; the run's
+    config.yaml, read by this release, still says whether the run trained this trial."""
+    trial = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file)[0]
+    runs = tmp_path / "runs" / "s"
+    run_dir = runs / "small-seed1" / "version_0"
+    run_dir.mkdir(parents=True)
+    write_trial_record(trial, run_dir)
+    record = json.loads((run_dir.parent / "trial.json").read_text())
+    (run_dir.parent / "trial.json").write_text(json.dumps({**record, "config_hash": "0123456789abcdef"}))  # an older release's
+    (run_dir / "results.json").write_text("{}")
+    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")  # no config.yaml: nothing says
+    written = trial.spec.model_dump(mode="json")
+    del written["model"]["source_eos"]  # as a release before the field wrote it
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(written))
+    assert state(trial, runs) == TrialState("skip", run_dir)
+    written["model"]["source_eos"] = True  # a value of its own: another experiment
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(written))
+    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")
+    (run_dir / "config.yaml").write_text("model: [unclosed\n")
+    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")
 
 
 def test_dry_run_lists_trials_params_and_actions(sweep_file, tmp_path, capsys):
