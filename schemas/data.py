@@ -6,21 +6,7 @@ from pydantic import Field, field_validator, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Spec
 from aiayn.schemas.text import TextStep, check_steps, named_steps
-
-
-class TokenizerSpec(Spec):
-    """A BPE vocabulary trained on the training split (after data.pipeline); its size is
-    model.embedding.vocab_size, or, with `merges`, what that many merges give."""
-
-    type: Literal["bpe"] = "bpe"
-    min_frequency: PositiveInt = 2
-    # learn this many merges (subword-nmt's learn_bpe.py -s), not a vocabulary size: the dictionary
-    # is then the characters of the text + the merges + 4 specials, and model.embedding.vocab_size
-    # must equal it (training says the number when it does not). None: merges until vocab_size
-    merges: PositiveInt | None = None
-    # a larger training split trains the BPE on this many of its pairs, drawn at random with a
-    # fixed seed (SentencePiece's input_sentence_size); null: every pair, however many
-    train_sample_pairs: PositiveInt | None = 1_000_000
+from aiayn.schemas.tokenizer import BpeTokenizerSpec, TokenizerSpec, bpe_by_default
 
 
 class StaticShapesSpec(Spec):
@@ -60,7 +46,7 @@ class _DataSpec(Spec):
     # normalize_punctuation, moses_tokenize]; a run whose pipeline tokenizes is scored on its
     # tokenized output (sacreBLEU tokenize=none), as its literature scores it
     pipeline: tuple[TextStep, ...] = ()
-    tokenizer: TokenizerSpec = TokenizerSpec()
+    tokenizer: TokenizerSpec = BpeTokenizerSpec()
     cache_dir: str | None = None  # None: $AIAYN_CACHE or ~/.cache/aiayn
     # DataLoader worker processes; auto: 2 when training on a GPU (batches are made while it
     # computes, in pinned memory), none on a CPU (whose cores the model needs)
@@ -70,6 +56,7 @@ class _DataSpec(Spec):
 
     _named_steps = field_validator("pipeline", mode="before")(named_steps)
     _check_steps = field_validator("pipeline")(check_steps)
+    _bpe_by_default = field_validator("tokenizer", mode="before")(bpe_by_default)
 
 
 class FilesDataSpec(_DataSpec):

@@ -14,7 +14,6 @@ Resuming mid-epoch: the training DataLoader is stateful (`state_dict` / `load_st
 Lightning stores its position in every checkpoint and restores it before iterating again.
 """
 
-import itertools
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -35,10 +34,12 @@ from aiayn.builder.data.loaders import eval_loader, loader_options, own_generato
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.text import TextPipeline, processed_file
-from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
+from aiayn.builder.data.make_tokenizers import make_tokenizers
+from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir
 from aiayn.schemas.data import StaticShapesSpec
+from aiayn.schemas.tokenizer import BpeTokenizerSpec, TokenizerSpec
 
 SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
 
@@ -53,7 +54,7 @@ class TranslationDataModule(LightningDataModule):
     n_test)` for the generated corpus (written to `run_dir/data`). The tokenizer is read from
     `run_dir` when it is there (a resumed run), else saved from `tokenizers` (init_from's source's), else trained on
     the training split (at most `train_sample_pairs` of its pairs, drawn at random) with
-    `vocab_size` / `min_frequency` (or `merges`); `pipelines` (source's, target's): the text
+    `vocab_size` as `tokenizer` (data.tokenizer) says; `pipelines` (source's, target's): the text
     pipeline every split goes through first, its output cached; after `setup` (or
     `prepare_tokenizers`) `vocab_size` is its actual size. `max_tokens` bounds the padded size of
     a training batch on one device (`eval_max_tokens` of an evaluation batch, default the same).
@@ -71,10 +72,8 @@ class TranslationDataModule(LightningDataModule):
         demo_seed: int = 1234,
         vocab_size: int,
         shared_vocab: bool = True,
-        min_frequency: int = 2,
-        merges: int | None = None,
+        tokenizer: TokenizerSpec = BpeTokenizerSpec(),
         pipelines: tuple[TextPipeline, TextPipeline] | None = None,
-        train_sample_pairs: int | None = 1_000_000,
         tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
         cache_dir: Path | None = None,
         max_tokens: int,
@@ -92,13 +91,12 @@ class TranslationDataModule(LightningDataModule):
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
-        if tokenizers is not None and shared_vocab and tokenizers[0] is not tokenizers[1]:
-            raise UserError("data: the given tokenizers are a source's and a target's, and shared_vocab: true needs one")
+        if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
+            raise UserError("data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space")
         if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
-        self.vocab_size_requested, self.shared_vocab, self.min_frequency = vocab_size, shared_vocab, min_frequency
-        self.train_sample_pairs, self.merges, self.pipelines = train_sample_pairs, merges, pipelines
+        self.vocab_size_requested, self.shared_vocab, self.tokenizer, self.pipelines = vocab_size, shared_vocab, tokenizer, pipelines
         self._texts: dict[str, SplitPaths] = {}
         self.given_tokenizers, self.cache_dir = tokenizers, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
@@ -129,37 +127,33 @@ class TranslationDataModule(LightningDataModule):
         if self.demo is not None:
             n_train, n_valid, n_test = self.demo
             write_demo(self.run.data, n_train=n_train, n_valid=n_valid, n_test=n_test, seed=self.demo_seed)
-        src_file, tgt_file = self.run.tokenizer_files(shared_vocab=self.shared_vocab)
-        if not (src_file.is_file() and tgt_file.is_file()):
-            self._make_tokenizers(src_file, tgt_file)
-        self.src_tokenizer = Tokenizer.load(src_file)
-        self.tgt_tokenizer = self.src_tokenizer if self.shared_vocab else Tokenizer.load(tgt_file)
+        joint_file = self.run.tokenizer_files(joint=True)[0]
+        src_file, tgt_file = self.run.tokenizer_files(joint=False)
+        if not joint_file.is_file() and not (src_file.is_file() and tgt_file.is_file()):
+            self._save(*self._make_tokenizers())
+        self.src_tokenizer, self.tgt_tokenizer = load_run_tokenizers(self.run)
         return self.src_tokenizer, self.tgt_tokenizer
 
-    def _make_tokenizers(self, src_file: Path, tgt_file: Path) -> None:
+    def _make_tokenizers(self) -> tuple[Tokenizer, Tokenizer, str]:
         if self.given_tokenizers is not None:
             src, tgt = self.given_tokenizers
-            for tokenizer, file in ((src, src_file),) if self.shared_vocab else ((src, src_file), (tgt, tgt_file)):
-                tokenizer.save(file)
-                say(f"tokenizer: the source run's, {tokenizer.vocab_size} tokens (init_from.tokenizer: source) -> {file}")
-            return
+            return src, tgt, f"the source run's, {src.vocab_size} tokens (init_from.tokenizer: source)"
         src_path, tgt_path = self.texts("train")
         n = count_parallel(src_path, tgt_path)
-        keep = training_sample(n, self.train_sample_pairs)
+        keep = training_sample(n, getattr(self.tokenizer, "train_sample_pairs", None))
         if keep is not None:
             say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
-        size, freq, merges = self.vocab_size_requested, self.min_frequency, self.merges
-        asked = f"data.tokenizer.merges {merges}" if merges is not None else f"asked {size}"
-        if self.shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
-            texts = lambda: itertools.chain(sampled_lines(src_path, n, keep), sampled_lines(tgt_path, n, keep))  # noqa: E731
-            tokenizer = train_tokenizer(texts, size, min_frequency=freq, merges=merges)
-            tokenizer.save(src_file)
-            say(f"tokenizer: shared BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()}) -> {src_file}")
-            return
-        for path, file in ((src_path, src_file), (tgt_path, tgt_file)):
-            tokenizer = train_tokenizer(partial(sampled_lines, path, n, keep), size, min_frequency=freq, merges=merges)
+        return make_tokenizers(
+            self.tokenizer, vocab_size=self.vocab_size_requested, shared_vocab=self.shared_vocab,
+            src=partial(sampled_lines, src_path, n, keep), tgt=partial(sampled_lines, tgt_path, n, keep),
+        )  # fmt: skip
+
+    def _save(self, src: Tokenizer, tgt: Tokenizer, what: str) -> None:
+        """One file for a joint tokenizer, else tokenizer.src.json and tokenizer.tgt.json."""
+        files = dict(zip(self.run.tokenizer_files(joint=src is tgt), (src, tgt)))  # one entry where joint
+        for file, tokenizer in files.items():
             tokenizer.save(file)
-            say(f"tokenizer: BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()}) -> {file}")
+        say(f"tokenizer: {what} -> {' and '.join(map(str, files))}")
 
     def texts(self, split: str) -> SplitPaths:
         """The files of a split as the model reads them: through the text pipeline (cached), if any."""

@@ -21,10 +21,9 @@ from typing import Any, NamedTuple
 
 import torch
 from pydantic import ValidationError
-from tokenizers import Tokenizer as HFTokenizer
 
 from aiayn.blocks import EncoderDecoder
-from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers
+from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.run.atomic import atomic_write
@@ -142,8 +141,8 @@ def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -
     stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
     if stored:
         loaded = {name: _tokenizer_from_json(text, f"{ckpt_path} ({name})") for name, text in stored.items()}
-        shared, _ = RunDir(Path()).tokenizer_files(shared_vocab=True)
-        src, tgt = RunDir(Path()).tokenizer_files(shared_vocab=False)
+        shared, _ = RunDir(Path()).tokenizer_files(joint=True)
+        src, tgt = RunDir(Path()).tokenizer_files(joint=False)
         if shared.name in loaded:
             return loaded[shared.name], loaded[shared.name]
         if src.name in loaded and tgt.name in loaded:
@@ -159,10 +158,7 @@ def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -
 
 
 def _tokenizer_from_json(text: str, source: str) -> Tokenizer:
-    try:
-        return Tokenizer(HFTokenizer.from_str(text), source=source)
-    except Exception as e:  # the Rust side raises a bare Exception on bad JSON
-        raise UserError(f"{source}: the stored tokenizer is not valid ({e})") from None
+    return tokenizer_from_json(text, f"{source}: the stored tokenizer")
 
 
 def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
@@ -172,7 +168,7 @@ def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
         return dict(stored)
     if run is None:
         return {}
-    names = [*run.tokenizer_files(shared_vocab=True)[:1], *run.tokenizer_files(shared_vocab=False)]
+    names = [*run.tokenizer_files(joint=True)[:1], *run.tokenizer_files(joint=False)]
     return {p.name: p.read_text(encoding="utf-8") for p in names if p.is_file()}
 
 

@@ -75,8 +75,7 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int, quantizatio
 def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:
     """The tokens in id order, padded with never-seen placeholders up to the embedding's `size` rows
     (so the softmax is over the same rows as aiayn's)."""
-    by_id = {i: token for token, i in tokenizer.hf.get_vocab(with_added_tokens=True).items()}
-    tokens = [by_id[i] for i in range(len(by_id))]
+    tokens = tokenizer.tokens()
     return tokens + [f"<aiayn-unused-{i}>" for i in range(len(tokens), size)]
 
 

@@ -3,7 +3,7 @@ its file names and of how they are written (atomically, see atomic.py).
 
     config.yaml          the resolved experiment
     config.diff.yaml     what it changes in the experiment it extends
-    tokenizer.json       the shared BPE (or tokenizer.src.json and tokenizer.tgt.json)
+    tokenizer.json       the joint tokenizer (or tokenizer.src.json and tokenizer.tgt.json: one a side)
     checkpoints/         last.ckpt and step<N>.ckpt (the last K kept); averaged.ckpt;
                          hpc_ckpt_<n>.ckpt: Lightning's own save at SLURM's time-limit signal
                          (runs of aiayn before requeue.py, or a Trainer of your own)
@@ -115,16 +115,16 @@ class RunDir:
         averaged = (self.results() or {}).get("averaged_checkpoints")
         return self.averaged_checkpoint if averaged and self.averaged_checkpoint.is_file() else self.last_checkpoint
 
-    def tokenizer_files(self, *, shared_vocab: bool) -> tuple[Path, Path]:
-        """(source, target) tokenizer files; the same file for a shared vocabulary."""
-        if shared_vocab:
+    def tokenizer_files(self, *, joint: bool) -> tuple[Path, Path]:
+        """(source, target) tokenizer files; the same file for one joint tokenizer."""
+        if joint:
             return self.path / "tokenizer.json", self.path / "tokenizer.json"
         return self.path / "tokenizer.src.json", self.path / "tokenizer.tgt.json"
 
     @property
     def has_tokenizer(self) -> bool:
-        shared, _ = self.tokenizer_files(shared_vocab=True)
-        src, tgt = self.tokenizer_files(shared_vocab=False)
+        shared, _ = self.tokenizer_files(joint=True)
+        src, tgt = self.tokenizer_files(joint=False)
         return shared.is_file() or (src.is_file() and tgt.is_file())
 
     def step_checkpoints(self) -> list[Path]:

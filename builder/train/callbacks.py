@@ -87,8 +87,8 @@ def attention_figures(
     [hyp] = translate_ids(model, [src_ids], decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id)
     src_ids = list(with_source_eos(model, [src_ids])[0])  # the maps show what the encoder read
     tgt_in = [tgt_tokenizer.bos_id, *hyp]
-    src_tokens = [src_tokenizer.hf.id_to_token(i) or "" for i in src_ids]
-    tgt_tokens = [tgt_tokenizer.hf.id_to_token(i) or "" for i in tgt_in]
+    src_tokens = [src_tokenizer.id_to_token(i) for i in src_ids]
+    tgt_tokens = [tgt_tokenizer.id_to_token(i) for i in tgt_in]
     weights = attention_weights(model, src_ids, tgt_in)
     figures = {}
     for (stack, i, name), (w, reads_memory) in weights.items():

@@ -105,7 +105,7 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
         check_vocabulary(
             spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
             fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
-            merges=spec.data.tokenizer.merges,
+            merges=getattr(spec.data.tokenizer, "merges", None),
         )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start

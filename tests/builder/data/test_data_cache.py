@@ -9,7 +9,7 @@ from aiayn.builder.data.cache import _store, encode_blocks, encode_cached, encod
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.ragged import RaggedIds
-from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer
+from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
 from aiayn.builder.errors import UserError
 
 
@@ -29,13 +29,13 @@ def corpus(tmp_path):
 
 def count_encodes(monkeypatch) -> list[int]:
     calls = []
-    original = Tokenizer.encode_batch
+    original = FastTokenizer.encode_batch
 
     def counting(self, texts):
         calls.append(len(texts))
         return original(self, texts)
 
-    monkeypatch.setattr(Tokenizer, "encode_batch", counting)
+    monkeypatch.setattr(FastTokenizer, "encode_batch", counting)
     return calls
 
 

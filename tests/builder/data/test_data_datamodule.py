@@ -13,10 +13,12 @@ from aiayn.builder.data import datamodule as datamodule_module
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.datamodule import TranslationDataModule
 from aiayn.builder.data.spec import make_datamodule
-from aiayn.builder.data.tokenizer import Tokenizer, train_tokenizer, training_sample
+from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
+from aiayn.builder.data.tokenizer import Tokenizer, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.data import StaticShapesSpec
+from aiayn.schemas.tokenizer import BpeTokenizerSpec
 from tests.conftest import EXPERIMENTS
 
 DEMO = (400, 50, 40)
@@ -76,8 +78,8 @@ def test_resume_reuses_tokenizer_and_cache(dm, tmp_path, monkeypatch):
     def no_encoding(self, texts):
         raise AssertionError("the corpus was tokenized again")
 
-    monkeypatch.setattr(datamodule_module, "train_tokenizer", no_training)
-    monkeypatch.setattr(Tokenizer, "encode_batch", no_encoding)
+    monkeypatch.setattr(datamodule_module, "make_tokenizers", no_training)
+    monkeypatch.setattr(FastTokenizer, "encode_batch", no_encoding)
     again = make(tmp_path / "run", vocab_size=1000)  # the run's saved tokenizer wins
     again.setup("fit")
     assert again.src_tokenizer == dm.src_tokenizer and again.vocab_size == 300
@@ -107,7 +109,7 @@ def test_tokenizer_trains_on_a_sample_only_of_a_larger_split(dm, tmp_path):
     src, tgt = read_lines(data / "train.en"), read_lines(data / "train.de")
     keep = training_sample(400, 100).tolist()
     for sample, trained_on in ((400, src + tgt), (None, src + tgt), (100, [src[i] for i in keep] + [tgt[i] for i in keep])):
-        other = make(tmp_path / f"run-{sample}", train_sample_pairs=sample)
+        other = make(tmp_path / f"run-{sample}", tokenizer=BpeTokenizerSpec(train_sample_pairs=sample))
         tokenizer, _ = other.prepare_tokenizers()
         assert tokenizer == train_tokenizer(trained_on, 300)
         assert (tokenizer == dm.src_tokenizer) == (sample != 100)  # 400 pairs: every one, as before
@@ -131,7 +133,7 @@ def test_user_errors(tmp_path):
     two = (train_tokenizer(["a house"], 20), train_tokenizer(["ein haus"], 20))
     with pytest.raises(UserError) as e:
         make(tmp_path, tokenizers=two)
-    assert str(e.value) == "data: the given tokenizers are a source's and a target's, and shared_vocab: true needs one"
+    assert str(e.value) == "data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space"
     with pytest.raises(UserError, match="the demo corpus makes its own valid and test splits"):
         make(tmp_path, valid=pair)
     all_long = make(tmp_path / "run", max_len=2)
@@ -263,7 +265,7 @@ def test_loaders_split_across_the_trainers_ranks(dm):
                                                     (["data.tokenizer.train_sample_pairs=null"], None)])  # fmt: skip
 def test_experiment_sets_the_tokenizer_sample(tmp_path, override, expected):
     spec = load_experiment(EXPERIMENTS / "demo.yaml", override)
-    assert make_datamodule(spec, tmp_path, max_tokens=100).train_sample_pairs == expected
+    assert make_datamodule(spec, tmp_path, max_tokens=100).tokenizer.train_sample_pairs == expected
 
 
 def test_an_experiment_with_source_eos_trains_and_scores_on_sources_that_end_with_it(tmp_path):

@@ -6,12 +6,8 @@ import pytest
 
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.demo import generate_demo
-from aiayn.builder.data.tokenizer import (
-    Tokenizer,
-    load_run_tokenizers,
-    train_tokenizer,
-    training_sample,
-)
+from aiayn.builder.data.bpe import train_tokenizer
+from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir
 from tests.conftest import SHARED_DATA
@@ -137,7 +133,7 @@ def test_training_sample_only_above_the_limit():
 def test_run_directory_layout(demo_tokenizer, tmp_path):
     with pytest.raises(UserError, match="no tokenizer in .*: expected tokenizer.json"):
         load_run_tokenizers(RunDir(tmp_path))
-    src_file, tgt_file = RunDir(tmp_path).tokenizer_files(shared_vocab=False)
+    src_file, tgt_file = RunDir(tmp_path).tokenizer_files(joint=False)
     assert (src_file.name, tgt_file.name) == ("tokenizer.src.json", "tokenizer.tgt.json")
     demo_tokenizer.save(src_file)
     with pytest.raises(UserError, match="tokenizer file not found: .*tokenizer.tgt.json"):
@@ -145,7 +141,7 @@ def test_run_directory_layout(demo_tokenizer, tmp_path):
     demo_tokenizer.save(tgt_file)
     src, tgt = load_run_tokenizers(RunDir(tmp_path))
     assert src == tgt == demo_tokenizer and src is not tgt
-    shared, _ = RunDir(tmp_path).tokenizer_files(shared_vocab=True)
+    shared, _ = RunDir(tmp_path).tokenizer_files(joint=True)
     demo_tokenizer.save(shared)
     src, tgt = load_run_tokenizers(RunDir(tmp_path))
     assert src is tgt

@@ -1,0 +1,111 @@
+"""The tokenizers a new run gets from data.tokenizer (schemas/tokenizer.py): trained on the
+training split (BPE or SentencePiece) or read from files, in the layout the vocabulary asks for:
+one joint tokenizer (the same object twice), one a side over one id space, or one a side with
+ids of its own (model.embedding.shared_vocab: false)."""
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiayn.builder.data.tokenizer import Tokenizer, layout, tokenizer_from_json
+from aiayn.builder.errors import UserError
+from aiayn.schemas.tokenizer import BpeTokenizerSpec, SentencePieceTokenizerSpec, TokenizerFileSpec
+
+Texts = Callable[[], Iterable[str]]  # the training split's lines of one side, read anew at each call
+Made = tuple[Tokenizer, Tokenizer, str]  # (source, target, what to say of them)
+
+
+def make_tokenizers(spec: Any, *, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
+    """(source, target, description) as `spec` (one of schemas/tokenizer.py's) makes them."""
+    if isinstance(spec, TokenizerFileSpec):
+        return read_tokenizers(spec, shared_vocab=shared_vocab)
+    if isinstance(spec, SentencePieceTokenizerSpec):
+        return _sentencepiece(spec, vocab_size, shared_vocab, src, tgt)
+    assert isinstance(spec, BpeTokenizerSpec), spec
+    return _bpe(spec, vocab_size, shared_vocab, src, tgt)
+
+
+def _both(src: Texts, tgt: Texts) -> Texts:
+    return lambda: (line for texts in (src, tgt) for line in texts())
+
+
+def _bpe(spec: BpeTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
+    from aiayn.builder.data.bpe import train_tokenizer
+
+    asked = f"data.tokenizer.merges {spec.merges}" if spec.merges is not None else f"asked {vocab_size}"
+
+    def train(texts: Texts) -> Tokenizer:
+        return train_tokenizer(texts, vocab_size, min_frequency=spec.min_frequency, merges=spec.merges)
+
+    if shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
+        tokenizer = train(_both(src, tgt))
+        return tokenizer, tokenizer, f"shared BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()})"
+    s, t = train(src), train(tgt)
+    return s, t, f"BPE of {s.vocab_size} and {t.vocab_size} ({asked}; {s.describe()}; {t.describe()})"
+
+
+def _sentencepiece(spec: SentencePieceTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
+    from aiayn.builder.data.spm import one_id_space, train_sentencepiece
+
+    joint = shared_vocab if spec.joint is None else spec.joint
+    if joint and not shared_vocab:
+        raise UserError(
+            "data.tokenizer.joint: true trains one model for both sides, but model.embedding.shared_vocab is false "
+            "(an id space a side); set joint: false, or shared_vocab: true"
+        )
+    per_side = vocab_size // 2 if shared_vocab and not joint else vocab_size
+    pieces = spec.vocab_size or per_side
+
+    def train(texts: Texts) -> Any:
+        options = spec.model_dump(include={"model_type", "character_coverage", "normalization_rule_name", "byte_fallback"})
+        return train_sentencepiece(texts, pieces, **options)
+
+    if joint:
+        tokenizer = train(_both(src, tgt))
+        made: Made = (tokenizer, tokenizer, "")
+    else:
+        s, t = train(src), train(tgt)
+        made = (*one_id_space(s, t), "") if shared_vocab else (s, t, "")
+    s, t, _ = made
+    sizes = f"{s.vocab_size}" if s.same_ids(t) else f"{s.vocab_size} and {t.vocab_size}"
+    return s, t, f"SentencePiece {spec.model_type} ({pieces} pieces asked a model): {layout(s, t)}, {sizes} ids"
+
+
+def read_tokenizers(spec: TokenizerFileSpec, *, shared_vocab: bool) -> Made:
+    """The tokenizer file(s) data.tokenizer names; two SentencePiece models get one vocabulary
+    where the ids are shared."""
+    src = read_tokenizer_file(Path(spec.path), "data.tokenizer.path")
+    if spec.target_path is None:
+        return src, src, f"{src.describe()} from {spec.path}, for both sides"
+    tgt = read_tokenizer_file(Path(spec.target_path), "data.tokenizer.target_path")
+    if shared_vocab and not src.same_ids(tgt):
+        from aiayn.builder.data.spm import SentencePieceTokenizer, one_id_space
+
+        if not (isinstance(src, SentencePieceTokenizer) and isinstance(tgt, SentencePieceTokenizer)):
+            raise UserError(
+                f"data.tokenizer: {spec.path} and {spec.target_path} number their tokens differently, and "
+                "model.embedding.shared_vocab is true (one id space); give one file (path alone), or set "
+                "shared_vocab: false (and model.embedding.share: none)"
+            )
+        src, tgt = one_id_space(src, tgt)
+    return src, tgt, f"{src.describe()} from {spec.path}, {tgt.describe()} from {spec.target_path}: {layout(src, tgt)}"
+
+
+def read_tokenizer_file(path: Path, field: str) -> Tokenizer:
+    """A tokenizer.json (aiayn's, or any whose ids 0-3 are aiayn's specials) or a SentencePiece model."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise UserError(f"{field}: {path} {what}; give a tokenizer.json or a SentencePiece model (.model, .spm)")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+        json.loads(text)
+    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError): a SentencePiece model, or nothing
+        from aiayn.builder.data.spm import from_model_file
+
+        try:
+            return from_model_file(path)
+        except UserError as e:
+            raise UserError(f"{field}: {e}; nor is it a tokenizer.json") from None
+    return tokenizer_from_json(text, f"{field}: {path}")
