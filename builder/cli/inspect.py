@@ -4,6 +4,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -53,11 +54,16 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    spec = _marian_experiment(Path(args.experiment), args.overrides) or load_experiment(args.experiment, args.overrides)
+    loaded = _marian_folder(Path(args.experiment), args.overrides)
+    spec = loaded.spec if loaded is not None else load_experiment(args.experiment, args.overrides)
     check_size(spec.model)
     if args.figure is not None:
         write_figure(spec, args.figure, Path(args.experiment))
     info = summary(spec)
+    if loaded is not None:  # the folder's own tokenizers, not the experiment's data section
+        from aiayn.builder.data.tokenizer import layout
+
+        info["tokenizer"] = f"{layout(loaded.src_tokenizer, loaded.tgt_tokenizer)}; {loaded.src_tokenizer.describe()}"
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -69,9 +75,9 @@ def show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _marian_experiment(path: Path, overrides: list[str]) -> ExperimentSpec | None:
-    """The experiment a Hugging Face Marian folder is read as (its model section is what an
-    experiment with `init_from: FOLDER` takes), or None for any other path."""
+def _marian_folder(path: Path, overrides: list[str]) -> Any:
+    """A Hugging Face Marian folder as read (its experiment's model section is what an experiment
+    with `init_from: FOLDER` takes), or None for any other path."""
     if not (path.is_dir() and (path / "config.json").is_file()):
         return None
     from aiayn.builder.decode.checkpoint import (  # torch and transformers, for such a folder only
@@ -83,7 +89,7 @@ def _marian_experiment(path: Path, overrides: list[str]) -> ExperimentSpec | Non
         return None
     if overrides:
         raise UserError(f"{path} is a Marian model, shown as it is read: overrides ({overrides[0]}, ...) apply to experiments")
-    return load_for_inference(path).spec
+    return load_for_inference(path)
 
 
 def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:

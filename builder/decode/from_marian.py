@@ -1,13 +1,13 @@
 """Hugging Face `transformers` -> aiayn: a local MarianMTModel folder read as a trained aiayn model.
 
 The inverse of to_marian.py. A Marian folder (config.json with model_type "marian", its weights,
-and a `tokenizers` tokenizer.json) becomes a ForInference, so that everything that reads a trained
+and its tokenizer: opus-mt's source.spm, target.spm and vocab.json, or a `tokenizers` tokenizer.json;
+marian_vocab.py reads either) becomes a ForInference, so that everything that reads a trained
 model reads it: `aiayn translate DIR`, `aiayn evaluate DIR --src ... --ref ...`, `aiayn export`,
 and `init_from: DIR` in an experiment (whose model must then be the one `marian_experiment`
 writes). Marian is the paper's post-norm Transformer with concatenated sinusoids, LayerNorm eps
 1e-5 and biases everywhere; what aiayn cannot hold is refused by name: separate source and target
-vocabularies, an activation aiayn has not, and SentencePiece tokenizers (source.spm /
-target.spm, which opus-mt models ship): aiayn's tokenizers are Hugging Face `tokenizers` ones.
+vocabularies (target_vocab.json), an activation aiayn has not.
 
 Token ids: aiayn's are fixed (<pad> 0, <s> 1, </s> 2, <unk> 3, then the rest); Marian's come from
 its config (eos 0 and pad last in opus-mt, and the decoder starts from <pad>). The embedding rows,
@@ -15,23 +15,20 @@ the output projection's and its bias are permuted to aiayn's order, and aiayn's 
 first input) gets the row of Marian's decoder start: one row more than Marian has when that is
 its <pad>, and then aiayn's <pad> (a copy of that row, never a target) gets an output bias of
 -1e4, so that the softmax counts Marian's pad once: log-probabilities equal Marian's. The
-tokenizer's vocabulary is renumbered alike. The generation configs of opus-mt models forbid
+tokenizers' vocabulary is renumbered alike. The generation configs of opus-mt models forbid
 <pad> (bad_words_ids); aiayn's search forbids nothing, for these as for its own models. Marian's tokenizer ends each source
-with </s>; where tokenizer.json's post-processor does, the model gets model.source_eos.
+with </s>; the model gets model.source_eos (for a tokenizer.json: where its post-processor does).
 
 This module is imported only when a Marian folder is read, and needs `transformers`.
 """
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer as HFTokenizer
-
-from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.weights import (
@@ -66,7 +63,7 @@ def load_marian(folder: str | Path) -> ForInference:
         config = MarianConfig.from_pretrained(folder)
     except (OSError, ValueError) as e:
         raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
-    tokenizer, order, source_eos = marian_tokenizer(folder, config)
+    src_tokenizer, tgt_tokenizer, order, source_eos = marian_tokenizers(folder, config)
     spec = ExperimentSpec.model_validate(marian_experiment(config, folder, vocab_size=len(order), source_eos=source_eos))
     try:
         hf = MarianMTModel.from_pretrained(folder).eval()
@@ -75,7 +72,7 @@ def load_marian(folder: str | Path) -> ForInference:
     model = build_model(spec.model)
     load_transformer_weights(model, marian_weights(hf, order))
     what = "a Hugging Face Marian model"
-    return ForInference(model.eval(), spec, tokenizer, tokenizer, folder, what, None)
+    return ForInference(model.eval(), spec, src_tokenizer, tgt_tokenizer, folder, what, None)
 
 
 def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos: bool) -> dict[str, Any]:
@@ -119,67 +116,6 @@ def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos:
         "data": {"type": "files", "dir": str(folder)},
         "decode": {"beam": 4, "alpha": 1.0, "length_penalty": "fairseq"},
     }
-
-
-def marian_tokenizer(folder: Path, config: Any) -> tuple[Tokenizer, list[int], bool]:
-    """(aiayn's tokenizer, order, source_eos): order[i] is the Marian id of aiayn's id i."""
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        spm = [p.name for p in sorted(folder.glob("*.spm"))]
-        found = f" (it has SentencePiece models: {', '.join(spm)})" if spm else ""
-        raise UserError(
-            f"{folder} has no tokenizer.json{found}: aiayn reads a Marian model with a Hugging Face `tokenizers` "
-            "tokenizer.json, as `aiayn export --to huggingface` writes it; SentencePiece tokenizers are not read"
-        )
-    data = json.loads(path.read_text(encoding="utf-8"))
-    hf = HFTokenizer.from_str(json.dumps(data))
-    unk = hf.token_to_id(UNK)
-    pad, eos, start = config.pad_token_id, config.eos_token_id, config.decoder_start_token_id
-    specials = {"pad_token_id": (pad, PAD), "eos_token_id": (eos, EOS)}
-    for field, (theirs, token) in specials.items():
-        if theirs is None or hf.id_to_token(theirs) != token:
-            raise UserError(f"{folder}: config.json's {field} ({theirs}) is not {token} in tokenizer.json; aiayn needs {PAD}, {EOS} and {UNK}")
-    if unk is None:
-        raise UserError(f"{folder}: tokenizer.json has no {UNK}; aiayn needs {PAD}, {EOS} and {UNK}")
-    if start is None:
-        raise UserError(f"{folder}: config.json has no decoder_start_token_id")
-    bos = hf.token_to_id(BOS)
-    if bos is not None and bos != start:
-        raise UserError(f"{folder}: tokenizer.json has {BOS} (id {bos}), but the decoder starts from id {start}; aiayn's {BOS} is the decoder's start")
-    head = [pad, start, eos, unk]
-    order = head + [i for i in range(config.vocab_size) if i not in head]
-    source_eos = _appends_eos(data)
-    return Tokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path)), order, source_eos
-
-
-def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict[str, Any]:
-    """tokenizer.json with aiayn's ids: token order[i] gets id i; id 1 is <s>."""
-    new_id = {marian: ours for ours, marian in enumerate(order) if ours != 1}  # <s> (ours 1) may share Marian's pad
-    # a row the tokenizer has no token for (a vocabulary padded to a round size) gets a name no text makes
-    tokens = [BOS if ours == 1 else hf.id_to_token(marian) or f"<marian {marian}>" for ours, marian in enumerate(order)]
-    model = data["model"]
-    if isinstance(model.get("vocab"), dict):  # BPE, WordLevel, WordPiece: token -> id
-        model["vocab"] = {token: i for i, token in enumerate(tokens)}
-    elif isinstance(model.get("vocab"), list):  # Unigram: [token, score] by id
-        scores = {token: score for token, score in model["vocab"]}
-        model["vocab"] = [[token, scores.get(token, 0.0)] for token in tokens]
-        if model.get("unk_id") is not None:
-            model["unk_id"] = new_id[model["unk_id"]]
-    else:
-        raise UserError(f"tokenizer.json's model ({model.get('type')}) has no vocabulary aiayn can renumber")
-    added = [{**t, "id": new_id[t["id"]]} for t in data.get("added_tokens", []) if t["id"] in new_id]
-    added.append({"id": 1, "content": BOS, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
-    data["added_tokens"] = sorted(added, key=lambda t: t["id"])
-    data["post_processor"] = None  # aiayn adds specials itself (model.source_eos)
-    return data
-
-
-def _appends_eos(data: dict[str, Any]) -> bool:
-    """Whether tokenizer.json's post-processor ends a single sequence with </s> (MarianTokenizer's way)."""
-    processor = data.get("post_processor") or {}
-    single = processor.get("single") or []
-    last = single[-1] if single else {}
-    return processor.get("type") == "TemplateProcessing" and last.get("SpecialToken", {}).get("id") == EOS
 
 
 def marian_weights(hf: Any, order: list[int]) -> TransformerWeights:

@@ -60,8 +60,8 @@ def check_marian(spec: ModelSpec) -> None:
         )
     if not spec.embedding.shared_vocab:
         raise UserError(
-            f"cannot export to {MARIAN}: embedding.shared_vocab: false; the exported tokenizer is one "
-            "PreTrainedTokenizerFast, so train with a shared vocabulary (or export --to ctranslate2)"
+            f"cannot export to {MARIAN}: embedding.shared_vocab: false; the exported tokenizers (a "
+            "PreTrainedTokenizerFast, or MarianTokenizer's) have one vocabulary, so train with a shared vocabulary (or export --to ctranslate2)"
         )
     for side in ("encoder", "decoder"):
         stack = getattr(spec, side)

@@ -20,6 +20,7 @@ import torch
 from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import common_spec, transformer_spec
 
+from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.errors import UserError
@@ -70,6 +71,10 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int, quantizatio
     else:
         loaded.src_tokenizer.save(folder / "tokenizer.src.json")
         loaded.tgt_tokenizer.save(folder / "tokenizer.tgt.json")
+    if isinstance(loaded.src_tokenizer, SentencePieceTokenizer) and isinstance(loaded.tgt_tokenizer, SentencePieceTokenizer):
+        # the models themselves, for `sentencepiece` users: ids are the pieces' places in the vocabularies
+        for name, tokenizer in (("source.spm", loaded.src_tokenizer), ("target.spm", loaded.tgt_tokenizer)):
+            (folder / name).write_bytes(tokenizer.model)
 
 
 def vocabulary(tokenizer: Tokenizer, size: int) -> list[str]:

@@ -8,21 +8,25 @@ pre-norm, a final LayerNorm, learned positions, d_k or d_v other than d_model / 
 vocabularies (one tokenizer file). Attention and FFN without biases get zero biases (exact).
 
 Marian's LayerNorm epsilon is fixed at 1e-5 (aiayn's default is 1e-6), so logits agree closely,
-not bit for bit. The tokenizer is a PreTrainedTokenizerFast over aiayn's own tokenizer.json:
-MarianTokenizer needs SentencePiece models, which a `tokenizers` BPE cannot be turned into.
+not bit for bit. The tokenizer is a PreTrainedTokenizerFast over aiayn's own tokenizer.json (BPE: MarianTokenizer
+needs SentencePiece models, which a `tokenizers` BPE cannot be turned into), or, for SentencePiece
+tokenizers, MarianTokenizer's own files (source.spm, target.spm, vocab.json), as opus-mt ships them.
 This module is imported only when `transformers` is installed.
 """
 
+import json
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.processors import TemplateProcessing
-from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
+from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import stack_spec_heads
 from aiayn.builder.model.weights import (
     Attention,
@@ -81,8 +85,34 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     fill(hf, weights, output_bias=spec.embedding.output_bias)
     hf.generation_config = generation_config(loaded, position_rows)
     hf_logging.disable_progress_bar()  # the CLI prints one line per export
+    if isinstance(loaded.src_tokenizer, SentencePieceTokenizer):
+        marian_tokenizer(loaded, folder, position_rows).save_pretrained(folder)
+    else:
+        hf_tokenizer(loaded.src_tokenizer, position_rows, source_eos=spec.source_eos).save_pretrained(folder)
     hf.save_pretrained(folder)
-    hf_tokenizer(loaded.src_tokenizer, position_rows, source_eos=spec.source_eos).save_pretrained(folder)
+
+
+def marian_tokenizer(loaded: ForInference, folder: Path, max_length: int) -> MarianTokenizer:
+    """SentencePiece tokenizers as opus-mt ships them: source.spm, target.spm and one vocab.json
+    (aiayn's ids), read by MarianTokenizer, which ends every source with </s>."""
+    src, tgt = loaded.src_tokenizer, loaded.tgt_tokenizer
+    if not isinstance(tgt, SentencePieceTokenizer) or not src.same_ids(tgt):
+        raise UserError(f"cannot export to {MARIAN}: MarianTokenizer needs two SentencePiece models over one vocabulary")
+    if not loaded.spec.model.source_eos:
+        raise UserError(
+            f"cannot export to {MARIAN}: MarianTokenizer ends every source with </s>, and this model reads sources "
+            "without it (model.source_eos: false); train with model.source_eos: true, or export --to ctranslate2"
+        )
+    vocab: dict[str, int] = {}
+    for i, piece in enumerate(src.tokens()):
+        vocab.setdefault(piece, i)
+    files = {"source.spm": src.model, "target.spm": tgt.model, "vocab.json": json.dumps(vocab, ensure_ascii=False).encode("utf-8")}
+    for name, data in files.items():  # MarianTokenizer reads its files from disk; save_pretrained writes them again
+        (folder / name).write_bytes(data)
+    return MarianTokenizer(
+        source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"), vocab=str(folder / "vocab.json"),
+        bos_token=BOS, model_max_length=max_length, clean_up_tokenization_spaces=False,
+    )  # fmt: skip
 
 
 def hf_tokenizer(tokenizer: Tokenizer, max_length: int, *, source_eos: bool = False) -> PreTrainedTokenizerFast:

@@ -67,10 +67,28 @@ def summary(spec: ExperimentSpec) -> dict[str, Any]:
     return {
         **who,
         **({"trainable": who["params"] - frozen, "frozen": frozen} if frozen is not None else {}),
+        "tokenizer": tokenizer_layout(spec),
         "blocks": [{"block": name, "params_each": each, "count": n, "params": each * n} for name, each, n in param_table(spec.model)],
         "flops_per_token": {"length": length, "forward": round(flops_per_token(spec.model, length))},
         "memory_bytes": {"tokens_per_batch": tokens, **memory_estimate(spec.model, tokens)},
     }
+
+
+def tokenizer_layout(spec: ExperimentSpec) -> str:
+    """How the experiment's text becomes ids, in words: the kind, and joint or a tokenizer a side
+    over one vocabulary or over one each."""
+    tokenizer, shared = spec.data.tokenizer, spec.model.embedding.shared_vocab
+    if spec.init_from is not None and spec.init_from.tokenizer == "source":
+        return f"init_from's: the tokenizer(s) and vocabulary of {spec.init_from.path}"
+    if tokenizer.type == "file":
+        files = tokenizer.path if tokenizer.target_path is None else f"{tokenizer.path} and {tokenizer.target_path}"
+        return f"read from {files}, " + ("one vocabulary" if shared else "a vocabulary a side")
+    kind, joint = "BPE", shared
+    if tokenizer.type == "sentencepiece":
+        kind, joint = f"SentencePiece {tokenizer.model_type}", shared if tokenizer.joint is None else tokenizer.joint
+    if joint:
+        return f"{kind}, joint: one model and one vocabulary for both sides"
+    return f"{kind}, " + ("a model a side over one vocabulary (opus-mt's way)" if shared else "a model and a vocabulary a side")
 
 
 def render(info: dict[str, Any]) -> str:
@@ -85,6 +103,7 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"{'frozen (train.freeze)':<{width}}{'':>14}{'':>5}{info['frozen']:>14,}")
     paper = info["paper"]
     lines.append("")
+    lines.append(f"tokenizer: {info['tokenizer']}")
     lines.append("Table 3 columns: " + ", ".join(f"{k}={v}" for k, v in paper.items()))
     flops = info["flops_per_token"]
     lines.append(f"forward FLOPs per target token (source = target = {flops['length']} tokens): {flops['forward'] / 1e6:,.1f} M")

@@ -36,8 +36,39 @@ def load_config(path: str | Path, overrides: typing.Sequence[str] = (), *, sourc
         merged = _merge(merged, node, file)
     merged.pop("extends", None)
     config = OmegaConf.create(merged)
-    _apply_overrides(config, overrides, source)
+    later = [item for item in overrides if _top_key(item) == "model"] if "model" not in merged else []
+    _apply_overrides(config, [item for item in overrides if item not in later], source)
+    if "model" not in config and config.get("init_from") is not None:  # the model is the source's
+        config.model = source_model(config, path)
+        _apply_overrides(config, later, source)
     return config
+
+
+def _top_key(item: str) -> str:
+    return re.split(r"[.\[=]", item, maxsplit=1)[0]
+
+
+def source_model(config: DictConfig, path: str | Path) -> dict[str, Any]:
+    """The model section of init_from's source (a run, a .ckpt, a Marian or opus-mt folder), for an
+    experiment that has none: it states only what it changes, by overrides."""
+    from aiayn.builder.decode.checkpoint import load_for_inference  # torch, only for such an experiment
+
+    try:
+        node = config.init_from
+        given = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    except OmegaConfBaseException as e:
+        raise UserError(f"{path}: init_from: {_interpolation_message(e, config)}") from None
+    where = given.get("path") if isinstance(given, dict) else given
+    if not isinstance(where, str) or not Path(where).exists():
+        raise UserError(
+            f"{path}: the model is init_from's (the experiment has no model section), and init_from: {where} does not "
+            "exist; give a run directory, a .ckpt or a Hugging Face Marian folder"
+        )
+    try:
+        loaded = load_for_inference(where)
+    except UserError as e:
+        raise UserError(f"{path}: init_from: {e}") from None
+    return loaded.spec.model.model_dump(mode="json")
 
 
 def parent_of(path: str | Path) -> Path | None:

@@ -52,6 +52,7 @@ def load_source(spec: ExperimentSpec) -> Source | None:
         loaded = load_for_inference(given.path)
     except UserError as e:
         raise UserError(f"init_from: {e}") from None
+    _check_tokenizer_kind(spec, loaded)
     theirs, ours = loaded.spec.model.embedding.vocab_size, spec.model.embedding.vocab_size
     if theirs != ours:
         where = "and the tokenizer is the source's (init_from.tokenizer: source)" if given.tokenizer == "source" else ""
@@ -60,6 +61,18 @@ def load_source(spec: ExperimentSpec) -> Source | None:
             f"(model.embedding.vocab_size); a run starts from them with the same vocabulary: set dims.vocab_size={theirs} {where}".rstrip()
         )
     return Source(given, loaded)
+
+
+def _check_tokenizer_kind(spec: ExperimentSpec, loaded: ForInference) -> None:
+    """A data.tokenizer the experiment states must be of the kind the source's is, where the run takes the source's."""
+    assert spec.init_from is not None
+    ours, theirs = spec.data.tokenizer.type, loaded.src_tokenizer.kind
+    if spec.init_from.tokenizer == "source" and "tokenizer" in spec.data.model_fields_set and ours != theirs:
+        raise UserError(
+            f"data.tokenizer.type is {ours}, but init_from's source {spec.init_from.path} tokenizes with {theirs}, and the run "
+            "takes its tokenizer (init_from.tokenizer: source); drop data.tokenizer to take the source's, or set "
+            "init_from.tokenizer: own to train one of this kind (the embeddings then meet ids they did not learn)"
+        )
 
 
 def with_source_pipeline(spec: ExperimentSpec, theirs: ExperimentSpec | None) -> ExperimentSpec:

@@ -138,11 +138,7 @@ def test_what_aiayn_cannot_hold_is_refused_by_name(folder, tmp_path):
     (spm / "source.spm").write_bytes(b"")
     with pytest.raises(UserError) as e:
         load_for_inference(spm)
-    assert str(e.value) == (
-        f"{spm} has no tokenizer.json (it has SentencePiece models: source.spm): aiayn reads a Marian model with a "
-        "Hugging Face `tokenizers` tokenizer.json, as `aiayn export --to huggingface` writes it; SentencePiece "
-        "tokenizers are not read"
-    )
+    assert str(e.value) == f"{spm}: opus-mt's tokenizer is source.spm, target.spm, vocab.json, and target.spm and vocab.json are missing"
     for key, value, message in [
         ("activation_function", "tanh", "activation_function 'tanh'; aiayn has gelu, relu, silu, swish"),
         ("decoder_vocab_size", 50, "separate source and target vocabularies (vocab_size 121, decoder_vocab_size 50); aiayn reads Marian models with one vocabulary"),

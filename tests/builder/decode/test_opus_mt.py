@@ -1,0 +1,175 @@
+"""An opus-mt folder (two SentencePiece models over one vocab.json, MarianTokenizer's files) read as
+an aiayn model: ids equal MarianTokenizer's, log-probabilities and greedy and beam outputs equal
+MarianMTModel.generate's; then the round trip from outside: aiayn translate equal to generate() on 20
+of 20 sentences, 5 steps of init_from fine-tuning with the shipped recipe (the model taken from the
+folder), export to Hugging Face, and transformers translating as the run does, 20 of 20."""
+
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aiayn.builder.cli import main
+from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.spm import SentencePieceTokenizer
+from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.translate import padded, translate_ids, with_source_eos
+from aiayn.builder.errors import UserError
+from aiayn.schemas.decode import DecodeSpec
+from tests.builder.decode.opus_mt import opus_mt_folder
+from tests.conftest import EXPERIMENTS
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("sentencepiece")
+
+EN, DE = generate_demo(40, 1, 1, 11)["train"]
+SENTENCES = EN[:20]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return opus_mt_folder(tmp_path_factory.mktemp("opus") / "opus-mt-en-de")
+
+
+def to_marian(loaded, tok) -> torch.Tensor:
+    """aiayn id -> Marian id, through the pieces (aiayn's <s> is the decoder's start, Marian's pad)."""
+    ids = [tok.pad_token_id if i == 1 else tok.convert_tokens_to_ids(p) for i, p in enumerate(loaded.src_tokenizer.tokens())]
+    return torch.tensor(ids)
+
+
+def test_ids_are_marian_tokenizers(folder):
+    loaded = load_for_inference(folder)
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    assert type(tok).__name__ == "MarianTokenizer"
+    src, tgt = loaded.src_tokenizer, loaded.tgt_tokenizer
+    assert isinstance(src, SentencePieceTokenizer) and src is not tgt and src.same_ids(tgt)
+    marian = to_marian(loaded, tok)
+    odd = ["", ">>de<< she bought three books", "Ωmega seven", "  two  spaces "]
+    for text in [*SENTENCES, *odd]:  # MarianTokenizer ends the source with </s>; aiayn's model adds it
+        assert marian[src.encode(text)].tolist() + [tok.eos_token_id] == tok(text).input_ids, text
+    for text in [*DE[:20], *odd]:
+        assert marian[tgt.encode(text)].tolist() + [tok.eos_token_id] == tok(text_target=text).input_ids, text
+        assert tgt.decode(tgt.encode(text)) == tok.decode(tok(text_target=text).input_ids, skip_special_tokens=True)
+    assert loaded.spec.model.source_eos and loaded.spec.model.embedding.share == "all"
+
+
+def test_log_probabilities_and_outputs_are_generates(folder):
+    loaded = load_for_inference(folder)
+    hf = transformers.MarianMTModel.from_pretrained(folder).eval()
+    marian = to_marian(loaded, transformers.AutoTokenizer.from_pretrained(folder))
+    sources = loaded.src_tokenizer.encode_batch(SENTENCES)
+    x = padded(with_source_eos(loaded.model, sources), 0)
+    y = padded([[1, *loaded.tgt_tokenizer.encode(t)] for t in DE[:20]], 0)
+    with torch.no_grad():
+        ours = loaded.model(x, y).log_softmax(-1)
+        theirs = hf(input_ids=marian[x], attention_mask=x.ne(0), decoder_input_ids=marian[y]).logits.log_softmax(-1)
+    torch.testing.assert_close(ours[..., 1:], theirs[..., marian[1:]], atol=2e-5, rtol=1e-5)
+    for beam, count in ((1, 20), (4, 6)):
+        decode = DecodeSpec(beam=beam, alpha=1.0, length_penalty="fairseq", max_len_b=8)
+        for src, hyp in zip(with_source_eos(loaded.model, sources[:count]), translate_ids(loaded.model, sources[:count], decode, bos_id=1, eos_id=2)):
+            out = hf.generate(input_ids=marian[torch.tensor(src)][None], num_beams=beam, length_penalty=1.0, early_stopping=True,
+                              do_sample=False, max_length=1 + len(src) + 8)[0].tolist()[1:]  # fmt: skip
+            assert marian[torch.tensor(hyp, dtype=torch.long)].tolist() == (out[: out.index(0)] if 0 in out else out), f"beam {beam}"
+
+
+def hf_translate(folder: Path, sentences: list[str], max_len_b: int) -> list[str]:
+    """What a transformers user gets: AutoTokenizer + AutoModelForSeq2SeqLM, greedy, aiayn's length limit."""
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    out = []
+    for text in sentences:
+        ids = tok(text, return_tensors="pt").input_ids
+        generated = model.generate(input_ids=ids, num_beams=1, do_sample=False, max_length=1 + ids.shape[1] + max_len_b)
+        out.append(tok.decode(generated[0], skip_special_tokens=True))
+    return out
+
+
+def aiayn_translate(model: Path, monkeypatch, capsys) -> list[str]:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join(SENTENCES).encode() + b"\n"), encoding="utf-8"))
+    assert main(["translate", str(model), "--beam", "1"]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_round_trip_from_outside(folder, tmp_path, monkeypatch, capsys):
+    max_len_b = load_for_inference(folder).spec.decode.max_len_b
+    assert aiayn_translate(folder, monkeypatch, capsys) == hf_translate(folder, SENTENCES, max_len_b)  # 20 of 20
+    data = tmp_path / "corpus"
+    data.mkdir()
+    for split, (en, de) in generate_demo(200, 20, 20, 5).items():
+        (data / f"{split}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+        (data / f"{split}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    monkeypatch.setenv("OPUS_MT", str(folder))
+    monkeypatch.setenv("FINETUNE_DATA", str(data))
+    recipe = str(EXPERIMENTS / "finetune-opus-mt.yaml")
+    short = ["trainer.max_steps=5", "trainer.val_check_interval=null", "train.tokens_per_step=400", "trainer.accelerator=cpu",
+             "train.lr_schedule.factor=1.0", "train.lr_schedule.warmup_steps=2", f"data.cache_dir={tmp_path / 'cache'}",
+             "--runs", str(tmp_path / "runs")]  # fmt: skip
+    assert main(["train", recipe, *short]) == 0, capsys.readouterr().err
+    run = tmp_path / "runs" / "finetune-opus-mt" / "version_0"
+    capsys.readouterr()
+    assert main(["export", str(run), "--to", "huggingface", str(tmp_path / "hf")]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.startswith("exported ")
+    assert sorted(p.name for p in (tmp_path / "hf").glob("*.spm")) == ["source.spm", "target.spm"]
+    ours = aiayn_translate(run, monkeypatch, capsys)
+    assert hf_translate(tmp_path / "hf", SENTENCES, load_for_inference(run).spec.decode.max_len_b) == ours  # 20 of 20
+    tuned, start = load_for_inference(run).model.state_dict(), load_for_inference(folder).model.state_dict()
+    assert any(not torch.equal(tuned[k], start[k]) for k in start)  # the 5 steps changed the weights
+
+
+def test_ctranslate2_export_carries_the_sentencepiece_models(folder, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from aiayn.builder.export import export
+
+    loaded = export(folder, "ctranslate2", tmp_path / "ct2")
+    assert (tmp_path / "ct2" / "source.spm").read_bytes() == (folder / "source.spm").read_bytes()
+    assert (tmp_path / "ct2" / "target.spm").read_bytes() == (folder / "target.spm").read_bytes()
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"))
+    src, tgt = loaded.src_tokenizer, loaded.tgt_tokenizer
+    sources = src.encode_batch(SENTENCES)
+    decode = DecodeSpec(beam=1, alpha=1.0, length_penalty="fairseq", max_len_b=8)
+    expected = translate_ids(loaded.model, sources, decode, bos_id=1, eos_id=2)
+    for ids, hyp in zip(sources, expected):  # the source's </s> is CTranslate2's to add (add_source_eos)
+        [result] = translator.translate_batch([[src.id_to_token(i) for i in ids]], beam_size=1, max_decoding_length=len(ids) + 1 + 8,
+                                              min_decoding_length=0)  # fmt: skip
+        assert result.hypotheses[0] == [tgt.id_to_token(i) for i in hyp]
+
+
+def test_show_says_how_the_folder_tokenizes(folder, capsys):
+    assert main(["show", str(folder), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["tokenizer"].startswith("separate sentencepiece tokenizers over one vocabulary (opus-mt's way); SentencePiece model of ")
+
+
+def damaged(folder: Path, tmp_path: Path, name: str, change) -> Path:
+    copy = tmp_path / name.replace("/", "-")
+    shutil.copytree(folder, copy)
+    change(copy)
+    return copy
+
+
+def test_damaged_folders_are_messages(folder, tmp_path):
+    V = json.loads((folder / "config.json").read_text())["vocab_size"]
+    other = json.dumps({"</s>": 0, "<unk>": 1, **{f"x{i}": i for i in range(2, V - 1)}, "<pad>": V - 1})  # another model's pieces
+    cases = {
+        "truncated": (lambda f: (f / "source.spm").write_bytes((folder / "source.spm").read_bytes()[:500]),
+                      "{f}/source.spm is not a SentencePiece model (it does not parse: truncated, or another kind of file)"),
+        "garbage": (lambda f: (f / "target.spm").write_bytes(b"\x00\xff" * 64),
+                    "{f}/target.spm is not a SentencePiece model (it does not parse: truncated, or another kind of file)"),
+        "empty": (lambda f: (f / "target.spm").write_bytes(b""), "{f}/target.spm is not a SentencePiece model (it is empty)"),
+        "missing": (lambda f: (f / "target.spm").unlink(),
+                    "{f}: opus-mt's tokenizer is source.spm, target.spm, vocab.json, and target.spm is missing"),
+        "other-vocab": (lambda f: (f / "vocab.json").write_text(other),
+                        "{f}/source.spm: only 0 of its 101 pieces are in vocab.json, which numbers the pieces of source.spm and "
+                        "target.spm; the files come from different models"),
+        "vocab-list": (lambda f: (f / "vocab.json").write_text("[1, 2]"),
+                       "{f}/vocab.json is not a JSON object of piece -> id (integers); it is the vocabulary of source.spm and target.spm"),
+    }  # fmt: skip
+    for name, (change, message) in cases.items():
+        bad = damaged(folder, tmp_path, name, change)
+        with pytest.raises(UserError) as e:
+            load_for_inference(bad)
+        assert str(e.value) == message.format(f=bad), name
