@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.size import check_size
 from aiayn.builder.model.summary import render, summary
@@ -39,7 +40,7 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
-    spec = load_experiment(args.experiment, args.overrides)
+    spec = load_experiment(args.experiment, args.overrides, model_of=source_model)
     check_size(spec.model)
     if not args.schema_only:
         from aiayn.builder.train.checks import check_before_training  # imports Lightning
@@ -55,7 +56,7 @@ def validate(args: argparse.Namespace) -> int:
 
 def show(args: argparse.Namespace) -> int:
     loaded = _marian_folder(Path(args.experiment), args.overrides)
-    spec = loaded.spec if loaded is not None else load_experiment(args.experiment, args.overrides)
+    spec = loaded.spec if loaded is not None else load_experiment(args.experiment, args.overrides, model_of=source_model)
     check_size(spec.model)
     if args.figure is not None:
         write_figure(spec, args.figure, Path(args.experiment))

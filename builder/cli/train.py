@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from aiayn.builder.cli.inspect import add_experiment_arguments
+from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.outputs import is_run
@@ -89,7 +90,7 @@ def _refuse_separate_choices(spec: ExperimentSpec, run: RunDir) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
-    spec = load_experiment(args.experiment, args.overrides)
+    spec = load_experiment(args.experiment, args.overrides, model_of=source_model)
     from aiayn.builder.train.fit import fit  # Lightning is imported only once the config is valid
     from aiayn.builder.train.progress import quiet_lightning
 

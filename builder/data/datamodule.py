@@ -31,10 +31,10 @@ from aiayn.builder.data.corpus import count_parallel, filter_by_length, sampled_
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.demo import write_demo
 from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
+from aiayn.builder.data.make_tokenizers import make_tokenizers
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.text import TextPipeline, processed_file
-from aiayn.builder.data.make_tokenizers import make_tokenizers
 from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir

@@ -201,6 +201,15 @@ def load_for_inference(arg: str | Path) -> ForInference:
     return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path, what, step)
 
 
+def source_model(path: str) -> dict[str, Any]:
+    """The model section of the trained model at `path` (a run, a .ckpt, a Marian or opus-mt folder):
+    what an experiment with `init_from: path` and no model section takes (run/config.py's load_config)."""
+    try:
+        return load_for_inference(path).spec.model.model_dump(mode="json")
+    except UserError as e:
+        raise UserError(f"init_from: {e}") from None
+
+
 def weights_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:
     """What keeps `given` from loading as `expected`, in one short line ("" when it fits)."""
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError

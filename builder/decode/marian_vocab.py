@@ -126,9 +126,9 @@ def _tokenizer_json(folder: Path, config: Any) -> Read:
     bos = hf.token_to_id(BOS)
     if bos is not None and bos != start:
         raise UserError(f"{folder}: tokenizer.json has {BOS} (id {bos}), but the decoder starts from id {start}; aiayn's {BOS} is the decoder's start")
-    order = _order(config, unk)
+    order, source_eos = _order(config, unk), _appends_eos(data)  # before _renumbered drops the post-processor
     tokenizer = FastTokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path))
-    return tokenizer, tokenizer, order, _appends_eos(data)
+    return tokenizer, tokenizer, order, source_eos
 
 
 def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.errors import UserError
-from aiayn.builder.export.limits import stack_spec_heads
+from aiayn.builder.export.limits import MARIAN, stack_spec_heads
 from aiayn.builder.model.weights import (
     Attention,
     FeedForward,

@@ -27,9 +27,16 @@ from aiayn.schemas.experiment import ExperimentSpec
 _INTERPOLATION = re.compile(r"^\$\{([^${}]+)\}$")  # a value that is exactly one ${key}
 
 
-def load_config(path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line") -> DictConfig:
+ModelOf = typing.Callable[[str], dict[str, Any]]  # a trained model's path -> its experiment's model section
+
+
+def load_config(
+    path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line", model_of: ModelOf | None = None
+) -> DictConfig:
     """The merged, overridden, still-unresolved config of `path` and the files it extends;
-    `source` says where the overrides come from, in messages."""
+    `source` says where the overrides come from, in messages. An experiment with an init_from and
+    no model section takes its source's model, read by `model_of` (builder/decode/checkpoint.py's
+    source_model), and the overrides of model.* apply to it."""
     chain = _extends_chain(Path(path))
     merged: dict[str, Any] = {}
     for file, node in reversed(chain):
@@ -38,21 +45,13 @@ def load_config(path: str | Path, overrides: typing.Sequence[str] = (), *, sourc
     config = OmegaConf.create(merged)
     later = [item for item in overrides if _top_key(item) == "model"] if "model" not in merged else []
     _apply_overrides(config, [item for item in overrides if item not in later], source)
-    if "model" not in config and config.get("init_from") is not None:  # the model is the source's
-        config.model = source_model(config, path)
+    if "model" not in config and config.get("init_from") is not None and model_of is not None:  # the model is the source's
+        config.model = model_of(_init_from_path(config, path))
         _apply_overrides(config, later, source)
     return config
 
 
-def _top_key(item: str) -> str:
-    return re.split(r"[.\[=]", item, maxsplit=1)[0]
-
-
-def source_model(config: DictConfig, path: str | Path) -> dict[str, Any]:
-    """The model section of init_from's source (a run, a .ckpt, a Marian or opus-mt folder), for an
-    experiment that has none: it states only what it changes, by overrides."""
-    from aiayn.builder.decode.checkpoint import load_for_inference  # torch, only for such an experiment
-
+def _init_from_path(config: DictConfig, path: str | Path) -> str:
     try:
         node = config.init_from
         given = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
@@ -64,11 +63,11 @@ def source_model(config: DictConfig, path: str | Path) -> dict[str, Any]:
             f"{path}: the model is init_from's (the experiment has no model section), and init_from: {where} does not "
             "exist; give a run directory, a .ckpt or a Hugging Face Marian folder"
         )
-    try:
-        loaded = load_for_inference(where)
-    except UserError as e:
-        raise UserError(f"{path}: init_from: {e}") from None
-    return loaded.spec.model.model_dump(mode="json")
+    return where
+
+
+def _top_key(item: str) -> str:
+    return re.split(r"[.\[=]", item, maxsplit=1)[0]
 
 
 def parent_of(path: str | Path) -> Path | None:
@@ -85,9 +84,9 @@ def resolve(config: DictConfig, path: str | Path) -> dict[str, Any]:
 
 
 def load_experiment(
-    path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line"
+    path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line", model_of: ModelOf | None = None
 ) -> ExperimentSpec:
-    config = load_config(path, overrides, source=source)
+    config = load_config(path, overrides, source=source, model_of=model_of)
     return validate(resolve(config, path), path, raw=OmegaConf.to_container(config), overrides=overrides, source=source)
 
 

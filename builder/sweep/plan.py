@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
+from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.config import config_hash, first_line, load_config, load_experiment, read_yaml, stored_spec
@@ -150,7 +151,7 @@ def expand(
                     f"name={trial}",
                 )
                 try:
-                    spec = load_experiment(experiment, given, source="by the sweep")
+                    spec = load_experiment(experiment, given, source="by the sweep", model_of=source_model)
                 except UserError as e:
                     errors.append(f"  {trial}: " + str(e).replace("\n", "\n  "))
                     continue

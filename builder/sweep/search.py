@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
@@ -116,7 +117,7 @@ def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> N
         for setting in settings:
             drawn = [f"{key}={_value(value)}" for key, value in setting.items()]
             try:
-                spec = load_experiment(trial.experiment, [*trial.overrides, *drawn], source="by the search")
+                spec = load_experiment(trial.experiment, [*trial.overrides, *drawn], source="by the search", model_of=source_model)
             except UserError as e:
                 last = str(e).splitlines()[-1].strip()
                 key = next((k for k in setting if last.startswith(k) or f"{k}=" in last), next(iter(setting)))

@@ -22,7 +22,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from aiayn.builder.data.spec import check_data_files, make_datamodule, split_texts
 from aiayn.builder.data.tokenizer import check_vocabulary
-from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint
+from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint, source_model
 from aiayn.builder.decode.metrics import Scoring, evaluate_texts
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
@@ -273,7 +273,7 @@ def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path, *, no
     resolved = spec.model_dump(mode="json", exclude={"extends"})
     reference = parent_of(experiment_path) or experiment_path
     try:
-        base = load_experiment(reference).model_dump(mode="json", exclude={"extends"})
+        base = load_experiment(reference, model_of=source_model).model_dump(mode="json", exclude={"extends"})
     except UserError:  # a parent that is not a whole experiment on its own
         base = {}
     run.write_config(resolved, diff(base, resolved), f"what {experiment_path} and its overrides change in {reference}", note=note)

@@ -3,8 +3,8 @@ scripts run it; tiny-cased.yaml the same model on the raw, cased text."""
 
 import pytest
 
-from aiayn.builder.data.text import TextPipeline
 from aiayn.builder.data.bpe import train_tokenizer
+from aiayn.builder.data.text import TextPipeline
 from aiayn.builder.decode.metrics import Scoring
 from aiayn.builder.model.size import count_params
 from aiayn.builder.run.config import load_experiment

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from aiayn.builder.cli import main
+from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import count_params
 from aiayn.builder.run.config import load_experiment
@@ -76,9 +77,21 @@ def test_show_json_reports_the_row(name, capsys):
     assert info["reported"]["bleu"] > 0
 
 
+@pytest.fixture(scope="module")
+def opus_mt(tmp_path_factory):
+    """finetune-opus-mt.yaml's model is its folder's: one made here (tests/builder/decode/opus_mt.py)."""
+    pytest.importorskip("transformers")
+    from tests.builder.decode.opus_mt import opus_mt_folder
+
+    return opus_mt_folder(tmp_path_factory.mktemp("opus") / "opus-mt-en-de")
+
+
 @pytest.mark.parametrize("name", SHIPPED)
-def test_builds_with_the_counted_parameters(name):
-    spec = load_experiment(EXPERIMENTS / name)
+def test_builds_with_the_counted_parameters(name, request, monkeypatch):
+    if name == "finetune-opus-mt.yaml":
+        monkeypatch.setenv("OPUS_MT", str(request.getfixturevalue("opus_mt")))
+        monkeypatch.setenv("FINETUNE_DATA", "corpus")
+    spec = load_experiment(EXPERIMENTS / name, model_of=source_model)
     model = build_model(spec.model, device="meta")
     assert sum(p.numel() for p in model.parameters()) == count_params(spec.model)
 

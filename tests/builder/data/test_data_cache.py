@@ -5,11 +5,11 @@ import pickle
 import numpy as np
 import pytest
 
+from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
 from aiayn.builder.data.cache import _store, encode_blocks, encode_cached, encode_lines
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.ragged import RaggedIds
-from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
 from aiayn.builder.errors import UserError
 
 

@@ -10,10 +10,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
 from aiayn.builder.data import datamodule as datamodule_module
+from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.datamodule import TranslationDataModule
 from aiayn.builder.data.spec import make_datamodule
-from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
 from aiayn.builder.data.tokenizer import Tokenizer, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment

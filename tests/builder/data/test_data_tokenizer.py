@@ -4,9 +4,9 @@ import unicodedata
 
 import pytest
 
+from aiayn.builder.data.bpe import train_tokenizer
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.demo import generate_demo
-from aiayn.builder.data.bpe import train_tokenizer
 from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir

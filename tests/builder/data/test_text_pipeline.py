@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from aiayn.builder.cli import main
-from aiayn.builder.data.text import TextPipeline, check_not_tokenized, parse_steps, processed_file
 from aiayn.builder.data.bpe import alphabet, train_tokenizer
+from aiayn.builder.data.text import TextPipeline, check_not_tokenized, parse_steps, processed_file
 from aiayn.builder.data.tokenizer import SPECIALS, check_vocabulary
 from aiayn.builder.errors import UserError
 from aiayn.schemas.data import FilesDataSpec

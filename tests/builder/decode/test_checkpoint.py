@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from aiayn.builder.cli import main
-from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.bpe import train_tokenizer
+from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import (
     average_checkpoints,

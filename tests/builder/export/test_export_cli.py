@@ -46,8 +46,8 @@ REFUSED = [
     (check_marian, model_spec(edit=lambda m: m.update(positional=LEARNED)), MARIAN + "positional.type: learned; Marian's "
      "positions are fixed sinusoids, so train with positional.type: sinusoidal"),
     (check_marian, model_spec("model.embedding.shared_vocab=false", "model.embedding.share=target_output"), MARIAN +
-     "embedding.shared_vocab: false; the exported tokenizer is one PreTrainedTokenizerFast, so train with a shared "
-     "vocabulary (or export --to ctranslate2)"),
+     "embedding.shared_vocab: false; the exported tokenizers (a PreTrainedTokenizerFast, or MarianTokenizer's) have one "
+     "vocabulary, so train with a shared vocabulary (or export --to ctranslate2)"),
     (check_marian, model_spec("model.decoder.add_norm.placement=pre"), MARIAN + "decoder.add_norm.placement: pre; Marian is "
      "post-norm only"),
     (check_marian, model_spec("model.encoder.final_norm=true"), MARIAN + "encoder.final_norm: true; Marian has no final LayerNorm"),
