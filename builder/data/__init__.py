@@ -3,7 +3,10 @@
     corpus.py      read_parallel, line_blocks,           line-aligned UTF-8 files (whole or streamed),
                    filter_by_length                      user errors
     demo.py        generate_demo, write_demo             the built-in generated EN-DE corpus
-    tokenizer.py   Tokenizer, train_tokenizer            BPE with <pad>=0 <s>=1 </s>=2 <unk>=3
+    tokenizer.py   Tokenizer, tokenizer_from_json        any kind: <pad>=0 <s>=1 </s>=2 <unk>=3, one JSON file each
+    bpe.py         FastTokenizer, train_tokenizer        a Hugging Face `tokenizers` one (aiayn's BPE)
+    spm.py         SentencePieceTokenizer                a SentencePiece model over a vocabulary (opus-mt's too)
+    make_tokenizers.py  make_tokenizers                  data.tokenizer -> a run's (source, target) tokenizers
     cache.py       encode_cached                         token ids on disk (memory-mapped), keyed by content
     ragged.py      RaggedIds                             flat ids + offsets
     sampler.py     TokenBatchSampler                     token-budget batches, ranks, resume

@@ -119,7 +119,7 @@ def _tokenizer_json(folder: Path, config: Any) -> Read:
     except Exception as e:  # the Rust side raises a bare Exception on a bad file
         raise UserError(f"{path} is not a valid tokenizer file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     unk = hf.token_to_id(UNK)
-    _check_specials(folder, config, {i: hf.id_to_token(i) for i in (config.pad_token_id, config.eos_token_id) if i is not None}, "tokenizer.json")
+    _check_specials(folder, config, {i: hf.id_to_token(i) or "" for i in (config.pad_token_id, config.eos_token_id) if i is not None}, "tokenizer.json")
     if unk is None:
         raise UserError(f"{folder}: tokenizer.json has no {UNK}; aiayn needs {PAD}, {EOS} and {UNK}")
     start = config.decoder_start_token_id

@@ -23,6 +23,7 @@ from tokenizers.processors import TemplateProcessing
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
+from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
@@ -85,10 +86,10 @@ def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     fill(hf, weights, output_bias=spec.embedding.output_bias)
     hf.generation_config = generation_config(loaded, position_rows)
     hf_logging.disable_progress_bar()  # the CLI prints one line per export
-    if isinstance(loaded.src_tokenizer, SentencePieceTokenizer):
-        marian_tokenizer(loaded, folder, position_rows).save_pretrained(folder)
-    else:
+    if isinstance(loaded.src_tokenizer, FastTokenizer):
         hf_tokenizer(loaded.src_tokenizer, position_rows, source_eos=spec.source_eos).save_pretrained(folder)
+    else:
+        marian_tokenizer(loaded, folder, position_rows).save_pretrained(folder)
     hf.save_pretrained(folder)
 
 
@@ -96,7 +97,7 @@ def marian_tokenizer(loaded: ForInference, folder: Path, max_length: int) -> Mar
     """SentencePiece tokenizers as opus-mt ships them: source.spm, target.spm and one vocab.json
     (aiayn's ids), read by MarianTokenizer, which ends every source with </s>."""
     src, tgt = loaded.src_tokenizer, loaded.tgt_tokenizer
-    if not isinstance(tgt, SentencePieceTokenizer) or not src.same_ids(tgt):
+    if not (isinstance(src, SentencePieceTokenizer) and isinstance(tgt, SentencePieceTokenizer) and src.same_ids(tgt)):
         raise UserError(f"cannot export to {MARIAN}: MarianTokenizer needs two SentencePiece models over one vocabulary")
     if not loaded.spec.model.source_eos:
         raise UserError(
@@ -115,7 +116,7 @@ def marian_tokenizer(loaded: ForInference, folder: Path, max_length: int) -> Mar
     )  # fmt: skip
 
 
-def hf_tokenizer(tokenizer: Tokenizer, max_length: int, *, source_eos: bool = False) -> PreTrainedTokenizerFast:
+def hf_tokenizer(tokenizer: FastTokenizer, max_length: int, *, source_eos: bool = False) -> PreTrainedTokenizerFast:
     """aiayn's tokenizer as transformers sees it: the source gets no specials (aiayn adds none),
     or </s> at its end where the model reads it there (model.source_eos; MarianTokenizer's way)."""
     hf = tokenizer.hf

@@ -173,3 +173,13 @@ def test_damaged_folders_are_messages(folder, tmp_path):
         with pytest.raises(UserError) as e:
             load_for_inference(bad)
         assert str(e.value) == message.format(f=bad), name
+
+
+def test_the_sweep_of_three_ways_plans_on_the_folder(folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPUS_MT", str(folder))
+    monkeypatch.setenv("FINETUNE_DATA", str(tmp_path))
+    assert main(["sweep", str(EXPERIMENTS / "finetune-opus-mt.sweep.yaml"), "--dry-run", "--runs", str(tmp_path / "runs")]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    params = load_for_inference(folder).model.state_dict()
+    assert all(name in out for name in ("full", "frozen-encoder", "decoder-mqa")), out
+    assert not (tmp_path / "runs").exists() and len(params) > 0
