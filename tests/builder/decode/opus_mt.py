@@ -49,12 +49,16 @@ def opus_mt_folder(folder: Path, *, seed: int = 0) -> Path:
     V = len(pieces)
     config = transformers.MarianConfig(vocab_size=V, decoder_vocab_size=V, pad_token_id=V - 1, eos_token_id=0, decoder_start_token_id=V - 1,
                                        **SETTINGS)  # fmt: skip
-    hf = transformers.MarianMTModel(config).eval()
+    random_marian(transformers.MarianMTModel(config), seed).save_pretrained(folder)
+    return folder
+
+
+def random_marian(hf, seed: int = 0):
+    """`hf` with every weight random: LayerNorm gains around 1, everything else N(0, 0.5^2)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in hf.named_parameters():
-            if "embed_positions" not in name:  # LayerNorm gains around 1, everything else N(0, 0.5^2)
+            if "embed_positions" not in name:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1 if name.endswith("layer_norm.weight") else 0))
         hf.final_logits_bias.copy_(torch.randn(hf.final_logits_bias.shape, generator=g))
-    hf.save_pretrained(folder)
-    return folder
+    return hf.eval()

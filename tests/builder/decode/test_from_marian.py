@@ -22,6 +22,7 @@ from aiayn.builder.decode.translate import padded, translate_ids, with_source_eo
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import config_hash
 from aiayn.schemas.decode import DecodeSpec
+from tests.builder.decode.opus_mt import random_marian
 from tests.builder.train.test_training import DEMO, tiny
 
 transformers = pytest.importorskip("transformers")
@@ -45,14 +46,7 @@ def marian_folder(folder: Path, **config) -> Path:
         decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=24, activation_function="swish", scale_embedding=True,
         pad_token_id=V - 1, eos_token_id=0, decoder_start_token_id=V - 1, max_position_embeddings=128, forced_eos_token_id=None,
     )  # fmt: skip
-    hf = transformers.MarianMTModel(transformers.MarianConfig(**{**settings, **config})).eval()
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if "embed_positions" not in name:  # LayerNorm gains around 1, everything else N(0, 0.5^2)
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1 if name.endswith("layer_norm.weight") else 0))
-        hf.final_logits_bias.copy_(torch.randn(hf.final_logits_bias.shape, generator=g))
-    hf.save_pretrained(folder)
+    random_marian(transformers.MarianMTModel(transformers.MarianConfig(**{**settings, **config}))).save_pretrained(folder)
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
     fast.save_pretrained(folder)
     return folder
