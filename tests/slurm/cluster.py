@@ -29,7 +29,7 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -67,7 +67,7 @@ class Cluster:
                 "ClusterName=aiayn-test",
                 f"SlurmctldHost={self.host}(127.0.0.1)",
                 "SlurmUser=root", "SlurmdUser=root",
-                f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
+                f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
                 "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={f / 'munge.sock'}",
                 f"StateSaveLocation={f / 'state'}", f"SlurmdSpoolDir={f / 'spool'}",
                 f"SlurmctldPidFile={f / 'slurmctld.pid'}", f"SlurmdPidFile={f / 'slurmd.pid'}",
@@ -126,6 +126,30 @@ class Cluster:
             key, _, value = item.partition("=")
             fields[key] = value
         return fields
+
+    def wait_until_ended(self, job_id: str, timeout: float) -> str:
+        """The job's final state; at the timeout, the job is cancelled and its state and the
+        reason it waited are returned instead, for the test's message."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.job(job_id).get("JobState", "")
+            if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "SUSPENDED"):
+                return state
+            time.sleep(0.5)
+        fields = self.job(job_id)
+        subprocess.run(["scancel", job_id], capture_output=True, env=self.env)
+        return f"still {fields.get('JobState')} after {timeout} s (reason {fields.get('Reason')}); queue:\n{self.queue()}"
+
+    def queue(self) -> str:
+        return subprocess.run(["squeue", "-h", "-o", "%i %T %r %C %j"], capture_output=True, text=True, env=self.env).stdout
+
+    def cancel_all(self, timeout: float = 60) -> None:
+        """Cancels every job left on the cluster and waits until none is running, so that one
+        test's leftovers never hold the node's cores for the next."""
+        subprocess.run(["scancel", "--partition=debug"], capture_output=True, env=self.env)
+        deadline = time.monotonic() + timeout
+        while self.queue().strip() and time.monotonic() < deadline:
+            time.sleep(0.5)
 
     def stop(self) -> None:
         self._stopping.set()

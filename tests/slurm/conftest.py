@@ -20,3 +20,11 @@ def cluster(tmp_path_factory):
         pytest.skip(f"the SLURM cluster did not start: {e} {stderr.decode(errors='replace').strip()} (logs in {folder / 'log'})")
     yield running
     running.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_left(request):
+    """After each test, nothing of it runs on (or waits for) the cluster."""
+    yield
+    if "cluster" in request.fixturenames:
+        request.getfixturevalue("cluster").cancel_all()

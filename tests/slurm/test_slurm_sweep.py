@@ -14,6 +14,7 @@ import torch
 
 from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
 from tests.conftest import ROOT
+from tests.slurm.cluster import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -185,13 +186,16 @@ def test_a_two_task_job_trains_one_run_with_ddp(tmp_path, cluster):
                 "trainer.val_check_interval=null", "train.max_tokens_per_batch=200", "--run-dir", str(run))  # fmt: skip
     command = " ".join([sys.executable, "-m", "tests.builder.train.node_probe", str(out), "train", DEMO, *args])
     script = tmp_path / "job.sh"
-    script.write_text(f"#!/bin/bash\nexport PYTHONPATH={ROOT} OMP_NUM_THREADS=1\nsrun {command}\n")
+    # a free port of this machine: the job-id port Lightning derives (15000 + id) may be taken here
+    script.write_text(f"#!/bin/bash\nexport PYTHONPATH={ROOT} OMP_NUM_THREADS=1 MASTER_PORT={free_port()}\nsrun {command}\n")
     submitted = subprocess.run(
-        ["sbatch", "--parsable", "--wait", "--ntasks-per-node=2", "--cpus-per-task=1", "--job-name=ddp", f"--output={tmp_path / 'job.log'}", str(script)],
-        capture_output=True, text=True, env=cluster.env, cwd=tmp_path, timeout=300,
+        ["sbatch", "--parsable", "--ntasks-per-node=2", "--cpus-per-task=1", "--job-name=ddp", f"--output={tmp_path / 'job.log'}", str(script)],
+        capture_output=True, text=True, env=cluster.env, cwd=tmp_path, timeout=60, check=True,
     )  # fmt: skip
-    log = (tmp_path / "job.log").read_text()
-    assert submitted.returncode == 0, log[-3000:]
+    job = submitted.stdout.strip()
+    state = cluster.wait_until_ended(job, timeout=300)
+    log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").is_file() else "(no job.log)"
+    assert state == "COMPLETED", f"job {job} {state}\n{log[-3000:]}"
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [(r["rank"], r["world"], r["step"]) for r in ranks] == [(0, 2, 3), (1, 2, 3)]
     assert ranks[0]["run_dir"] == ranks[1]["run_dir"] == str(run.resolve())
