@@ -27,7 +27,7 @@ from aiayn.builder.run.outputs import run_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
 from aiayn.builder.sweep.search import SEARCH_DIR
-from aiayn.builder.sweep.search_notes import recorded_search
+from aiayn.builder.sweep.search_notes import recorded_search, short
 from aiayn.builder.sweep.significance import LEVEL, MIN_SEEDS, SAMPLES, Difference, compare_to_base
 from aiayn.builder.sweep.split_scores import bleu_of, score_runs, translations
 from aiayn.schemas.results import ResultsSpec
@@ -230,12 +230,13 @@ def _determines(column: list[str], values: list[str]) -> bool:
     return all(seen.setdefault(c, v) == v for c, v in zip(column, values))
 
 
-def _setting(row: Row, path: str) -> str:
+def _setting(row: Row, path: str, *, full: bool = False) -> str:
+    """The row's value of a config path as the table shows it (`full`: as the CSV keeps it)."""
     path = path.replace("model.{encoder,decoder}.", "model.encoder.")  # one column for both stacks' equal values
     if row.config is None or row.config.get(path) is None:
         return ""
     value = row.config[path]
-    return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) else str(value)
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) else str(value) if full else short(value)
 
 
 def _variant(row: Row) -> str:
@@ -252,7 +253,11 @@ def _cell(values: tuple[float, ...]) -> str:
 
 
 def _number(value: Any, spec: str = "") -> str:
-    return "" if value is None else format(value, spec) if spec else str(value)
+    return "" if value is None else format(value, spec) if spec else short(value)
+
+
+def _full(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 PAPER_FORMAT = {"ppl": ".2f", "bleu": ".1f", "params_m": "g"}  # as Table 3 prints them
@@ -371,7 +376,7 @@ def write_csv(
                     "runs": len(row.trials),
                     **{c: row.paper.get(c) for c in COLUMNS},
                     "positional": row.paper.get("positional"),
-                    **{s: _number(row.paper.get(s)) for s in SWITCHES},
+                    **{s: _full(row.paper.get(s)) for s in SWITCHES},
                     "steps": _steps(row.steps),
                     "ppl": ppl,
                     "ppl_std": "" if ppl_std is None else ppl_std,
@@ -384,8 +389,8 @@ def write_csv(
                     "trials": " ".join(row.trials),
                     "uniform": str(row.paper.get("uniform", True)).lower(),
                     **(dict(zip(compared, _mean_std_cells(row.compared))) if compared else {}),
-                    **{s: _number(row.paper.get(s)) for s in others},
-                    **{path: _setting(row, path) for path in settings},
+                    **{s: _full(row.paper.get(s)) for s in others},
+                    **{path: _setting(row, path, full=True) for path in settings},
                 }
             )
 

@@ -52,8 +52,10 @@ def recorded_search(directory: Path) -> SearchSpec | None:
         return None
 
 
-def _value(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+def short(value: Any) -> str:
+    """A value as the results show it: a float rounded to 4 significant digits, written as Python
+    writes that float (0.04403, 0.0, 1e-05; the CSV keeps every digit)."""
+    return repr(float(f"{value:.4g}")) if isinstance(value, float) else str(value)
 
 
 def search_section(directory: Path) -> str:
@@ -84,12 +86,12 @@ def search_section(directory: Path) -> str:
             lines.append(f"| {summary.study_name} | 0 | {pruned} | {len(trials) - pruned} |  |  |")
             continue
         best = study.best_trial
-        settings = ", ".join(f"{k}={_value(v)}" for k, v in best.params.items())
+        settings = ", ".join(f"{k}={short(v)}" for k, v in best.params.items())
         lines.append(f"| {summary.study_name} | {len(complete)} | {pruned} | {len(trials) - len(complete) - pruned} | {best.value:.2f} | {settings} |")
         for key, value in best.params.items():
             note = edge_note(search.params[key], value) if search is not None and key in search.params else None
             if note:
-                edges.append(f"{summary.study_name}'s {key}={_value(value)} is {note}")
+                edges.append(f"{summary.study_name}'s {key}={short(value)} is {note}")
         if len(complete) < MIN_FOR_IMPORTANCE:
             few.append(f"{summary.study_name} ({len(complete)})")
             continue

@@ -230,3 +230,22 @@ def test_a_plugins_switch_is_a_column_and_breaks_no_reader(tmp_path):
     assert cells == {"paper": "", "qk": "True"}
     with open(root / "results.csv", newline="") as f:
         assert {r["variant"]: r["qk_norm"] for r in csv.DictReader(f)} == {"paper": "", "qk": "True"}
+
+
+def test_a_searched_value_prints_short_in_the_table_and_whole_in_the_csv(tmp_path):
+    """A search draws dropouts such as 0.044026767245133915: the table shows 0.04403 (in Table 3's
+    column and in a setting's column, as the search section does), the CSV every digit."""
+    root = tmp_path / "runs" / "s"
+    drawn = 0.044026767245133915
+    put(root, "a-seed1", "a-seed1", ppl=5.0, bleu=25.0, variant="a", P_drop=drawn)
+    put(root, "b-seed1", "b-seed1", ppl=5.0, bleu=25.0, variant="b", P_drop=0.1)
+    for trial, factor in (("a-seed1", 0.123456789), ("b-seed1", 1.0)):
+        (root / trial / "version_0" / "config.yaml").write_text(yaml.safe_dump({"train": {"lr_schedule": {"factor": factor}}}))
+    text = write_results(root)
+    head, _, a, b = text.splitlines()[:4]
+    assert head.startswith("| variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | train.lr_schedule.factor |")
+    assert a.startswith("| a | 6 | 512 | 2048 | 8 | 64 | 64 | 0.04403 | 0.1 | sinusoidal | 0.1235 |")
+    assert b.startswith("| b | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 1.0 |")
+    with open(root / "results.csv", newline="") as f:
+        rows = {row["variant"]: row for row in csv.DictReader(f)}
+    assert (rows["a"]["P_drop"], rows["a"]["train.lr_schedule.factor"]) == (str(drawn), "0.123456789")
