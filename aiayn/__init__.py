@@ -6,7 +6,10 @@ For a notebook or a script (README, "Python"):
                                           `aiayn validate` reads it (UserError says what is wrong)
     build_model(spec)                     its model, initialised (an nn.Module)
     load_run(run_or_checkpoint)           a trained model as a Translator: .translate(lines) gives
-                                          what `aiayn translate` gives; .model, .spec, tokenizers
+                                          what `aiayn translate` gives (n_best=k, with_scores=True,
+                                          alignments=True: Translation records); .score(sources,
+                                          targets) what `aiayn score` gives (Score records);
+                                          .model, .spec, tokenizers
 
 and what a plugin needs to add a block (docs/plugins.md):
 
@@ -36,6 +39,8 @@ _PUBLIC = {
     "build_model": "aiayn.builder.model.build",
     "load_run": "aiayn.builder.decode.translator",
     "Translator": "aiayn.builder.decode.translator",
+    "Translation": "aiayn.builder.decode.records",
+    "Score": "aiayn.builder.decode.records",
     "ExperimentSpec": "aiayn.schemas.experiment",
     "UserError": "aiayn.builder.errors",
     "Spec": "aiayn.schemas._base",

@@ -1,7 +1,13 @@
 """The one exception type for errors a user can cause (bad YAML, bad data, a wrong path).
 
-The CLI prints its message and exits with code 2; anything else escaping is our bug.
+The CLI prints its message and exits with code 2; anything else escaping is our bug. The Python
+API checks its arguments with `path_argument` and `strings_argument`, so a wrong type is a
+UserError naming the argument, not an exception from deep inside.
 """
+
+from collections.abc import Iterable
+from os import PathLike
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -15,3 +21,32 @@ class BlockError(UserError):
     one line that names the block, with its own exit code (sysexits' EX_SOFTWARE)."""
 
     exit_code = 70
+
+
+def described(value: object) -> str:
+    """A value as a message names it: its type, and a short repr."""
+    text = repr(value)
+    return "None" if value is None else f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def path_argument(value: object, name: str) -> Path:
+    """`value` as a path, or a UserError naming the argument `name`."""
+    if isinstance(value, (str, PathLike)) and str(value):
+        return Path(value)
+    raise UserError(f"{name}: expected a path (a str or pathlib.Path), got {described(value)}")
+
+
+def strings_argument(value: object, name: str, *, one: bool = False) -> list[str]:
+    """`value` as a list of str (`one`: a single str is a list of one), or a UserError naming
+    the argument `name` (and the index of an item that is not a str)."""
+    if isinstance(value, str):
+        if one:
+            return [value]
+        raise UserError(f"{name}: expected a list of strings, got the string {value!r}; wrap it in a list: [{value!r}]")
+    if not isinstance(value, Iterable) or isinstance(value, (bytes, dict)):
+        raise UserError(f"{name}: expected a list of strings, got {described(value)}")
+    items = list(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise UserError(f"{name}[{i}]: expected a string, got {described(item)}")
+    return items

@@ -39,6 +39,9 @@ class ReportedSpec(Spec):
 
 
 class ExperimentSpec(Spec):
+    """An experiment, validated: its model, data, training, trainer and decode sections (the YAML
+    format `aiayn schema` describes); `aiayn.load_experiment` reads one from a file."""
+
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._\-]+$")
     extends: str | None = None  # consumed by the loader; kept for editors and the schema
     description: str = ""

@@ -64,3 +64,92 @@ def test_the_api_needs_nothing_but_import_aiayn(run):
     )
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
     assert done.stdout.splitlines() == ["2", "EncoderDecoder"], done.stderr
+
+
+def test_n_best_lists_and_scores_agree_with_the_cli(run, tmp_path):
+    translator = aiayn.load_run(run)
+    source = tmp_path / "in.en"
+    source.write_text("".join(line + "\n" for line in LINES))
+    records = translator.translate(LINES, n_best=2, with_scores=True)
+    assert [len(group) for group in records] == [2, 1, 2]  # a blank line: one empty translation
+    assert records[1][0].text == "" and records[1][0].score == 0.0
+    assert [[r.text for r in group] for group in records] == translator.translate(LINES, n_best=2)
+    assert [group[0].text for group in records] == translator.translate(LINES)
+    code, out, err = cli("translate", run, "--input", source, "--n-best", "2", "--scores")
+    assert code == 0, err
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [(int(i), text) for i, _, text in rows] == [(i, r.text) for i, group in enumerate(records) for r in group]
+    assert [float(score) for _, score, _ in rows] == pytest.approx([r.score for group in records for r in group], abs=1e-6)
+    for r in (r for group in records for r in group if r.ids):
+        assert r.tokens == [translator.tgt_tokenizer.id_to_token(i) for i in r.ids]
+        assert sum(r.token_log_probs) == pytest.approx(r.log_prob, abs=1e-4)
+        assert r.length == len(r.token_log_probs) and r.length in (len(r.ids), len(r.ids) + 1)
+
+
+def test_forced_scores_of_the_translations_are_their_scores_in_python_and_the_cli(run, tmp_path):
+    """Scoring a translation's text gives its token log-probabilities (this 3-step model never
+    ends with EOS, so each is cut at the length limit; test_scores.py compares whole scores of
+    hypotheses that end), and `aiayn score` writes what `Translator.score` returns."""
+    translator = aiayn.load_run(run)
+    sources = [line for line in LINES if line.strip()] + ["the dog"]
+    best = [group[0] for group in translator.translate(sources, with_scores=True, alignments=True)]
+    scores = translator.score(sources, [b.text for b in best], alignments=True)
+    compared = [i for i, (b, s) in enumerate(zip(best, scores)) if s.ids == b.ids]  # the text tokenizes back to the same ids
+    assert compared
+    for i in compared:
+        n = len(best[i].ids)
+        assert scores[i].token_log_probs[:n] == pytest.approx(best[i].token_log_probs[:n], abs=1e-4)
+        assert scores[i].length == n + 1  # a given target ends with EOS
+        assert scores[i].alignment == best[i].alignment
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("".join(s + "\n" for s in sources))
+    tgt.write_text("".join(b.text + "\n" for b in best))
+    code, out, err = cli("score", run, "--src", src, "--tgt", tgt, "--per-token", "--alignments")
+    assert code == 0, err
+    for columns, s in zip((line.split("\t") for line in out.splitlines()), scores):
+        assert len(columns) == 5
+        assert float(columns[0]) == pytest.approx(s.log_prob, abs=1e-6) and int(columns[1]) == s.length
+        assert [float(x) for x in columns[2].split()] == pytest.approx(s.token_log_probs, abs=1e-6)
+        assert columns[3] == s.pharaoh() and float(columns[4]) == pytest.approx(s.score, abs=1e-6)
+    code, out, _ = cli("score", run, "--src", src, "--tgt", tgt, "--alpha", "0", "--beam", "1")
+    assert [float(line.split("\t")[-1]) for line in out.splitlines()] == pytest.approx([s.log_prob for s in scores], abs=1e-6)
+
+
+def test_the_api_refuses_wrong_arguments_by_name(run):
+    translator = aiayn.load_run(run)
+    refused = {
+        lambda: aiayn.load_experiment(None): "path: expected a path (a str or pathlib.Path), got None",
+        lambda: aiayn.load_experiment(3): "path: expected a path (a str or pathlib.Path), got int 3",
+        lambda: aiayn.load_experiment(DEMO, "dims.h=2"): "overrides: expected a list of strings, got the string 'dims.h=2'; wrap it in a list: ['dims.h=2']",
+        lambda: aiayn.load_experiment(DEMO, ["dims.h=2", None]): "overrides[1]: expected a string, got None",
+        lambda: aiayn.build_model("demo.yaml"): "spec: expected an ExperimentSpec or its model section, got str 'demo.yaml'; aiayn.load_experiment(path) reads one",
+        lambda: aiayn.build_model(None): "spec: expected an ExperimentSpec or its model section, got None",
+        lambda: aiayn.load_run(None): "path: expected a path (a str or pathlib.Path), got None",
+        lambda: aiayn.load_run(run, device="tpu0"): "device 'tpu0' is not a torch device; use e.g. cpu, cuda or cuda:1",
+        lambda: aiayn.load_run(run, device=0.5): "device: expected a device name such as 'cpu' or 'cuda', got float 0.5",
+        lambda: translator.translate(None): "lines: expected a list of strings, got None",
+        lambda: translator.translate(7): "lines: expected a list of strings, got int 7",
+        lambda: translator.translate(["a", None]): "lines[1]: expected a string, got None",
+        lambda: translator.translate(LINES, n_best=0): "n_best: expected a whole number >= 1, got int 0",
+        lambda: translator.translate(LINES, n_best=True): "n_best: expected a whole number >= 1, got bool True",
+        lambda: translator.translate(LINES, n_best=3): "n_best (3) is more than the beam size (2): a search keeps 2 hypotheses a sentence; raise beam to at least 3",
+        lambda: translator.translate(LINES, alignments=True, alignment_layer=1): "alignment_layer: the decoder's layers are 0 to 0, got int 1",
+        lambda: translator.score(["a"], ["b", "c"]): "1 sources but 2 targets: give one target per source",
+        lambda: translator.score(["a", " "], ["b", "c"]): "sources[1] is blank: there is nothing to score its target against",
+        lambda: translator.score("a", ["b"]): "sources: expected a list of strings, got the string 'a'; wrap it in a list: ['a']",
+        lambda: translator.to("tpu"): "device 'tpu' is not a torch device; use e.g. cpu, cuda or cuda:1",
+    }
+    for call, message in refused.items():
+        with pytest.raises(aiayn.UserError) as error:
+            call()
+        assert str(error.value) == message
+
+
+def test_a_translator_has_a_short_repr_and_every_public_name_a_docstring(run):
+    translator = aiayn.load_run(run)
+    params = sum(p.numel() for p in translator.model.parameters())
+    assert repr(translator) == f"Translator({str(run / 'checkpoints' / 'last.ckpt')!r}, step 3, {params:,} parameters, on cpu)"
+    undocumented = [name for name in aiayn.__all__ if not (getattr(aiayn, name).__doc__ or "").strip()]
+    assert undocumented == []
+    methods = [m for m in ("translate", "score", "to", "decode_spec", "pipelines") if not getattr(aiayn.Translator, m).__doc__]
+    assert methods == []

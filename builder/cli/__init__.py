@@ -24,6 +24,7 @@ VERBS = {
     "sweep": ("aiayn.builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
     "results": ("aiayn.builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
     "translate": ("aiayn.builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
+    "score": ("aiayn.builder.cli.score", "score", "forced decoding: the model's score of given targets (log P, length, per token)"),
     "evaluate": ("aiayn.builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("aiayn.builder.cli.average", "average", "average the parameters of checkpoints"),
     "export": ("aiayn.builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),

@@ -6,6 +6,12 @@ plain text (Moses' detokenizer). All input is read first (batching sorts sentenc
 one per input line. A blank line (empty or whitespace only) gives an empty line. The progress bar
 goes to stderr, only when translating a file (--input) and stderr is a terminal, so pipes and
 logs stay clean.
+
+--n-best K, --scores, --alignments: tab-separated columns, `index<TAB>score<TAB>text<TAB>alignment`,
+each column only where asked for (the index, the input line's number from 0, with --n-best or
+--scores): K lines per input line, best first (a blank input line: one empty translation, score
+0). The score is what the beam search ranked by, log P(Y | X) / lp(|Y|) in natural log; the
+alignment is Pharaoh's `i-j` word pairs (builder/decode/forced.py says from which attention).
 """
 
 import argparse
@@ -19,10 +25,10 @@ from tqdm import tqdm
 
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
-from aiayn.builder.decode.translator import load_run
+from aiayn.builder.decode.device import resolve_device
+from aiayn.builder.decode.translator import check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
-from aiayn.builder.run.cpu import auto_threads
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -68,6 +74,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a run trained on tokenized text (data.pipeline: moses_tokenize): write plain text, detokenized by "
         "Moses' rules, instead of its tokenized output (lowercasing cannot be undone)",
     )  # fmt: skip
+    g = p.add_argument_group("n-best lists, scores and alignments (tab-separated columns: index, score, text, alignment)")
+    g.add_argument("--n-best", type=int, metavar="K", help="the K best translations of each line, best first (K <= --beam); adds the index column")
+    g.add_argument("--scores", action="store_true", help="add the index and the score each translation was ranked by: log P / lp(|Y|), natural log")
+    g.add_argument(
+        "--alignments", action="store_true",
+        help="append word alignments (Pharaoh i-j: source word i, output word j, 0-based) from the cross-attention",
+    )  # fmt: skip
+    g.add_argument(
+        "--alignment-layer", type=int, metavar="L",
+        help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
+    )  # fmt: skip
     add_decode_arguments(p)
 
 
@@ -85,16 +102,7 @@ def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:
 
 def device_of(args: argparse.Namespace) -> torch.device:
     """The device to decode on; on a CPU, with the cores that other processes leave free."""
-    name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"--device {name!r} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: no CUDA GPU is available here; use --device cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(auto_threads())
-    return device
+    return resolve_device(args.device, "--device", share_cores=True)
 
 
 def read_input(path: Path | None) -> list[str]:
@@ -125,9 +133,13 @@ def translate(args: argparse.Namespace) -> int:
         check_output(args.output, "--output", inputs=reads)
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
         raise UserError(f"--input {args.input}: no such file")
-    translator = load_run(args.checkpoint)
+    translator = load_run(args.checkpoint, device=device_of(args))
     decode = decode_spec(translator.spec, args)
-    translator.to(device_of(args))
+    check_n_best(args.n_best, decode.beam, "--n-best", "--beam")
+    if args.alignments and args.detokenize:
+        raise UserError("--alignments counts the words of the run's tokenized output; drop --detokenize")
+    if args.alignment_layer is not None:
+        check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
     pipelines = translator.pipelines
     if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
         raise UserError(f"--detokenize: {args.checkpoint} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize")
@@ -135,9 +147,13 @@ def translate(args: argparse.Namespace) -> int:
         check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
     lines = read_input(args.input)  # stdin is read once everything else checked out
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
+    records = args.scores or args.alignments
     with progress_bar(lines, enabled=progress) as bar:
-        hyps = translator.translate(lines, detokenize=args.detokenize, on_batch=bar.update, **decode.model_dump())
-    text = "".join(h + "\n" for h in hyps)
+        found = translator.translate(
+            lines, n_best=args.n_best if (args.n_best or records) else None, with_scores=args.scores, alignments=args.alignments,
+            alignment_layer=args.alignment_layer, detokenize=args.detokenize, on_batch=bar.update, **decode.model_dump(),
+        )  # fmt: skip
+    text = "".join(line + "\n" for line in output_lines(found, args))
     if args.output is not None:
         write_bytes_atomic(args.output, text.encode("utf-8"))
     else:
@@ -146,3 +162,20 @@ def translate(args: argparse.Namespace) -> int:
     if Path(args.checkpoint).is_dir():  # which of the run's checkpoints that was
         print(f"aiayn translate: translated with {translator.checkpoint} ({translator.what})", file=sys.stderr)
     return 0
+
+
+def output_lines(found: list, args: argparse.Namespace) -> list[str]:
+    """The lines `aiayn translate` writes: the translation alone; with --n-best or --scores,
+    the input's index (from 0) first and, with --scores, the score; with --alignments, the
+    alignment last. Columns are separated by tabs."""
+    if not (args.n_best or args.scores or args.alignments):
+        return found
+    rows = []
+    for index, group in enumerate(found):
+        for entry in group:
+            text = entry if isinstance(entry, str) else entry.text
+            columns = [str(index)] if (args.n_best or args.scores) else []
+            columns += [f"{entry.score:.6f}"] if args.scores else []
+            columns += [text] + ([entry.pharaoh()] if args.alignments else [])
+            rows.append("\t".join(columns))
+    return rows

@@ -57,6 +57,12 @@ class Tokenizer:
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
 
+    def word_index(self, ids: Sequence[int]) -> list[int]:
+        """For each token of `ids`, the whitespace-separated word of `decode(ids)` it belongs to
+        (0-based): the word count of the text decoded up to it, less one. A token that adds no
+        character (a lone word marker) counts with the word before it."""
+        return [max(len(self.decode(ids[: t + 1]).split()) - 1, 0) for t in range(len(ids))]
+
     def describe(self) -> str:
         raise NotImplementedError
 

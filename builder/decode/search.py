@@ -2,7 +2,8 @@
 
 Both searches are batched over sentences of different lengths, drop sentences from the batch as
 they finish (DecoderState.reorder keeps the cache in step), and return, per input sentence and
-in input order, the token ids of the best hypothesis without BOS and EOS.
+in input order, the token ids of the best hypothesis without BOS and EOS; `beam_hypotheses`
+returns the n best as `Hypothesis` records, with the score each was ranked by.
 
 Output length: at most `src_len + max_len_b` generated tokens per sentence, EOS included, where
 src_len counts the non-pad tokens of that sentence (Sec 6.1: "input length + 50"), and at most
@@ -15,10 +16,10 @@ lp(Y) = |Y|^alpha (length_penalty="fairseq", fairseq's --lenpen). Each step expa
 hypothesis, keeps the 2 * beam best candidates, finishes the EOS candidates among the top `beam`
 of them (as fairseq does) and continues with the `beam` best non-EOS candidates. A sentence stops when
   - it has `beam` finished hypotheses (fairseq's rule; it makes beam=1 exactly greedy), or
-  - no live hypothesis can still beat the best finished one (GNMT's early termination): a live
-    hypothesis with log-probability s can at best score s / lp(max length), since log P only
-    falls and lp only grows (alpha >= 0; true of both forms, as s <= 0). This only saves steps,
-    it never changes the answer,
+  - no live hypothesis can still beat the n-th best finished one (GNMT's early termination, n
+    the hypotheses asked for, 1 for a translation): a live hypothesis with log-probability s can
+    at best score s / lp(max length), since log P only falls and lp only grows (alpha >= 0; true
+    of both forms, as s <= 0). This only saves steps, it never changes the answer,
   - or it reached its maximum length.
 
 `use_cache=False` is the reference decoder: it reruns the decoder over the whole prefix at every
@@ -37,6 +38,19 @@ from torch import Tensor
 from aiayn.blocks import DecoderState, EncoderDecoder
 
 Length = int | float | Tensor
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A finished hypothesis of a beam search: its token ids without BOS and EOS; `score`, what
+    the search ranked it by, log P(Y | X) / lp(|Y|); `log_prob`, log P(Y | X) (natural log);
+    `ended`, whether it ended with EOS (counted in |Y| and in log P) rather than at the length
+    limit."""
+
+    ids: list[int]
+    score: float
+    log_prob: float
+    ended: bool
 
 
 def gnmt_length_penalty(length: Length, alpha: float) -> float | Tensor:
@@ -107,7 +121,7 @@ class _Beams:
     k: int
     tokens: Tensor  # (n*k, t) each hypothesis so far, BOS first
     scores: Tensor  # (n, k) log P of each live hypothesis
-    best: Tensor  # (n,) best finished score
+    kept: Tensor  # (n, n_best) the scores of the n_best best finished hypotheses, best first
     n_finished: Tensor  # (n,)
     max_len: Tensor  # (n,) output limits
     sentence: Tensor  # (n,) input index of each live sentence
@@ -126,7 +140,7 @@ class _Beams:
             self.memory, self.src_pad = self.memory[kept_rows], self.src_pad[kept_rows]
             if self.state is not None:
                 self.state.reorder_memory(kept_rows)
-        self.scores, self.best, self.n_finished = self.scores[keep], self.best[keep], self.n_finished[keep]
+        self.scores, self.kept, self.n_finished = self.scores[keep], self.kept[keep], self.n_finished[keep]
         self.max_len, self.sentence = self.max_len[keep], self.sentence[keep]
 
 
@@ -143,15 +157,41 @@ def beam_search(
     length_penalty: str = "gnmt",
     use_cache: bool = True,
 ) -> list[list[int]]:
-    """Beam search with a length penalty and early termination, per sentence of src (B, S)."""
+    """Beam search with a length penalty and early termination, per sentence of src (B, S): the
+    ids of the best hypothesis."""
+    found = beam_hypotheses(
+        model, src, bos_id=bos_id, eos_id=eos_id, beam=beam, alpha=alpha, max_len_b=max_len_b,
+        length_penalty=length_penalty, use_cache=use_cache,
+    )  # fmt: skip
+    return [hyps[0].ids for hyps in found]
+
+
+@torch.no_grad()
+def beam_hypotheses(
+    model: EncoderDecoder,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_len_b: int = 50,
+    length_penalty: str = "gnmt",
+    use_cache: bool = True,
+    n_best: int = 1,
+) -> list[list[Hypothesis]]:
+    """The `n_best` (<= beam) best finished hypotheses of each sentence of src (B, S), best
+    first: distinct token sequences; fewer only where the search finds fewer."""
     _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     lp = _penalty(length_penalty)
     if beam < 1:
         raise ValueError(f"beam ({beam}) must be >= 1")
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best ({n_best}) must be between 1 and the beam size ({beam})")
     if alpha < 0:
         raise ValueError(f"alpha ({alpha}) must be >= 0: early termination relies on lp growing with length")
-    beams = _start(model, src, beam, bos_id, max_len_b, use_cache)
-    results: list[list[int]] = [[] for _ in range(src.size(0))]
+    beams = _start(model, src, beam, n_best, bos_id, max_len_b, use_cache)
+    found: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     for step in range(1, int(beams.max_len.max()) + 1):
         n, k = beams.sentence.numel(), beams.k
         log_probs = _next_log_probs(model, beams.tokens, beams.memory, beams.src_pad, beams.state)  # (n*k, V)
@@ -161,21 +201,21 @@ def beam_search(
         origin = torch.arange(n, device=src.device)[:, None] * k + index // V  # (n, 2k) old batch row
         token = index % V
         is_eos = token.eq(eos_id)
-        _finish(beams, results, top, origin, token, is_eos, step, eos_id, lp(step, alpha))
+        _finish(beams, found, top, origin, token, is_eos, step, lp(step, alpha))
         # live: the k best candidates that are not EOS, in score order
         rank = is_eos.long() * (2 * k) + torch.arange(top.size(1), device=src.device)
         live = rank.topk(k, dim=1, largest=False).indices  # (n, k)
         beams.scores, origin, token = top.gather(1, live), origin.gather(1, live), token.gather(1, live)
-        unbeatable = beams.best >= beams.scores[:, 0] / lp(beams.max_len.to(beams.scores.dtype), alpha)
+        unbeatable = beams.kept[:, -1] >= beams.scores[:, 0] / lp(beams.max_len.to(beams.scores.dtype), alpha)
         done = beams.max_len.le(step) | beams.n_finished.ge(k) | unbeatable
         keep = (~done).nonzero().flatten()  # (n',) live sentences
         if keep.numel() == 0:
             break
         beams.keep(keep, origin[keep].flatten(), token)
-    return results
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in found]
 
 
-def _start(model: EncoderDecoder, src: Tensor, k: int, bos_id: int, max_len_b: int, use_cache: bool) -> _Beams:
+def _start(model: EncoderDecoder, src: Tensor, k: int, n_best: int, bos_id: int, max_len_b: int, use_cache: bool) -> _Beams:
     B, device = src.size(0), src.device
     memory, src_pad = model.encode(src)
     assert src_pad is not None  # encode without rows always makes the mask
@@ -185,7 +225,7 @@ def _start(model: EncoderDecoder, src: Tensor, k: int, bos_id: int, max_len_b: i
         k=k,
         tokens=torch.full((B * k, 1), bos_id, dtype=torch.long, device=device),
         scores=scores,
-        best=torch.full((B,), -math.inf, device=device),
+        kept=torch.full((B, n_best), -math.inf, device=device),
         n_finished=torch.zeros(B, dtype=torch.long, device=device),
         max_len=_max_len(model, src, max_len_b),
         sentence=torch.arange(B, device=device),
@@ -196,19 +236,28 @@ def _start(model: EncoderDecoder, src: Tensor, k: int, bos_id: int, max_len_b: i
 
 
 def _finish(
-    beams: _Beams, results: list[list[int]], top: Tensor, origin: Tensor, token: Tensor, is_eos: Tensor,
-    step: int, eos_id: int, penalty: float | Tensor,
+    beams: _Beams, found: list[list[Hypothesis]], top: Tensor, origin: Tensor, token: Tensor, is_eos: Tensor,
+    step: int, penalty: float | Tensor,
 ) -> None:  # fmt: skip
     """EOS within the top k finishes a hypothesis (at the length limit every top-k candidate
-    does); a sentence's best finished hypothesis so far goes to `results`."""
+    does); those that enter a sentence's n best so far go to `found` (only this step's n best can)."""
     ends = (is_eos | beams.max_len.le(step)[:, None]) & top.isfinite()
     ends[:, beams.k :] = False
-    final = (top / penalty).masked_fill(~ends, -math.inf)
-    step_best, j = final.max(dim=1)  # (n,)
-    for row in (step_best > beams.best).nonzero().flatten().tolist():
-        prefix = beams.tokens[origin[row, j[row]], 1:].tolist() + [int(token[row, j[row]])]
-        results[int(beams.sentence[row])] = _strip(prefix, eos_id)
-    beams.best = torch.maximum(beams.best, step_best)
+    final = (top / penalty).masked_fill(~ends, -math.inf)  # (n, 2k)
+    n_best = beams.kept.size(1)
+    values, cols = final.topk(min(n_best, final.size(1)), dim=1)  # (n, n_best)
+    entering = (values > beams.kept[:, -1:]).nonzero().tolist()
+    if entering:
+        j = cols.tolist()
+        score, log_prob, rows, tokens, eos = (t.tolist() for t in (values, top, origin, token, is_eos))
+        sentence = beams.sentence.tolist()
+        for row, i in entering:
+            col = j[row][i]
+            prefix = [*beams.tokens[rows[row][col], 1:].tolist(), tokens[row][col]]
+            ended = eos[row][col]
+            hypothesis = Hypothesis(prefix[:-1] if ended else prefix, score[row][i], log_prob[row][col], ended)
+            found[sentence[row]].append(hypothesis)
+    beams.kept = torch.cat([beams.kept, values], dim=1).topk(n_best, dim=1).values
     beams.n_finished += ends.sum(dim=1)
 
 

@@ -15,7 +15,7 @@ import torch
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.search import beam_search
+from aiayn.builder.decode.search import Hypothesis, beam_hypotheses
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 
@@ -31,22 +31,30 @@ def translate_texts(
     what: str = "source",
 ) -> list[str]:
     """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
-    ids = src_tokenizer.encode_batch([line if line.strip() else "" for line in lines])
-    check_lengths(model, [len(x) for x in ids], what, limit=decode.max_input_len, source=True)
+    ids = encode_sources(model, src_tokenizer, lines, decode, what)
     out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch)
     return tgt_tokenizer.decode_batch(out)
 
 
+def encode_sources(model: EncoderDecoder, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeSpec, what: str) -> list[list[int]]:
+    """The token ids of each line (a blank line: none), each checked against the input limits."""
+    ids = tokenizer.encode_batch([line if line.strip() else "" for line in lines])
+    check_lengths(model, [len(x) for x in ids], what, limit=decode.max_input_len, source=True)
+    return ids
+
+
 def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None, source: bool = False) -> None:
     """Name the first line longer than `limit` tokens (decode.max_input_len), or than a learned
-    position table has rows (a `source` line's with the </s> the model's sources end with)."""
+    position table has rows (a `source` line's with the </s> the model's sources end with, in
+    the source's table; a target's, EOS or BOS counted by the caller, in the target's)."""
     too_long = next(((i, n) for i, n in enumerate(lengths) if limit is not None and n > limit), None)
     if too_long is not None:
         raise UserError(
             f"{what} line {too_long[0] + 1} has {too_long[1]} tokens, more than decode.max_input_len ({limit}); "
             "split that line, or raise the limit (--max-input-len)"
         )
-    positions = getattr(model.src_embed.positional, "max_len", None)  # None: sinusoids never end
+    embed = model.src_embed if source else model.tgt_embed
+    positions = getattr(embed.positional, "max_len", None)  # None: sinusoids never end
     if positions is None:
         return
     extra = int(source and model.source_eos_id is not None)
@@ -96,20 +104,36 @@ def translate_ids(
     """Beam search over `sources` (token ids, no specials: the model's source_eos_id is appended
     where it has one), batched by `decode.max_tokens` padded source tokens, longest first; results
     come back in input order. An empty source translates to an empty output."""
+    found = translate_hypotheses(model, sources, decode, bos_id=bos_id, eos_id=eos_id, on_batch=on_batch)
+    return [hyps[0].ids for hyps in found]
+
+
+def translate_hypotheses(
+    model: EncoderDecoder,
+    sources: Sequence[Sequence[int]],
+    decode: DecodeSpec,
+    *,
+    bos_id: int,
+    eos_id: int,
+    n_best: int = 1,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[Hypothesis]]:
+    """`translate_ids` with the `n_best` best hypotheses of each source and their scores, best
+    first. An empty source is not decoded: one empty hypothesis, score 0."""
     device = next(model.parameters()).device
     sources = with_source_eos(model, sources)
     lengths = np.array([len(s) for s in sources], dtype=np.int64)
     order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
-    results: list[list[int]] = [[] for _ in sources]
+    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, ended=False)] for _ in sources]
     with evaluating(model):
         for chunk in pack(order, lengths, lengths, decode.max_tokens):
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
-            hyps = beam_search(
+            found = beam_hypotheses(
                 model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, alpha=decode.alpha,
-                max_len_b=decode.max_len_b, length_penalty=decode.length_penalty,
-            )
-            for i, hyp in zip(chunk, hyps):
-                results[i] = hyp
+                max_len_b=decode.max_len_b, length_penalty=decode.length_penalty, n_best=n_best,
+            )  # fmt: skip
+            for i, hyps in zip(chunk, found):
+                results[i] = hyps
             if on_batch is not None:
                 on_batch(len(chunk))
     return results

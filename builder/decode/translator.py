@@ -1,7 +1,8 @@
 """A trained model as a Python object, for a notebook or a script: `aiayn.load_run(path)` gives
 a `Translator` whose `translate(lines)` gives what `aiayn translate` gives (the run's model,
 averaged where it averaged; its tokenizers; its text pipeline on the input; its decode settings,
-each overridable by name)."""
+each overridable by name), with n-best lists, scores and alignments on request, and whose
+`score(sources, targets)` gives what `aiayn score` gives."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,21 +16,39 @@ from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.text import TextPipeline, pipelines_of
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import load_for_inference
-from aiayn.builder.decode.translate import translate_texts
-from aiayn.builder.errors import UserError
+from aiayn.builder.decode.device import resolve_device
+from aiayn.builder.decode.forced import score_ids
+from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
+from aiayn.builder.decode.search import Hypothesis
+from aiayn.builder.decode.translate import check_lengths, encode_sources, translate_hypotheses, translate_texts
+from aiayn.builder.errors import UserError, described, path_argument, strings_argument
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
 
+Progress = Callable[[int], None] | None
 
-@dataclass
+
+@dataclass(repr=False)
 class Translator:
-    model: EncoderDecoder  # in eval mode
+    """A trained model with its tokenizers and its run's settings (`aiayn.load_run` makes one).
+
+    `model` (an EncoderDecoder, eval mode), `spec` (the run's ExperimentSpec), `src_tokenizer`,
+    `tgt_tokenizer`, `checkpoint` (the file the weights came from) and `what` (which model that
+    is: "step 300", "the mean of ..."). Decode settings (beam, alpha, length_penalty, max_len_b,
+    max_tokens, max_input_len) are the run's, each overridable by keyword in every method."""
+
+    model: EncoderDecoder
     spec: ExperimentSpec
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
-    checkpoint: Path  # the file the weights came from
-    what: str  # which model that is: "step 300", "the mean of step...ckpt, ..."
+    checkpoint: Path
+    what: str
+
+    def __repr__(self) -> str:
+        params = sum(p.numel() for p in self.model.parameters())
+        device = next(self.model.parameters()).device
+        return f"Translator({str(self.checkpoint)!r}, {self.what}, {params:,} parameters, on {device})"
 
     @property
     def pipelines(self) -> tuple[TextPipeline, TextPipeline] | None:
@@ -44,30 +63,142 @@ class Translator:
             raise UserError("decode: " + "; ".join(format_validation_error(e, root=DecodeSpec))) from None
 
     def translate(
-        self, lines: Sequence[str] | str, *, detokenize: bool = False, on_batch: Callable[[int], None] | None = None, **decode: Any
-    ) -> list[str]:
+        self,
+        lines: Sequence[str] | str,
+        *,
+        n_best: int | None = None,
+        with_scores: bool = False,
+        alignments: bool = False,
+        alignment_layer: int | None = None,
+        detokenize: bool = False,
+        on_batch: Progress = None,
+        **decode: Any,
+    ) -> list[str] | list[list[str]] | list[list[Translation]]:
         """The translation of each line (a str: of that one line), as `aiayn translate` writes it:
         through the run's text pipeline, beam search, its output text (`detokenize`: plain text
-        from a run trained on tokenized text). `decode` overrides the run's decode settings."""
-        lines = [lines] if isinstance(lines, str) else list(lines)
+        from a run trained on tokenized text). `decode` overrides the run's decode settings.
+
+        With `n_best=k` (at most the beam size), each line's k best translations, best first.
+        With `with_scores` or `alignments`, records (`Translation`: text, tokens, ids, score as
+        the search ranked it, log_prob, token_log_probs, alignment) instead of strings, a list
+        per line (k, or 1 without `n_best`). `alignments`: word pairs from the cross-attention of
+        decoder layer `alignment_layer` (default: the penultimate of more than two, else the last),
+        heads averaged."""
+        lines = strings_argument(lines, "lines", one=True)
+        settings = self.decode_spec(**decode)
+        records = bool(with_scores or alignments)
+        k = check_n_best(n_best, settings.beam, "n_best", "beam")
+        if detokenize and alignments:
+            raise UserError("alignments: they count the words of the run's tokenized output; drop detokenize")
         pipelines = self.pipelines
         if detokenize and (pipelines is None or pipelines[1].tokenizer is None):
             raise UserError("detokenize: this run was trained on untokenized text (data.pipeline has no moses_tokenize)")
         if pipelines is not None:
             lines = pipelines[0].lines(lines)
-        hyps = translate_texts(self.model, self.src_tokenizer, self.tgt_tokenizer, lines, self.decode_spec(**decode), on_batch=on_batch, what="input")
+        if n_best is None and not records:
+            hyps = translate_texts(self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input")
+            return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
+        ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
+        found = translate_hypotheses(
+            self.model, ids, settings, bos_id=self.tgt_tokenizer.bos_id, eos_id=self.tgt_tokenizer.eos_id, n_best=k, on_batch=on_batch
+        )  # fmt: skip
+        texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
         if detokenize and pipelines is not None:
-            return [pipelines[1].detokenize(h) for h in hyps]
-        return hyps
+            texts = [[pipelines[1].detokenize(t) for t in group] for group in texts]
+        if not records:
+            return texts
+        return self._records(ids, found, texts, settings, alignments, alignment_layer)
+
+    def _records(
+        self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
+        align: bool, layer: int | None,
+    ) -> list[list[Translation]]:  # fmt: skip
+        """Each hypothesis's Translation: its forced decoding gives the per-token numbers and the alignment."""
+        flat = [(i, h) for i, hyps in enumerate(found) for h in hyps if ids[i]]
+        scored = self._scored([ids[i] for i, _ in flat], [h.ids for _, h in flat], settings, align, layer, ended=[h.ended for _, h in flat])
+        by_hypothesis = {id(h): s for (_, h), s in zip(flat, scored)}
+        return [
+            [translation_record(h, text, by_hypothesis.get(id(h)), align=align) for h, text in zip(hyps, group)]
+            for hyps, group in zip(found, texts)
+        ]
+
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        *,
+        alignments: bool = False,
+        alignment_layer: int | None = None,
+        on_batch: Progress = None,
+        **decode: Any,
+    ) -> list[Score]:
+        """Forced decoding of each target given its source, as `aiayn score` does: a `Score` per
+        pair (score, the value the beam search would rank that target by under the decode
+        settings' length penalty; log_prob, length, token_log_probs; the alignment where asked
+        for), batched by max_tokens. Both sides go through the run's text pipeline."""
+        sources = strings_argument(sources, "sources")
+        targets = strings_argument(targets, "targets")
+        if len(sources) != len(targets):
+            raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
+        blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
+        if blank is not None:
+            raise UserError(f"sources[{blank}] is blank: there is nothing to score its target against")
+        settings = self.decode_spec(**decode)
+        pipelines = self.pipelines
+        if pipelines is not None:
+            sources, targets = pipelines[0].lines(sources), pipelines[1].lines(targets)
+        src_ids = encode_sources(self.model, self.src_tokenizer, sources, settings, "source")
+        tgt_ids = self.tgt_tokenizer.encode_batch(targets)
+        check_lengths(self.model, [len(t) + 1 for t in tgt_ids], "target")
+        return self._scored(src_ids, tgt_ids, settings, alignments, alignment_layer, on_batch=on_batch)
+
+    def _scored(
+        self, src_ids: list[list[int]], tgt_ids: list[list[int]], settings: DecodeSpec, align: bool, layer: int | None,
+        *, ended: list[bool] | None = None, on_batch: Progress = None,
+    ) -> list[Score]:  # fmt: skip
+        if align:
+            check_alignment_layer(layer, len(self.model.decoder.layers))
+        scored = score_ids(
+            self.model, src_ids, tgt_ids, settings, bos_id=self.tgt_tokenizer.bos_id, eos_id=self.tgt_tokenizer.eos_id,
+            ended=ended, align=align, alignment_layer=layer, on_batch=on_batch,
+        )  # fmt: skip
+        source_words = [self.src_tokenizer.word_index(s) for s in src_ids] if align else [None] * len(src_ids)
+        return [scored_record(t, s, self.tgt_tokenizer, w) for t, s, w in zip(tgt_ids, scored, source_words)]
 
     def to(self, device: str | torch.device) -> "Translator":
-        self.model.to(device)
+        """The model moved to `device` ("cpu", "cuda", "cuda:1"); returns the Translator."""
+        self.model.to(resolve_device(device))
         return self
 
 
+def check_n_best(n_best: object, beam: int, name: str, beam_name: str) -> int:
+    """`n_best` (None: 1) as a count within the beam, or a UserError in the words of `name`."""
+    if n_best is None:
+        return 1
+    if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
+        raise UserError(f"{name}: expected a whole number >= 1, got {described(n_best)}")
+    if n_best > beam:
+        raise UserError(
+            f"{name} ({n_best}) is more than the beam size ({beam}): a search keeps {beam} hypotheses a sentence; "
+            f"raise {beam_name} to at least {n_best}"
+        )
+    return n_best
+
+
+def check_alignment_layer(layer: object, n_layers: int, name: str = "alignment_layer") -> None:
+    if layer is None:
+        return
+    if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
+        raise UserError(f"{name}: the decoder's layers are 0 to {n_layers - 1}, got {described(layer)}")
+
+
 def load_run(path: str | Path, *, device: str | torch.device | None = None) -> Translator:
-    """The model of a run directory (runs/<name>/version_<n>, or runs/<name> for its latest) or of
-    a .ckpt file, ready to translate; on `device` (default: the CPU)."""
+    """The model of a run directory (runs/<name>/version_<n>, or runs/<name> for its latest), a
+    .ckpt file or a Hugging Face Marian folder, ready to translate; on `device` (default: CUDA
+    where present, else the CPU, as `aiayn translate`)."""
+    path = path_argument(path, "path")
+    target = resolve_device(device)  # a bad device is told before the model loads
     loaded = load_for_inference(path)
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
-    return translator.to(device) if device is not None else translator
+    translator.model.to(target)
+    return translator

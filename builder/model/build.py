@@ -5,6 +5,7 @@ whether for training or, on the meta device, for counting parameters (size.py), 
 never drift from the model.
 """
 
+from os import PathLike
 from typing import Literal, cast
 
 import torch
@@ -20,6 +21,7 @@ from aiayn.blocks import (
     TransformerLayer,
     TransformerStack,
 )
+from aiayn.builder.errors import UserError, described
 from aiayn.builder.model.registry import BuildContext, StackPlan, build
 from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -36,6 +38,9 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
     builds a big model instantly, with no memory)."""
     if isinstance(spec, ExperimentSpec):
         spec = spec.model
+    if not isinstance(spec, ModelSpec):
+        hint = "; aiayn.load_experiment(path) reads one" if isinstance(spec, (str, PathLike)) else ""
+        raise UserError(f"spec: expected an ExperimentSpec or its model section, got {described(spec)}{hint}")
     with torch.device(device or "cpu"):
         src_embed, tgt_embed, generator = embeddings(spec)
         model = EncoderDecoder(

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, path_argument, strings_argument
 from aiayn.builder.run.validation import field_hint, format_validation_error, union_args
 from aiayn.schemas import slots
 from aiayn.schemas._base import DOTLIST_KEY
@@ -86,6 +86,11 @@ def resolve(config: DictConfig, path: str | Path) -> dict[str, Any]:
 def load_experiment(
     path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line", model_of: ModelOf | None = None
 ) -> ExperimentSpec:
+    """The experiment YAML at `path` with `overrides` (KEY=VALUE strings, as `aiayn validate`
+    takes them), resolved and validated: an ExperimentSpec, or a UserError listing every error
+    by its YAML path (a wrong argument type: a UserError naming the argument)."""
+    path = path_argument(path, "path")
+    overrides = strings_argument(overrides, "overrides")
     config = load_config(path, overrides, source=source, model_of=model_of)
     return validate(resolve(config, path), path, raw=OmegaConf.to_container(config), overrides=overrides, source=source)
 

@@ -365,3 +365,50 @@ def test_run_dir_must_be_a_run_or_a_new_folder_and_resume_needs_a_run(run, tmp_p
     (trial / "stderr.log").write_text("")
     code, _, err = cli("train", *base, "--run-dir", trial)
     assert code == 0, err
+
+
+# ---- n-best lists, scores and alignments: refused before anything is read or written ----------
+
+
+def test_translate_n_best_scores_and_alignments_refused(trained, tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("kept\n")
+    source = tmp_path / "in.en"
+    source.write_text("she sold eight apples\n")
+    common = ("translate", trained, "--input", source, "--output", out)
+    fails(
+        "aiayn translate: error: --n-best (3) is more than the beam size (2): a search keeps 2 hypotheses a sentence; raise --beam to at least 3\n",
+        *common, "--n-best", "3", untouched=tmp_path,
+    )  # fmt: skip
+    fails("aiayn translate: error: --n-best: expected a whole number >= 1, got int 0\n", *common, "--n-best", "0", untouched=tmp_path)
+    fails(
+        "aiayn translate: error: --alignments counts the words of the run's tokenized output; drop --detokenize\n",
+        *common, "--alignments", "--detokenize", untouched=tmp_path,
+    )  # fmt: skip
+    fails(
+        "aiayn translate: error: --alignment-layer: the decoder's layers are 0 to 0, got int 1\n",
+        *common, "--alignments", "--alignment-layer", "1", untouched=tmp_path,
+    )  # fmt: skip
+
+
+def test_score_refusals(trained, tmp_path):
+    src, tgt, short, blank = (tmp_path / name for name in ("s.txt", "t.txt", "short.txt", "blank.txt"))
+    src.write_text("she sold eight apples\nthe dog\n")
+    tgt.write_text("sie verkaufte acht Äpfel\nder Hund\n")
+    short.write_text("der Hund\n")
+    blank.write_text("she sold eight apples\n \n")
+    out = tmp_path / "scores.txt"
+    out.write_text("kept\n")
+    fails(f"aiayn score: error: --tgt {tmp_path / 'none.txt'}: no such file\n", "score", trained, "--src", src, "--tgt", tmp_path / "none.txt", "-o", out, untouched=tmp_path)
+    fails(
+        f"aiayn score: error: parallel corpus is misaligned: {src} has 2 lines but {short} has 1; line N of one file must translate line N of the other\n",
+        "score", trained, "--src", src, "--tgt", short, "-o", out, untouched=tmp_path,
+    )  # fmt: skip
+    fails(
+        f"aiayn score: error: --src {blank}, line 2 is blank: there is nothing to score its target against; drop that pair\n",
+        "score", trained, "--src", blank, "--tgt", tgt, "-o", out, untouched=tmp_path,
+    )  # fmt: skip
+    fails("aiayn score: error: --alpha (-1.0): input should be greater than or equal to 0\n", "score", trained, "--src", src, "--tgt", tgt, "--alpha", "-1", "-o", out, untouched=tmp_path)
+    code, written, err = cli("score", trained, "--src", src, "--tgt", tgt)
+    assert code == 0, err
+    assert [len(line.split("\t")) for line in written.splitlines()] == [3, 3]

@@ -1,0 +1,77 @@
+"""aiayn score RUN_OR_CKPT --src F --tgt F [--per-token] [--alignments]: forced decoding of given
+targets (Marian's marian-scorer, fairseq's --score-reference, CTranslate2's score_batch).
+
+One line per pair, tab-separated: log P(Y | X) (natural log, EOS included), |Y| (tokens, EOS
+counted), with --per-token the log-probability of each target token then EOS's (space-separated),
+with --alignments the word alignment (Pharaoh i-j), and last the score the beam search would rank
+that target by: log P(Y | X) / lp(|Y|) under the decode settings' length penalty (--alpha,
+--length-penalty override it as translate takes them). Source and target go through the run's
+data.pipeline, as translate's input does. A blank source line is an error (nothing to condition
+on); a blank target is the empty translation (EOS alone).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
+from aiayn.builder.data.corpus import check_aligned, read_lines
+from aiayn.builder.data.text import check_raw
+from aiayn.builder.decode.translator import check_alignment_layer, load_run
+from aiayn.builder.errors import UserError
+from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
+from aiayn.builder.run.outputs import check_output
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_checkpoint_argument(p)
+    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
+    p.add_argument("--tgt", type=Path, required=True, help="the targets to score, line-aligned with --src")
+    p.add_argument("--output", "-o", type=Path, help="write the scores here (default: stdout)")
+    p.add_argument("--per-token", action="store_true", help="add a column: each target token's log-probability, then EOS's")
+    p.add_argument("--alignments", action="store_true", help="add a column: the word alignment (Pharaoh i-j) of each pair")
+    p.add_argument(
+        "--alignment-layer", type=int, metavar="L",
+        help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
+    )  # fmt: skip
+    add_decode_arguments(p)
+
+
+def score(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_writable(args.output, "--output")
+        check_output(args.output, "--output", inputs=[args.checkpoint, args.src, args.tgt])
+    for flag, path in (("--src", args.src), ("--tgt", args.tgt)):
+        if not path.is_file():
+            raise UserError(f"{flag} {path}: no such file")
+    sources, targets = read_lines(args.src), read_lines(args.tgt)
+    check_aligned(args.src, args.tgt, len(sources), len(targets))
+    blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
+    if blank is not None:
+        raise UserError(f"--src {args.src}, line {blank + 1} is blank: there is nothing to score its target against; drop that pair")
+    translator = load_run(args.checkpoint, device=device_of(args))
+    decode = decode_spec(translator.spec, args)
+    if args.alignment_layer is not None:
+        check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
+    pipelines = translator.pipelines
+    if pipelines is not None:
+        for path in (args.src, args.tgt):
+            check_raw(path, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
+    with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
+        scores = translator.score(
+            sources, targets, alignments=args.alignments, alignment_layer=args.alignment_layer, on_batch=bar.update,
+            **decode.model_dump(),
+        )  # fmt: skip
+    rows = []
+    for s in scores:
+        columns = [f"{s.log_prob:.6f}", str(s.length)]
+        columns += [" ".join(f"{x:.6f}" for x in s.token_log_probs)] if args.per_token else []
+        columns += [s.pharaoh()] if args.alignments else []
+        rows.append("\t".join([*columns, f"{s.score:.6f}"]) + "\n")
+    text = "".join(rows)
+    if args.output is not None:
+        write_bytes_atomic(args.output, text.encode("utf-8"))
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
