@@ -98,7 +98,11 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
     for block in python_examples(text):  # the Python API, as written, on the demo trained above
         done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         out = check(done, block)
-        assert "parameters" in out.splitlines()[0] and out.splitlines()[1].startswith("['sie kaufte dreihundert"), out
+        lines = out.splitlines()
+        assert "parameters" in lines[0] and lines[1].startswith("['sie kaufte dreihundert"), out
+        assert lines[3].startswith("sie hat drei Bücher gekauft ") and lines[3].endswith(" 0-0 1-1 3-2 4-3 2-4"), out
+        agrees, forced, searched = lines[5].split()
+        assert agrees == "True" and float(forced) == pytest.approx(float(searched), abs=1e-4), out
 
 
 def python_examples(text: str) -> list[str]:
@@ -143,3 +147,17 @@ def check_demo(run: Path, env: dict) -> None:
     subject, verb, number, noun = lines[0].split()  # 321 is one word: units before tens
     assert (subject, verb, noun) == ("sie", "kaufte", "Bücher") and number.startswith("dreihundert")
     assert lines[2].startswith("ich weiß, dass") and lines[2].endswith("verkaufte")  # verb-final clause
+
+    # n-best lists, scores and alignments: the demo's alignments are known by construction (the
+    # perfect's participle goes to the end), and forced scoring of the best gives its score
+    rows = [r.split("\t") for r in aiayn("translate", str(run), "--n-best", "3", "--scores", "--alignments", stdin="she has bought three books\nshe bought three books\n").splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "0", "1", "1", "1"] and len({r[2] for r in rows[:3]}) == 3
+    assert rows[0][2:] == ["sie hat drei Bücher gekauft", "0-0 1-1 3-2 4-3 2-4"], rows
+    assert rows[3][2:] == ["sie kaufte drei Bücher", "0-0 1-1 2-2 3-3"], rows
+    assert all(float(a[1]) >= float(b[1]) for a, b in zip(rows, rows[1:]) if a[0] == b[0])
+    src, tgt = run.parent / "pair.en", run.parent / "pair.de"
+    src.write_text("she has bought three books\nshe bought three books\n")
+    tgt.write_text(f"{rows[0][2]}\n{rows[3][2]}\n")
+    scored = [line.split("\t") for line in aiayn("score", str(run), "--src", str(src), "--tgt", str(tgt), "--alignments").splitlines()]
+    assert [float(s[-1]) for s in scored] == pytest.approx([float(rows[0][1]), float(rows[3][1])], abs=1e-4)
+    assert [s[2] for s in scored] == [rows[0][3], rows[3][3]]
