@@ -14,6 +14,14 @@ class DecoderState:
     once (`memory_cache`). Beam search keeps the batch dimension of every cache in step with its
     hypotheses through `reorder`.
 
+    The contract for a caller (a search of one's own): make one with `model.init_state()`, then
+    call `model.decode(new_tokens, memory, memory_padding_mask, state)` with only the tokens not
+    yet decoded (usually one a row); `decode` advances `state.length` itself, by the number of
+    tokens given, and its logits equal the full teacher-forced pass's at those positions. Drop or
+    repeat rows (finished sentences, beams) with `reorder(rows)` before the next call; the
+    encoder memory passed to `decode` must follow the same rows. `builder/decode/search.py` is
+    the reference use.
+
     Reordering the caches of past positions is lazy: `reorder` records the rows to select, and
     they are selected when the cache is next used, by `cache`, or by its owner together with its
     next append (`take_cache`): one copy per step instead of a select and a concatenation.
