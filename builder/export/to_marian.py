@@ -67,12 +67,13 @@ def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
 
 def generation_config(loaded: ForInference, position_rows: int) -> GenerationConfig:
     """aiayn's decode settings as far as `generate` has them: beam, alpha as |Y|^alpha (HF's only
-    form; aiayn's default is GNMT's), stop at `beam` finished hypotheses, <pad> never generated."""
+    form; aiayn's default is GNMT's), stop at `beam` finished hypotheses, <pad> never generated.
+    A greedy run (beam 1) gets no beam settings: transformers refuses them with one beam."""
     decode = loaded.spec.decode
+    beams = {"length_penalty": decode.alpha, "early_stopping": True} if decode.beam > 1 else {}
     return GenerationConfig(
         decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, pad_token_id=0, forced_eos_token_id=None,
-        num_beams=decode.beam, length_penalty=decode.alpha, early_stopping=True, suppress_tokens=[0],
-        max_length=position_rows,
+        num_beams=decode.beam, suppress_tokens=[0], max_length=position_rows, **beams,
     )  # fmt: skip
 
 

@@ -4,6 +4,8 @@ every parameter is random (so no weight can be mis-mapped unnoticed), in the pap
 the options each target takes (pre-norm, GELU, concatenated or learned positions, d_k != d_model/h,
 no biases, an output bias, untied tables)."""
 
+import json
+
 import pytest
 import torch
 
@@ -139,3 +141,24 @@ def test_marian_tokenizer_is_aiayns(tmp_path, source_eos):
     assert [hf_tok(s)["input_ids"] for s in en] == ours  # no specials on the source, or </s> at its end
     ids = loaded.tgt_tokenizer.encode_batch(de)
     assert [hf_tok.decode([1, *t, 2, 0], skip_special_tokens=True) for t in ids] == loaded.tgt_tokenizer.decode_batch(ids)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_runs_decode_settings_travel_to_generate(tmp_path, beam):
+    """A greedy run exports too (transformers refuses beam settings with one beam), and generate()
+    with nothing but the exported generation_config.json decodes as the run does."""
+    transformers = pytest.importorskip("transformers")
+    run = scrambled_run(tmp_path / "runs", f"decode.beam={beam}", "decode.length_penalty=fairseq", "decode.alpha=1.0")
+    export(run, "huggingface", tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert config["num_beams"] == beam
+    assert (config.get("length_penalty"), config.get("early_stopping")) == ((1.0, True) if beam > 1 else (None, None))
+    loaded = load_for_inference(run)
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    ids = sources(loaded)
+    ours = aiayn_outputs(loaded, ids, beam=beam, alpha=1.0, max_len_b=MAX_LEN_B)
+    theirs = []
+    for src in with_source_eos(loaded.model, ids):
+        out = hf.generate(input_ids=torch.tensor([src]), max_length=1 + len(src) + MAX_LEN_B)[0].tolist()[1:]
+        theirs.append(out[: out.index(2)] if 2 in out else out)
+    assert theirs == ours
