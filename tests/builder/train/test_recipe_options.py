@@ -165,3 +165,18 @@ def test_detokenize_refused_for_an_untokenized_run(tmp_path, capsys, monkeypatch
         f"aiayn translate: error: --detokenize: {run} was trained on untokenized text (data.pipeline has no "
         "moses_tokenize); drop --detokenize"
     )
+
+
+def test_score_puts_both_sides_through_the_runs_pipeline(trained):
+    """Raw text scores as its lowercased, tokenized form does: what `aiayn score` is given is what
+    `aiayn translate` is given, raw text."""
+    import aiayn
+
+    run, _ = trained
+    translator = aiayn.load_run(run, device="cpu")
+    sources, refs = generate_demo(400, 12, 12, 1234)["test"]
+    raw = translator.score(sources[:4], [r.upper() for r in refs[:4]])
+    moses_de = TextPipeline([LowercaseStep(), NormalizePunctuationStep(), MosesTokenizeStep()], "de")
+    ids = [translator.tgt_tokenizer.encode(moses_de(r)) for r in refs[:4]]
+    assert [s.ids for s in raw] == ids  # the target lowercased and tokenized
+    assert [s.score for s in raw] == [s.score for s in translator.score([x.upper() for x in sources[:4]], refs[:4])]
