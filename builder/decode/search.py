@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -144,26 +145,11 @@ class _Beams:
         self.max_len, self.sentence = self.max_len[keep], self.sentence[keep]
 
 
-@torch.no_grad()
-def beam_search(
-    model: EncoderDecoder,
-    src: Tensor,
-    *,
-    bos_id: int,
-    eos_id: int,
-    beam: int = 4,
-    alpha: float = 0.6,
-    max_len_b: int = 50,
-    length_penalty: str = "gnmt",
-    use_cache: bool = True,
-) -> list[list[int]]:
+def beam_search(model: EncoderDecoder, src: Tensor, **settings: Any) -> list[list[int]]:
     """Beam search with a length penalty and early termination, per sentence of src (B, S): the
-    ids of the best hypothesis."""
-    found = beam_hypotheses(
-        model, src, bos_id=bos_id, eos_id=eos_id, beam=beam, alpha=alpha, max_len_b=max_len_b,
-        length_penalty=length_penalty, use_cache=use_cache,
-    )  # fmt: skip
-    return [hyps[0].ids for hyps in found]
+    ids of the best hypothesis. `settings` are `beam_hypotheses`'s (bos_id, eos_id, beam, alpha,
+    max_len_b, length_penalty, use_cache)."""
+    return [hyps[0].ids for hyps in beam_hypotheses(model, src, **settings)]
 
 
 @torch.no_grad()
