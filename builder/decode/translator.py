@@ -116,10 +116,10 @@ class Translator:
         """Each hypothesis's Translation: its forced decoding gives the per-token numbers and the alignment."""
         flat = [(i, h) for i, hyps in enumerate(found) for h in hyps if ids[i]]
         scored = self._scored([ids[i] for i, _ in flat], [h.ids for _, h in flat], settings, align, layer, ended=[h.ended for _, h in flat])
-        by_hypothesis = {id(h): s for (_, h), s in zip(flat, scored)}
+        forced = iter(scored)  # in the order of `flat`: a blank source's hypothesis has none
         return [
-            [translation_record(h, text, by_hypothesis.get(id(h)), align=align) for h, text in zip(hyps, group)]
-            for hyps, group in zip(found, texts)
+            [translation_record(h, text, next(forced) if ids[i] else None, align=align) for h, text in zip(hyps, group)]
+            for i, (hyps, group) in enumerate(zip(found, texts))
         ]
 
     def score(
