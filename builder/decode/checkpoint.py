@@ -303,11 +303,32 @@ def save_checkpoint(ckpt: dict[str, Any], path: Path) -> None:
 
 
 def is_marian_folder(path: Path) -> bool:
-    """A folder whose config.json says model_type "marian" (a Hugging Face MarianMTModel)."""
+    """A folder whose config.json says model_type "marian" (a Hugging Face MarianMTModel). A folder
+    with a config.json that is neither that nor a run directory is a UserError that says what it
+    holds (a damaged file, another kind of model), not "no run directory"."""
     config = path / "config.json"
     if not config.is_file():
         return False
     try:
-        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "marian"
+        data = json.loads(config.read_text(encoding="utf-8"))
     except (ValueError, OSError):
+        data = None
+    if isinstance(data, dict) and data.get("model_type") == "marian":
+        return True
+    if _looks_like_a_run(path):
         return False
+    if not isinstance(data, dict):
+        from aiayn.builder.decode.marian_config import read_config  # says what is wrong with the file
+
+        read_config(path)
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    raise UserError(
+        f"{path} is neither a run directory nor a Hugging Face Marian model: its config.json says model_type "
+        f"{kind!r}, and aiayn reads Marian models (model_type 'marian', as opus-mt's); give a run directory, "
+        "a .ckpt file or a Marian folder"
+    )
+
+
+def _looks_like_a_run(path: Path) -> bool:
+    run = RunDir(path)
+    return bool(version_dirs(path)) or any(p.exists() for p in (run.checkpoints, run.config, run.status_file))

@@ -22,6 +22,7 @@ with </s>; the model gets model.source_eos (for a tokenizer.json: where its post
 This module is imported only when a Marian folder is read, and needs `transformers`.
 """
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 
 from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.decode.marian_config import read_config
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
@@ -60,20 +62,52 @@ def load_marian(folder: str | Path) -> ForInference:
     except ImportError:
         raise UserError(f"{folder} is a Hugging Face Marian model; reading it needs transformers: pip install 'aiayn[export]'") from None
     hf_logging.disable_progress_bar()  # one line per command, as the export's
+    read_config(folder)  # every value aiayn reads, checked by name before transformers sees it
     try:
         config = MarianConfig.from_pretrained(folder)
-    except (OSError, ValueError) as e:
+    except Exception as e:  # transformers' and huggingface_hub's checks raise many kinds
         raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
     src_tokenizer, tgt_tokenizer, order, source_eos = marian_tokenizers(folder, config)
     spec = ExperimentSpec.model_validate(marian_experiment(config, folder, vocab_size=len(order), source_eos=source_eos))
-    try:
-        hf = MarianMTModel.from_pretrained(folder).eval()
-    except (OSError, ValueError, RuntimeError) as e:
-        raise UserError(f"{folder}: transformers cannot load its weights ({first_line(e)})") from None
+    hf = _weights(folder, MarianMTModel)
     model = build_model(spec.model)
     load_transformer_weights(model, marian_weights(hf, order))
     what = "a Hugging Face Marian model"
     return ForInference(model.eval(), spec, src_tokenizer, tgt_tokenizer, folder, what, None)
+
+
+def _weights(folder: Path, model_class: Any) -> Any:
+    """The folder's MarianMTModel; weights that are damaged, or of another model (a tensor missing
+    or of another shape, which transformers would fill at random), are refused by file."""
+    files = [f.name for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin"))]
+    if not files:
+        raise UserError(f"{folder} has no weights: a Marian folder holds model.safetensors (or pytorch_model.bin) beside config.json")
+    where = f"{folder}/{files[0]}" if len(files) == 1 else f"{folder}: its weights ({', '.join(files)})"
+    _check_json_object(folder / "generation_config.json")  # transformers reads it with the weights
+    try:
+        hf, info = model_class.from_pretrained(folder, output_loading_info=True, ignore_mismatched_sizes=True)  # listed, then refused
+    except Exception as e:  # safetensors, torch.load and transformers each raise their own
+        reason = first_line(e) if len(first_line(e)) <= 120 else first_line(e)[:117] + "..."
+        raise UserError(f"{where}: transformers cannot load the weights ({reason}); is the file whole? copy it again") from None
+    wrong = [f"{k} missing" for k in sorted(info.get("missing_keys", ()))]
+    for item in sorted(info.get("mismatched_keys", ()), key=str):  # (name, the file's shape, config.json's)
+        wrong.append(f"{item[0]} {tuple(item[1])} for {tuple(item[2])}" if isinstance(item, tuple) and len(item) == 3 else f"{item} of another shape")
+    if wrong:
+        shown = ", ".join(wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+        raise UserError(f"{where}: the weights do not fit config.json ({shown}); they belong to another model")
+    return hf.eval()
+
+
+def _check_json_object(path: Path) -> None:
+    """An optional JSON file of the folder, where present, is an object."""
+    if not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} cannot be read as JSON ({e}); mend it, or delete it (aiayn decodes with its own settings)") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a JSON object; mend it, or delete it (aiayn decodes with its own settings)")
 
 
 def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos: bool) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from aiayn.builder.decode.marian_config import check_ids
 from aiayn.builder.errors import UserError
 
 OPUS_MT = ("source.spm", "target.spm", "vocab.json")  # MarianTokenizer's files
@@ -37,7 +38,8 @@ def marian_tokenizers(folder: Path, config: Any) -> Read:
     )
 
 
-def _order(config: Any, unk: int) -> list[int]:
+def _order(folder: Path, config: Any, unk: int) -> list[int]:
+    check_ids(folder, config)  # after the tokenizer's own checks, which say more of a vocabulary of another model
     head = [config.pad_token_id, config.decoder_start_token_id, config.eos_token_id, unk]
     return head + [i for i in range(config.vocab_size) if i not in head]
 
@@ -65,7 +67,7 @@ def _opus_mt(folder: Path, config: Any, present: list[str]) -> Read:
     unk = next((i for i, t in token_of.items() if t == UNK), None)
     if unk is None:
         raise UserError(f"{folder}: vocab.json has no {UNK}; aiayn needs {PAD}, {EOS} and {UNK}")
-    order = _order(config, unk)
+    order = _order(folder, config, unk)
     # a row vocab.json names no piece for (a vocabulary padded to a round size) gets a name no text makes
     pieces = [BOS if ours == 1 else token_of.get(marian, f"<marian {marian}>") for ours, marian in enumerate(order)]
     sides = []
@@ -118,6 +120,12 @@ def _tokenizer_json(folder: Path, config: Any) -> Read:
         hf = HFTokenizer.from_str(json.dumps(data))
     except Exception as e:  # the Rust side raises a bare Exception on a bad file
         raise UserError(f"{path} is not a valid tokenizer file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    size = hf.get_vocab_size(with_added_tokens=True)
+    if size > config.vocab_size:
+        raise UserError(
+            f"{path} has {size} tokens, more than config.json's vocab_size ({config.vocab_size}) gives the model rows for: "
+            "the two files belong to different models"
+        )
     unk = hf.token_to_id(UNK)
     _check_specials(folder, config, {i: hf.id_to_token(i) or "" for i in (config.pad_token_id, config.eos_token_id) if i is not None}, "tokenizer.json")
     if unk is None:
@@ -126,7 +134,7 @@ def _tokenizer_json(folder: Path, config: Any) -> Read:
     bos = hf.token_to_id(BOS)
     if bos is not None and bos != start:
         raise UserError(f"{folder}: tokenizer.json has {BOS} (id {bos}), but the decoder starts from id {start}; aiayn's {BOS} is the decoder's start")
-    order, source_eos = _order(config, unk), _appends_eos(data)  # before _renumbered drops the post-processor
+    order, source_eos = _order(folder, config, unk), _appends_eos(data)  # before _renumbered drops the post-processor
     tokenizer = FastTokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path))
     return tokenizer, tokenizer, order, source_eos
 
