@@ -1,14 +1,19 @@
 """The base every schema shares: unknown keys are errors, specs are immutable, numbers are finite."""
 
 import re
+import types
+import typing
 import weakref
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # A probability of dropping a unit: 1.0 would drop everything.
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
-PositiveInt = Annotated[int, Field(gt=0)]
+# A count or size: beyond int32 no tensor, step or loop can use it (a window of 1e30 overflows a mask).
+PositiveInt = Annotated[int, Field(gt=0, le=2**31 - 1)]
+# A random seed as Lightning's seed_everything takes it (numpy's range; outside it, a random seed is drawn).
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 # A key of a dotlist override: dims.h, model.encoder.layer[0].h
 DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 
@@ -23,6 +28,22 @@ class Spec(BaseModel):
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         DEFINED.append(weakref.ref(cls))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, data: Any) -> Any:
+        """Pydantic's lax mode reads true as 1 for a number: `window: true` or `dims.N=true` would
+        be a count of 1. A number field that admits no boolean refuses one (also in a list of them)."""
+        if not isinstance(data, dict):
+            return data
+        for key, value in data.items():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            items = value if isinstance(value, (list, tuple)) else [value]
+            for item in items if field is not None else ():
+                kind = _number_not_bool(field.annotation, nested=item is not value) if isinstance(item, bool) else None
+                if kind:
+                    raise FieldError(key, f"expected {kind}, got the boolean {str(item).lower()}")
+        return data
 
 
 # every Spec class in the order defined (schemas/slots.py rebuilds them in this order)
@@ -40,3 +61,25 @@ class FieldError(ValueError):
         super().__init__(message)
         self.path = path
         self.message = message
+
+
+def _number_not_bool(hint: Any, *, nested: bool) -> str | None:
+    """"an integer" or "a number" where `hint` admits an int or a float but no bool (at its top,
+    or in its items where `nested`), else None."""
+    leaves = _leaves(hint, nested)
+    if bool in leaves or Any in leaves or not leaves & {int, float}:
+        return None
+    return "a number" if float in leaves else "an integer"
+
+
+def _leaves(hint: Any, nested: bool) -> set[Any]:
+    origin = typing.get_origin(hint)
+    if origin is Annotated:
+        return _leaves(typing.get_args(hint)[0], nested)
+    if origin in (typing.Union, types.UnionType):
+        return set().union(*(_leaves(arg, nested) for arg in typing.get_args(hint)))
+    if origin is typing.Literal:
+        return {type(arg) for arg in typing.get_args(hint)}
+    if origin in (list, tuple) and nested:
+        return set().union(*(_leaves(arg, False) for arg in typing.get_args(hint) if arg is not Ellipsis))
+    return {hint} if not nested else set()

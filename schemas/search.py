@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from aiayn.schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Spec
+from aiayn.schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Seed, Spec
 
 
 class FloatParam(Spec):
@@ -93,10 +93,10 @@ class SearchSpec(Spec):
     sampler: Literal["tpe", "random", "grid"] = "tpe"
     metric: Literal["bleu", "ppl"] = "bleu"
     pruner: PrunerSpec = PrunerSpec()
-    seed: int = 1
+    seed: Seed = 1
     # train.seed of the search's trials: never one of the sweep's seeds, so that the final runs
     # (one per seed, on the best settings) are new trainings, not a trial trained again
-    trial_seed: int | None = None
+    trial_seed: Seed | None = None
 
     @property
     def direction(self) -> Literal["maximize", "minimize"]:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from aiayn.schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Spec
+from aiayn.schemas._base import DOTLIST_KEY, FieldError, PositiveInt, Seed, Spec
 from aiayn.schemas.search import SearchSpec
 
 NAME_PATTERN = r"^[A-Za-z0-9._\-]+$"
@@ -142,7 +142,7 @@ class SweepSpec(Spec):
     base: str  # an experiment file, relative to the sweep file
     variants: tuple[VariantSpec, ...] = ()  # none: the base alone
     grid: dict[str, tuple[Scalar, ...]] = {}  # dotted key -> values; every combination
-    seeds: tuple[int, ...] = (1,)
+    seeds: tuple[Seed, ...] = (1,)
     overrides: tuple[str, ...] = ()  # every trial, after its variant's and the grid's
     launcher: LauncherSpec = LocalLauncherSpec()
     search: SearchSpec | None = None  # tune each variant with Optuna, then train the best with the seeds

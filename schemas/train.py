@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
+from aiayn.schemas._base import FieldError, PositiveInt, Probability, Seed, Spec
 
 
 class AdamSpec(Spec):
@@ -71,7 +71,7 @@ CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotun
 
 
 class TrainSpec(Spec):
-    seed: int = 1
+    seed: Seed = 1
     label_smoothing: Probability = 0.1  # eps_ls, spread over the V-1 non-target classes
     tokens_per_step: PositiveInt = 25000  # global, per side, padded; independent of devices
     max_tokens_per_batch: PositiveInt | None = None  # per device; None: tokens_per_step

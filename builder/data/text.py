@@ -129,11 +129,23 @@ def processed_file(path: Path, pipeline: TextPipeline, cache: Path) -> Path:
 
 
 def recorded_pipeline(directory: Path) -> list[dict] | None:
-    """The steps `aiayn data --pipeline` applied to the corpus in `directory`, None if it says none."""
-    try:
-        steps = json.loads((Path(directory) / PREPARED).read_text(encoding="utf-8")).get("pipeline")
-    except (OSError, ValueError, AttributeError):
+    """The steps `aiayn data --pipeline` applied to the corpus in `directory`, None if it says none
+    (or there is no prepared.json: a corpus aiayn did not write). A prepared.json in any other
+    shape is an error: guessing would process the text twice, or not at all."""
+    path = Path(directory) / PREPARED
+    if not path.is_file():
         return None
+    fix = f"write the corpus again with `aiayn data`, or delete {PREPARED} if the text in {directory} is raw"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} cannot be read as JSON ({e}); {fix}") from None
+    steps = record.get("pipeline") if isinstance(record, dict) else None
+    if not isinstance(record, dict) or not isinstance(steps, (list, type(None))) or not all(
+        isinstance(step, dict) and isinstance(step.get("type"), str) for step in steps or ()
+    ):
+        what = "its pipeline is not a list of steps, each an object with a type" if isinstance(record, dict) else "it is not a JSON object"
+        raise UserError(f"{path} is not what `aiayn data` writes ({what}); {fix}")
     return steps or None
 
 

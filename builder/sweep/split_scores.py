@@ -38,17 +38,32 @@ def _digest(run_dir: Path) -> str:
 
 def translations(directory: Path, run_dir: Path, split: str) -> tuple[list[str], list[str]] | None:
     """(hypotheses, references) of a run on `split`: its own for valid, else the cached ones,
-    None where there are none (or the run changed since)."""
+    None where there are none, the run changed since, or the cache is damaged (empty, cut short,
+    not the JSON written): those are translated again."""
     if split == "valid":
         return RunDir(run_dir).translations_of("valid")
     cache = _cache(directory, run_dir, split)
     try:
         record = json.loads(cache.with_suffix(".json").read_text())
-        if record.get("results") != _digest(run_dir):
+        if not isinstance(record, dict) or record.get("results") != _digest(run_dir):
             return None
-        return read_lines(cache.with_suffix(".hyp")), read_lines(cache.with_suffix(".ref"))
+        hyps, refs = read_lines(cache.with_suffix(".hyp")), read_lines(cache.with_suffix(".ref"))
     except (OSError, ValueError, UserError):
         return None
+    return (hyps, refs) if refs and len(hyps) == len(refs) else None
+
+
+def _check_place(directory: Path, cache: Path) -> None:
+    """The cache's folder and files can be written: no file stands where a folder of it goes, no
+    folder where a file does (refused before any run is translated)."""
+    for folder in [cache.parent, *cache.parent.parents]:
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder} is a file where aiayn keeps the split scores' translations (a folder); move it away, or delete it")
+        if folder == directory:
+            break
+    for suffix in (".hyp", ".ref", ".json"):
+        if cache.with_suffix(suffix).is_dir():
+            raise UserError(f"{cache.with_suffix(suffix)} is a folder where aiayn keeps a file of the split scores; move it away, or delete it")
 
 
 def bleu_of(pair: tuple[list[str], list[str]], signature: str | None) -> float:
@@ -65,6 +80,8 @@ def score_runs(directory: Path, run_dirs: list[Path], split: str, *, report: Cal
     todo = [run for run in run_dirs if translations(directory, run, split) is None]
     if not todo:
         return
+    for run_dir in todo:
+        _check_place(directory, _cache(directory, run_dir, split))
     from aiayn.builder.data.spec import check_data_files, split_texts  # torch only when there is work
     from aiayn.builder.decode.checkpoint import load_for_inference
     from aiayn.builder.decode.translate import translate_texts

@@ -17,6 +17,7 @@ from aiayn.builder.model.size import memory_estimate
 from aiayn.builder.run.config import read_run_config
 from aiayn.builder.run.rundir import RunDir, differences
 from aiayn.builder.train.init_from import load_source, start_from, with_source_pipeline
+from aiayn.builder.train.threads import check_cpu_threads
 from aiayn.builder.train.trainer import accelerator, batching, check_strategy, world_size
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -38,6 +39,7 @@ def check_before_training(spec: ExperimentSpec) -> None:
         start_from(build_model(spec.model), source)
     check_data_files(spec)
     check_strategy(spec.trainer)
+    check_cpu_threads(spec.train.cpu_threads)
     size = world_size(spec)
     gpu = accelerator(spec.trainer) is CUDAAccelerator
     check_memory(spec, torch.device("cuda", 0) if gpu else torch.device("cpu"), batching(spec, size)[0])

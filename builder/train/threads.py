@@ -9,6 +9,7 @@ that starts later, degrades to its fair share instead."""
 import lightning as L
 import torch
 
+from aiayn.builder.errors import UserError
 from aiayn.builder.run.cpu import CpuTimes, auto_threads, threads_beside, usable_cores
 
 OPTION = "train.cpu_threads"
@@ -18,7 +19,16 @@ EVERY_S = 5.0  # how often a training on auto threads looks at the other process
 def cpu_threads(setting: int | str, *, processes_here: int = 1) -> int:
     """The setting, or for auto: $OMP_NUM_THREADS where set, else the usable cores that other
     processes leave free, shared among this machine's processes of the run."""
+    check_cpu_threads(setting)
     return int(setting) if setting != "auto" else auto_threads(processes_here=processes_here)
+
+
+def check_cpu_threads(setting: int | str) -> None:
+    """More threads than cores only makes each step wait for threads that share a core (and
+    OpenMP aborts the process on absurd counts): refused before anything runs."""
+    cores = usable_cores()
+    if setting != "auto" and int(setting) > cores:
+        raise UserError(f"{OPTION} ({setting}) is more than the {cores} cores this process may use; set it to at most {cores}, or to auto")
 
 
 def threads_note(threads: int, *, processes_here: int = 1) -> str | None:

@@ -112,9 +112,9 @@ def test_a_list_where_a_mapping_belongs(write):
 
 
 def test_absurd_sizes_are_instant_to_refuse_and_refused_to_train(tmp_path):
-    code, out, err = cli("show", DEMO, "dims.N=1000000000000000000000000000000", "--json")  # counted in closed form: instant
-    assert (code, out) == (2, "") and err.startswith("aiayn show: error: model: 4.63e+35 parameters need 6.58e+21 PiB to train")
-    assert err.endswith("more than any machine holds (aiayn's bound: 1 PiB); the largest block is encoder.layer[1] feed_forward (1.32e+35): use smaller dims\n")
+    code, out, err = cli("show", DEMO, "dims.N=2000000000", "--json")  # counted in closed form: instant
+    assert (code, out) == (2, "") and err.startswith("aiayn show: error: model: 9.26e+14 parameters need 13.2 PiB to train")
+    assert err.endswith("more than any machine holds (aiayn's bound: 1 PiB); the largest block is encoder.layer[1] feed_forward (2.63e+14): use smaller dims\n")
     huge = ["dims.d_ff=2048000000", "trainer.accelerator=cpu"]
     code, out, _ = cli("show", DEMO, *huge, "--json")
     need = json.loads(out)["memory_bytes"]["total"]
@@ -128,7 +128,7 @@ def test_absurd_sizes_are_instant_to_refuse_and_refused_to_train(tmp_path):
     assert not (tmp_path / "runs").exists()
     fails(
         "aiayn validate: error: model: some weight would have more elements than PyTorch can count (2^63); use smaller dims\n",
-        "validate", DEMO, "dims.h=999999999999999999999",
+        "validate", DEMO, "dims.h=2000000000", "dims.d_k=2000000000",  # W_Q's bytes beyond 2^63, each dim within int32
     )  # fmt: skip
 
 
@@ -311,10 +311,10 @@ def test_a_sweep_root_that_is_a_file_and_a_model_no_machine_holds(tmp_path):
     fails(f"aiayn sweep: error: --runs {a_file}: {a_file} is a file; give a folder for the sweep's runs\n",
           "sweep", EXPERIMENTS / "demo.sweep.yaml", "--runs", a_file, "--dry-run")  # fmt: skip
     fails("aiayn validate: error: model: some weight would have more elements than PyTorch can count (2^63); use smaller dims\n",
-          "validate", DEMO, f"dims.vocab_size={10**35}", "--schema-only")  # fmt: skip
-    fails("aiayn show: error: model: 1.28e+14 parameters need 1.82 PiB to train (weights, gradients and Adam), more than any machine "
-          "holds (aiayn's bound: 1 PiB); the largest block is embedding (source = target = output) (1.28e+14): use smaller dims\n",
-          "show", DEMO, f"dims.vocab_size={10**12}")  # fmt: skip
+          "validate", DEMO, "dims.h=2000000000", "dims.d_k=2000000000", "--schema-only")  # fmt: skip
+    fails("aiayn show: error: model: 4e+15 parameters need 56.8 PiB to train (weights, gradients and Adam), more than any machine "
+          "holds (aiayn's bound: 1 PiB); the largest block is embedding (source = target = output) (4e+15): use smaller dims\n",
+          "show", DEMO, "dims.vocab_size=2000000000", "dims.d_model=2000000")  # fmt: skip
 
 
 def test_no_output_is_made_inside_a_run_even_where_nothing_is_yet(run, tmp_path):

@@ -142,6 +142,33 @@ def test_a_corpus_that_aiayn_data_processed_is_read_as_it_is_or_refused(tmp_path
         check_not_tokenized((), train, tmp_path)
 
 
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("", "cannot be read as JSON (Expecting value: line 1 column 1 (char 0))"),
+        ('{"pipeline": [{"type": "lowerc', "cannot be read as JSON (Unterminated string starting at: line 1 column 24 (char 23))"),
+        ("[1, 2]", "is not what `aiayn data` writes (it is not a JSON object)"),
+        ('{"pipeline": "lowercase"}', "is not what `aiayn data` writes (its pipeline is not a list of steps, each an object with a type)"),
+        ('{"pipeline": ["lowercase"]}', "is not what `aiayn data` writes (its pipeline is not a list of steps, each an object with a type)"),
+        ('{"pipeline": [{"lowercase": true}]}', "is not what `aiayn data` writes (its pipeline is not a list of steps, each an object with a type)"),
+    ],
+)  # fmt: skip
+def test_a_prepared_json_in_another_shape_is_named_not_guessed(tmp_path, content, why):
+    """Read as "no pipeline", a damaged record would have the text processed a second time."""
+    (tmp_path / "prepared.json").write_text(content)
+    train = tmp_path / "train.en"
+    train.write_text("a man &apos;s hat\n")
+    with pytest.raises(UserError) as e:
+        check_not_tokenized(tuple(LITERATURE), train, tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path / 'prepared.json'} {why}; write the corpus again with `aiayn data`, or delete prepared.json if the text "
+        f"in {tmp_path} is raw"
+    )
+    (tmp_path / "prepared.json").write_text('{"corpus": "multi30k", "pipeline": []}')  # written without a pipeline: raw text
+    with pytest.raises(UserError, match="looks tokenized already"):
+        check_not_tokenized(tuple(LITERATURE), train, tmp_path)
+
 TEXT = ["low lower lowest", "new newer newest", "wide wider widest", "the lowest and the newest"] * 3
 
 

@@ -8,6 +8,8 @@ import re
 import pytest
 
 from aiayn.builder.cli import main
+from aiayn.builder.data.spec import split_texts
+from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.sweep.results import write_results
 from aiayn.builder.sweep.split_scores import _cache, _digest, translations
@@ -92,6 +94,10 @@ def test_results_scores_the_test_split_once_and_leaves_the_runs_alone(trained_ro
     cache = trained_root / "scores" / "demo" / "version_0" / "test"
     hyps = cache.with_suffix(".hyp").read_text().splitlines()
     assert len(hyps) == 12 and cache.with_suffix(".ref").read_text().splitlines() == translations(trained_root, run, "test")[1]
+    spec = load_for_inference(run).spec
+    test_refs, valid_refs = split_texts(spec, "test")[1], split_texts(spec, "valid")[1]
+    assert test_refs != valid_refs  # the two splits differ, so the references tell which one was scored
+    assert cache.with_suffix(".ref").read_text().splitlines() == test_refs
     assert "| BLEU test |" in out.splitlines()[0]
     stamp = cache.with_suffix(".hyp").stat().st_mtime_ns
     assert main(["results", str(trained_root), "--split", "test"]) == 0
@@ -100,3 +106,43 @@ def test_results_scores_the_test_split_once_and_leaves_the_runs_alone(trained_ro
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
     code, _, err = cli("results", trained_root, "--split", "train")
     assert code == 2 and "argument --split: invalid choice: 'train' (choose from 'valid', 'test')" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("empty hypotheses", lambda cache: cache.with_suffix(".hyp").write_text("")),
+        ("hypotheses cut short", lambda cache: cache.with_suffix(".hyp").write_text("one line\n")),
+        ("empty references", lambda cache: cache.with_suffix(".ref").write_text("")),
+        ("a record that is a list", lambda cache: cache.with_suffix(".json").write_text("[1]")),
+        ("a truncated record", lambda cache: cache.with_suffix(".json").write_text('{"resul')),
+    ],
+)  # fmt: skip
+def test_a_damaged_cache_of_split_scores_is_translated_again(trained_root, capsys, name, damage):
+    run = trained_root / "demo" / "version_0"
+    assert main(["results", str(trained_root), "--split", "test"]) == 0
+    cache = _cache(trained_root, run, "test")
+    good = cache.with_suffix(".hyp").read_text()
+    damage(cache)
+    assert translations(trained_root, run, "test") is None, name
+    capsys.readouterr()
+    assert main(["results", str(trained_root), "--split", "test"]) == 0
+    assert capsys.readouterr().err.startswith(f"scored {run} on test (12 sentences, step 2) [1/1]"), name
+    assert cache.with_suffix(".hyp").read_text() == good
+
+
+def test_a_file_where_the_cache_folder_goes_is_named(trained_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "runs"
+    shutil.copytree(trained_root, root, ignore=shutil.ignore_patterns("scores"))
+    (root / "scores").mkdir()
+    (root / "scores" / "demo").write_text("")
+    code, out, err = cli("results", root, "--split", "test")
+    assert (code, out) == (2, "")
+    assert err == f"aiayn results: error: {root / 'scores' / 'demo'} is a file where aiayn keeps the split scores' translations (a folder); move it away, or delete it\n"
+    (root / "scores" / "demo").unlink()
+    (root / "scores" / "demo" / "version_0" / "test.hyp").mkdir(parents=True)
+    code, out, err = cli("results", root, "--split", "test")
+    assert err == f"aiayn results: error: {root / 'scores' / 'demo' / 'version_0' / 'test.hyp'} is a folder where aiayn keeps a file of the split scores; move it away, or delete it\n"
+    assert sorted(p.name for p in (root / "scores" / "demo" / "version_0").iterdir()) == ["test.hyp"]  # nothing else written
