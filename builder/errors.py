@@ -1,7 +1,7 @@
 """The one exception type for errors a user can cause (bad YAML, bad data, a wrong path).
 
 The CLI prints its message and exits with code 2; anything else escaping is our bug. The Python
-API checks its arguments with `path_argument` and `strings_argument`, so a wrong type is a
+API checks its arguments with `path_argument`, `strings_argument` and `bool_argument`, so a wrong type is a
 UserError naming the argument, not an exception from deep inside.
 """
 
@@ -50,3 +50,10 @@ def strings_argument(value: object, name: str, *, one: bool = False) -> list[str
         if not isinstance(item, str):
             raise UserError(f"{name}[{i}]: expected a string, got {described(item)}")
     return items
+
+
+def bool_argument(value: object, name: str) -> bool:
+    """`value` as a flag, or a UserError naming the argument `name` ("yes" or 1 is no flag)."""
+    if isinstance(value, bool):
+        return value
+    raise UserError(f"{name}: expected True or False, got {described(value)}")

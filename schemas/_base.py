@@ -38,8 +38,9 @@ class Spec(BaseModel):
             return data
         for key, value in data.items():
             field = cls.model_fields.get(key) if isinstance(key, str) else None
-            items = value if isinstance(value, (list, tuple)) else [value]
-            for item in items if field is not None else ():
+            if field is None:
+                continue
+            for item in value if isinstance(value, (list, tuple)) else [value]:
                 kind = _number_not_bool(field.annotation, nested=item is not value) if isinstance(item, bool) else None
                 if kind:
                     raise FieldError(key, f"expected {kind}, got the boolean {str(item).lower()}")

@@ -17,7 +17,7 @@ class StaticShapesSpec(Spec):
     w makes batches of max_tokens // w pairs, its last one filled up with one-token rows the loss
     ignores; the tokens the encoder and the decoder compute are a fixed count per bucket too."""
 
-    num_buckets: PositiveInt = Field(default=6, le=8)  # at most 8: torch.compile keeps 8 graphs of a function
+    num_buckets: Annotated[int, Field(gt=0, le=8)] = 6  # at most 8: torch.compile keeps 8 graphs of a function
     # the buckets' widths, ascending; a last bucket as wide as the longest pair is added when
     # it is longer. None: the num_buckets widths that pad the training pairs least
     bucket_boundaries: list[PositiveInt] | None = None

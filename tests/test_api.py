@@ -138,6 +138,9 @@ def test_the_api_refuses_wrong_arguments_by_name(run):
         lambda: translator.score(["a", " "], ["b", "c"]): "sources[1] is blank: there is nothing to score its target against",
         lambda: translator.score("a", ["b"]): "sources: expected a list of strings, got the string 'a'; wrap it in a list: ['a']",
         lambda: translator.to("tpu"): "device 'tpu' is not a torch device; use e.g. cpu, cuda or cuda:1",
+        lambda: translator.translate(LINES, alignments="yes"): "alignments: expected True or False, got str 'yes'",
+        lambda: translator.translate(LINES, with_scores=1): "with_scores: expected True or False, got int 1",
+        lambda: translator.score(["a"], ["b"], alignments=None): "alignments: expected True or False, got None",
     }
     for call, message in refused.items():
         with pytest.raises(aiayn.UserError) as error:

@@ -204,8 +204,15 @@ def load_for_inference(arg: str | Path) -> ForInference:
 def source_model(path: str) -> dict[str, Any]:
     """The model section of the trained model at `path` (a run, a .ckpt, a Marian or opus-mt folder):
     what an experiment with `init_from: path` and no model section takes (run/config.py's load_config)."""
+    return load_source_model(path).spec.model.model_dump(mode="json")
+
+
+def load_source_model(path: str) -> ForInference:
+    """init_from's trained model, read as `aiayn translate` reads it; a refusal says init_from."""
+    if not Path(path).exists():
+        raise UserError(f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>) or a .ckpt file")
     try:
-        return load_for_inference(path).spec.model.model_dump(mode="json")
+        return load_for_inference(path)
     except UserError as e:
         raise UserError(f"init_from: {e}") from None
 

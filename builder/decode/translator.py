@@ -21,7 +21,7 @@ from aiayn.builder.decode.forced import score_ids
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
 from aiayn.builder.decode.search import Hypothesis
 from aiayn.builder.decode.translate import check_lengths, encode_sources, translate_hypotheses, translate_texts
-from aiayn.builder.errors import UserError, described, path_argument, strings_argument
+from aiayn.builder.errors import UserError, bool_argument, described, path_argument, strings_argument
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -85,6 +85,7 @@ class Translator:
         decoder layer `alignment_layer` (default: the penultimate of more than two, else the last),
         heads averaged."""
         lines = strings_argument(lines, "lines", one=True)
+        with_scores, alignments, detokenize = (bool_argument(v, n) for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize")))
         settings = self.decode_spec(**decode)
         records = bool(with_scores or alignments)
         k = check_n_best(n_best, settings.beam, "n_best", "beam")
@@ -138,6 +139,7 @@ class Translator:
         for), batched by max_tokens. Both sides go through the run's text pipeline."""
         sources = strings_argument(sources, "sources")
         targets = strings_argument(targets, "targets")
+        alignments = bool_argument(alignments, "alignments")
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
         blank = next((i for i, line in enumerate(sources) if not line.strip()), None)

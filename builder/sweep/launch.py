@@ -1,7 +1,9 @@
 """Running trials: each is one `python -m aiayn train ... --run-dir DIR` process, started by
 a local pool (N at a time, each with its own GPUs) or as a SLURM job through submitit."""
 
+import contextlib
 import dataclasses
+import io
 import os
 import queue
 import shutil
@@ -129,6 +131,36 @@ def check(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> None:
             "the slurm launcher needs `sbatch` on PATH; run `aiayn sweep` on a SLURM login node, "
             "or set sweep.launcher.cluster=local to run the jobs on this machine through submitit"
         )
+    elif launcher.cluster == "slurm":
+        _check_controller()
+
+
+class LauncherFailed(UserError):
+    """The launcher could not start the sweep's jobs (none of them runs): its own message."""
+
+
+def _check_controller() -> None:
+    """SLURM's controller answers (`sinfo`, which asks slurmctld): else sbatch would fail at the
+    first submission, after the trials' folders were made."""
+    if shutil.which("sinfo") is None:
+        return  # sbatch alone: its own failure is reported at submission
+    try:
+        done = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        reason = "it did not answer within 60 s" if isinstance(e, subprocess.TimeoutExpired) else str(e)
+    else:
+        if done.returncode == 0:
+            return
+        reason = _last_words(done.stderr) or f"exit {done.returncode}"
+    raise LauncherFailed(
+        f"the slurm launcher cannot reach SLURM's controller: `sinfo` says: {reason}; is slurmctld up (`scontrol ping`)? "
+        "Nothing was submitted or written; run the sweep again once it answers, or set sweep.launcher.cluster=local"
+    )
+
+
+def _last_words(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def local_runner(launcher: LocalLauncherSpec, *, gpus: Sequence[str] | None = None) -> tuple[Callable[..., Outcome], int]:
@@ -182,10 +214,17 @@ def launch_slurm(
     import submitit
 
     check(launcher)
-    executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
+    try:
+        executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
+    except RuntimeError as e:  # submitit's own check of the cluster ("Could not detect srun")
+        raise LauncherFailed(f"the {launcher.cluster} launcher cannot start: submitit says: {_last_words(str(e))}; nothing was submitted") from None
     executor.update_parameters(**slurm_parameters(launcher, name=name))
-    with executor.batch():
-        submitted = [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
+    try:  # submitit prints sbatch's stderr before it raises: the message below says it once
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+            submitted = [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
+    except (submitit.core.utils.FailedJobError, OSError) as e:  # sbatch's refusal: its stderr is the message
+        reason = _last_words(str(e)) or type(e).__name__
+        raise LauncherFailed(f"the {launcher.cluster} launcher could not submit the sweep's jobs: {reason}; nothing was submitted") from None
     by_id = {}
     for job, handle in zip(jobs, submitted):
         by_id[handle.job_id] = job

@@ -6,18 +6,30 @@ launches and prints.
 """
 
 import datetime
+import shutil
 import threading
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiayn.builder.decode.checkpoint import load_source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RunDir
-from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launch_slurm, launcher_overrides, trial_argv
-from aiayn.builder.sweep.plan import Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
+from aiayn.builder.sweep.launch import (
+    Job,
+    LauncherFailed,
+    Outcome,
+    check,
+    launch_local,
+    launch_slurm,
+    launcher_overrides,
+    trial_argv,
+)
+from aiayn.builder.sweep.plan import TRIAL_FILE, Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
 from aiayn.builder.sweep.search import check_search
 from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec, SweepSpec
 
@@ -164,12 +176,14 @@ def _unfinished_reason(run: RunDir) -> str:
 
 def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path, *, dry_run: bool) -> int:
     plan = plan_sweep(path, overrides, runs)
+    check_sources(plan)
     if plan.sweep.search is not None:
         check_search(plan.sweep, plan.path, _variant_trials(plan))
     if dry_run:
         print(render_plan(plan))
         return 0
     check(plan.sweep.launcher)
+    made = [d for d in (plan.directory, *plan.directory.parents) if not d.exists()]  # by hold_run, if it goes on
     # one sweep at a time in a sweep directory: another would start the trials this one queued
     hold_run(plan.directory, doing="run the sweep again")
     try:
@@ -178,6 +192,28 @@ def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Pat
         return _run(plan)
     finally:
         release_run(plan.directory)
+        for folder in made:  # a sweep that started nothing leaves no folder it made
+            if not folder.is_dir() or any(folder.iterdir()):
+                break
+            folder.rmdir()
+
+
+def check_sources(plan: Plan) -> None:
+    """Each model the trials to run start from (init_from) read once, as `aiayn validate` reads
+    it, before any trial starts: a source that is missing or unreadable is one message, not the
+    same failure from every trial. A resumed trial's weights are its own checkpoint's."""
+    starting = [(t, t.spec.init_from.path) for t, st in zip(plan.trials, plan.states) if st.action == "run" and t.spec.init_from]
+    checked: set[str] = set()
+    for trial, path in starting:
+        if path in checked:
+            continue
+        checked.add(path)
+        try:
+            load_source_model(path)
+        except UserError as e:
+            sharing = sum(other == path for _, other in starting)
+            who = f"{sharing} trials start" if sharing > 1 else f"trial {trial.name} starts"
+            raise UserError(f"{who} from {path}, and nothing was started: {e}") from None
 
 
 def _variant_trials(plan: Plan) -> list[Trial]:
@@ -214,6 +250,7 @@ def _search(plan: Plan) -> dict[str, list[str]]:
 
 
 def _run(plan: Plan) -> int:
+    before = _left_as_it_was(plan)
     record, jobs = prepare(plan)
     skipped = len(plan.trials) - len(jobs)
     print(f"sweep {plan.sweep.name}: {len(plan.trials)} trials, {skipped} finished before (skipped), {len(jobs)} to run -> {plan.directory}", flush=True)
@@ -222,10 +259,14 @@ def _run(plan: Plan) -> int:
     if jobs and isinstance(launcher, LocalLauncherSpec):
         launch_local(jobs, launcher, reporter)
     elif jobs and isinstance(launcher, SlurmLauncherSpec):
-        launch_slurm(
-            jobs, launcher, plan.directory / "submitit", reporter, name=plan.sweep.name,
-            on_submit=lambda job, job_id: record.update(job.name, status="submitted", job_id=job_id),
-        )  # fmt: skip
+        try:
+            launch_slurm(
+                jobs, launcher, plan.directory / "submitit", reporter, name=plan.sweep.name,
+                on_submit=lambda job, job_id: record.update(job.name, status="submitted", job_id=job_id),
+            )  # fmt: skip
+        except LauncherFailed:
+            before()  # no job runs: the sweep's folder as it was
+            raise
     record.finish()
     _print_results(plan.directory)
     if plan.sweep.keep != "all":  # after the table, which may translate the test split with them
@@ -234,6 +275,26 @@ def _run(plan: Plan) -> int:
                 RunDir(st.run_dir).drop_checkpoints(plan.sweep.keep)
     reporter.raise_if_failed(plan.trials)
     return 0
+
+
+def _left_as_it_was(plan: Plan) -> Callable[[], None]:
+    """What undoes `prepare` where no job could start: the folders it made go, sweep.json and the
+    trials' trial.json are as they were."""
+    files = [plan.directory / "sweep.json", *(st.run_dir.parent / TRIAL_FILE for st in plan.states if st.action != "skip")]
+    kept = {path: path.read_bytes() for path in files if path.is_file()}
+    made = [p for st in plan.states if st.action != "skip" for p in (st.run_dir.parent, st.run_dir) if not p.exists()]
+    made += [] if (plan.directory / "submitit").exists() else [plan.directory / "submitit"]
+
+    def undo() -> None:
+        for path in files:
+            if path in kept:
+                path.write_bytes(kept[path])
+            else:
+                path.unlink(missing_ok=True)
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    return undo
 
 
 def _print_results(directory: Path) -> None:

@@ -6,13 +6,12 @@ tokenizer(s) and text pipeline, so that its ids mean what the source's embedding
 weights go in by builder/model/transfer.py (exact, or as init_from.convert allows); where they
 came from is recorded in status.json, results.json and config.yaml's first line."""
 
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from torch import nn
 
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
+from aiayn.builder.decode.checkpoint import ForInference, load_source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.transfer import transfer_weights
 from aiayn.builder.run.config import config_hash
@@ -46,12 +45,7 @@ def load_source(spec: ExperimentSpec) -> Source | None:
     given = spec.init_from
     if given is None:
         return None
-    if not Path(given.path).exists():
-        raise UserError(f"init_from: {given.path} does not exist; give a run directory (runs/<name>/version_<n>) or a .ckpt file")
-    try:
-        loaded = load_for_inference(given.path)
-    except UserError as e:
-        raise UserError(f"init_from: {e}") from None
+    loaded = load_source_model(given.path)
     _check_tokenizer_kind(spec, loaded)
     theirs, ours = loaded.spec.model.embedding.vocab_size, spec.model.embedding.vocab_size
     if theirs != ours:

@@ -139,3 +139,39 @@ def test_summed_biases_add_each_ones_scores_and_name_a_nested_key():
     with pytest.raises(UserError) as e:
         load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, "model.encoder.position_bias={type: sum, biases: [{type: alibi}, {type: t5, num_buckets: 2}]}"])
     assert str(e.value).splitlines()[1].startswith("  model.encoder.position_bias.biases[1].num_buckets: 2 leaves no exact-distance bucket")
+
+
+def test_qk_norm_comes_before_rotary_with_trained_gains():
+    """QK-norm first, then rotary (as documented): with the norms' gains at their initial ones the
+    two orders give the same numbers (a rotation keeps a head's RMS, and a uniform gain commutes
+    with it), so the gains here are random, as a trained or imported model's are; the attention is
+    then held to eq. 1 written out with norm, then rotation."""
+    import math
+
+    from torch.testing import assert_close
+
+    from aiayn.blocks import LayerContext, QKNorm, Rotary
+
+    spec = load_experiment(EXPERIMENTS / "demo.yaml", ["model.encoder.layer[0].qk_norm=true", "model.encoder.layer[0].rotary={}"])
+    attention = build_model(spec.model).encoder.layers[0].sublayers[0].sublayer.eval()
+    norm, rotary = (next(m for m in attention.qk if isinstance(m, kind)) for kind in (QKNorm, Rotary))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        norm.q_norm.weight.copy_(torch.rand(attention.d_k) * 2)
+        norm.k_norm.weight.copy_(torch.rand(attention.d_k) * 2)
+    B, T, h, d_k = 2, 5, attention.h, attention.d_k
+    x = torch.randn(B, T, attention.d_model)
+    p = attention.projections()
+    q, k, v = ((x @ p[n][0].T + p[n][1]).view(B, T, h, -1).transpose(1, 2) for n in ("q", "k", "v"))  # (B, h, T, d)
+
+    def rms(x, gain):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + norm.q_norm.eps) * gain
+
+    def attend(q, k):
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).softmax(-1)
+        return (weights @ v).transpose(1, 2).reshape(B, T, -1) @ p["o"][0].T + p["o"][1]
+
+    norm_then_rotary = attend(*rotary(rms(q, norm.q_norm.weight), rms(k, norm.k_norm.weight), 0))
+    rotary_then_norm = attend(*(rms(t, g) for t, g in zip(rotary(q, k, 0), (norm.q_norm.weight, norm.k_norm.weight))))
+    assert (norm_then_rotary - rotary_then_norm).abs().max() > 1e-3  # the fixture tells the orders apart
+    assert_close(attention(x, LayerContext()), norm_then_rotary)

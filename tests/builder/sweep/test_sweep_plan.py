@@ -455,6 +455,47 @@ def test_a_slurm_sweep_needs_sbatch_before_anything_is_made(sweep_file, tmp_path
     assert not runs.exists()
 
 
+def fake_slurm(folder, **scripts: str) -> str:
+    """A PATH whose first folder holds `name` scripts (sbatch, sinfo) printing what a SLURM whose
+    controller does not answer prints."""
+    folder.mkdir()
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+UNREACHABLE = "Unable to contact slurm controller (connect failure)"
+
+
+def test_a_slurm_whose_controller_does_not_answer_is_named_before_anything_is_made(sweep_file, tmp_path, monkeypatch, capsys):
+    path = fake_slurm(tmp_path / "bin", sbatch="exit 1", sinfo=f"echo 'slurm_load_partitions: {UNREACHABLE}' >&2; exit 1")
+    monkeypatch.setenv("PATH", path)
+    runs = tmp_path / "runs"
+    assert main(["sweep", str(sweep_file), "sweep.launcher={type: slurm}", "sweep.grid={}", "--runs", str(runs)]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: the slurm launcher cannot reach SLURM's controller: `sinfo` says: slurm_load_partitions: {UNREACHABLE}; "
+        "is slurmctld up (`scontrol ping`)? Nothing was submitted or written; run the sweep again once it answers, or set "
+        "sweep.launcher.cluster=local\n"
+    )
+    assert not runs.exists()
+
+
+def test_a_submission_slurm_refuses_is_the_launchers_failure_and_leaves_nothing(sweep_file, tmp_path, monkeypatch, capsys):
+    """The controller answered sinfo, then sbatch failed (it went down between): submitit's
+    FailedJobError is reported as the launcher's failure, and the trial folders go again."""
+    path = fake_slurm(
+        tmp_path / "bin", sinfo="echo debug", srun="exit 0", sbatch=f"echo 'sbatch: error: Batch job submission failed: {UNREACHABLE}' >&2; exit 1"
+    )
+    monkeypatch.setenv("PATH", path)
+    runs = tmp_path / "runs"
+    assert main(["sweep", str(sweep_file), "sweep.launcher={type: slurm}", "sweep.grid={}", "--runs", str(runs)]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: the slurm launcher could not submit the sweep's jobs: sbatch: error: Batch job submission failed: "
+        f"{UNREACHABLE}; nothing was submitted\n"
+    )
+    assert not runs.exists()
+
 @pytest.mark.parametrize("name", ["demo.search.sweep.yaml", "multi30k/tuned.sweep.yaml"])
 def test_the_shipped_searches_plan(name, tmp_path, capsys):
     assert main(["sweep", str(EXPERIMENTS / name), "--dry-run", "--runs", str(tmp_path)]) == 0

@@ -158,3 +158,20 @@ def test_submitit_runs_trials_and_a_broken_one_is_reported(tmp_path, write, monk
     assert f"FAILED (exit 2): {reason}" in out
     rows = (sweep_dir / "results.md").read_text().splitlines()[2:]
     assert [r.strip("|").split("|")[0].strip() for r in rows if r.startswith("|")] == ["ok"]  # no group: its column left out
+
+
+def test_a_shared_init_from_that_is_not_there_starts_no_trial(tmp_path, monkeypatch):
+    """aiayn validate refuses it at once; the sweep's own up-front check does too, once, for
+    every trial that would start from it (before a run directory or sweep.json is written)."""
+    for name in ("base.yaml", "demo.yaml", "demo-gqa.yaml", "demo-gqa.sweep.yaml"):
+        shutil.copy(EXPERIMENTS / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)  # demo-gqa.yaml's init_from: runs/demo, which is not there
+    code, out, err = sweep("demo-gqa.sweep.yaml", "--runs", "sweeps")
+    assert (code, out) == (2, "")
+    assert err == (
+        "aiayn sweep: error: 3 trials start from runs/demo, and nothing was started: init_from: runs/demo does not exist; give a "
+        "run directory (runs/<name>/version_<n>) or a .ckpt file\n"
+    )
+    assert not (tmp_path / "sweeps").exists()
+    code, _, err = sweep("demo-gqa.sweep.yaml", "--runs", "sweeps", "--dry-run")
+    assert code == 2 and "nothing was started" in err
