@@ -13,8 +13,8 @@ For a notebook or a script (README, "Python"):
 
 and what a plugin needs to add a block (docs/plugins.md):
 
-    specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec (the bases of a
-                block's YAML schema), PositiveInt, Probability, FieldError
+    specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec (the bases
+                of a block's YAML schema), PositiveInt, Probability, FieldError
     register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
                 PluginError
@@ -22,7 +22,8 @@ and what a plugin needs to add a block (docs/plugins.md):
                 (what its forward reads), and blocks to compose: SelfAttention and CrossAttention
                 (MultiHeadAttention's two inputs; parts handed in: kv_heads, mask (CausalMask,
                 with an optional window), qk (q/k modules in order: Rotary, a QK-norm of yours),
-                score_bias), PositionwiseFeedForward, Dropout
+                score_bias, score), ScoreStep (the base of a score step: normalize(scores,
+                allowed) -> weights), PositionwiseFeedForward, Dropout
     attention   AttentionSpec (the base of an attention's spec: h, d_k, d_v, kv_heads, rotary),
                 attention_parts(spec, ctx) (the keyword arguments it decides), attention_flops,
                 attention_activations (its costs, to add a part's to)
@@ -51,6 +52,7 @@ _PUBLIC = {
     "NormSpec": "aiayn.schemas.norm",
     "PositionalSpec": "aiayn.schemas.positional",
     "StackBiasSpec": "aiayn.schemas.stack_bias",
+    "ScoreSpec": "aiayn.schemas.score",
     "PluginError": "aiayn.schemas.slots",
     "register": "aiayn.builder.model.registry",
     "BuildContext": "aiayn.builder.model.registry",
@@ -64,6 +66,7 @@ _PUBLIC = {
     "CrossAttention": "aiayn.blocks",
     "CausalMask": "aiayn.blocks",
     "Rotary": "aiayn.blocks",
+    "ScoreStep": "aiayn.blocks",
     "AttentionSpec": "aiayn.schemas.attention",
     "attention_parts": "aiayn.builder.model.attention",
     "attention_flops": "aiayn.builder.model.attention",

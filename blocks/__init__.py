@@ -14,6 +14,7 @@ from aiayn.blocks.position_bias import AlibiBias, SummedBias, T5RelativeBias
 from aiayn.blocks.positional import LearnedPositionalEmbedding, NoPositions, SinusoidalPositionalEncoding, SinusoidLayout
 from aiayn.blocks.qk_norm import QKNorm
 from aiayn.blocks.rotary import Rotary
+from aiayn.blocks.score import ScoreStep, Sigmoid, Softmax
 from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
 from aiayn.blocks.sublayer import Sublayer
@@ -39,9 +40,12 @@ __all__ = [
     "QKNorm",
     "Rotary",
     "ScaledEmbedding",
+    "ScoreStep",
     "SelfAttention",
+    "Sigmoid",
     "SinusoidLayout",
     "SinusoidalPositionalEncoding",
+    "Softmax",
     "Sublayer",
     "SummedBias",
     "T5RelativeBias",

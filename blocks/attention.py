@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.blocks.context import LayerContext
 from aiayn.blocks.masks import CausalMask, attention_mask
+from aiayn.blocks.score import ScoreStep, Softmax
 from aiayn.blocks.sublayer import Sublayer
 
 _Projected = tuple[Tensor, Tensor, Tensor, Tensor | None]  # q, k, v, key padding
@@ -41,7 +40,9 @@ class MultiHeadAttention(Sublayer):
       score_bias  a module (T, S) -> (h or 1, T, S) added to the scores, whose queries are the last
                   T of the S key positions. Self-attention also adds `ctx.position_bias`, the bias
                   its stack shares (T5's relative position bias).
-    `attention_weights` applies the mask as SDPA does: the maps are the forward's weights.
+      score       the step from scores to weights (blocks/score.py): the paper's softmax, by SDPA,
+                  by default; a capped or sigmoid one is a step handed in.
+    `attention_weights` are the score step's weights, the very ones the forward applies.
 
     x (and the memory) may hold only the non-padding rows of the sequence (`ctx.packed`,
     `ctx.memory_packed`): the projections then run on those rows alone, and attention unpacks
@@ -64,6 +65,7 @@ class MultiHeadAttention(Sublayer):
         mask: CausalMask | None = None,
         qk: Sequence[nn.Module] = (),
         score_bias: nn.Module | None = None,
+        score: ScoreStep | None = None,
     ) -> None:
         super().__init__()
         kv_heads = h if kv_heads is None else kv_heads
@@ -80,7 +82,7 @@ class MultiHeadAttention(Sublayer):
         self.w_o = nn.Linear(h * d_v, d_model, bias=bias)
         self.qk = nn.ModuleList(qk)
         self.score_bias = score_bias
-        self._sdpa_options = {"enable_gqa": True} if kv_heads != h else {}
+        self.score = Softmax() if score is None else score
 
     @property
     def map_name(self) -> str:
@@ -105,29 +107,21 @@ class MultiHeadAttention(Sublayer):
         B, T, S = q.size(0), q.size(2), k.size(2)
         mask, is_causal = attention_mask(self.mask, key_padding, self.bias(T, S, ctx), T, S, like=q)
         dropout_p = self.attn_dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **self._sdpa_options)  # (B, h, T, d_v)
+        out = self.score.attend(q, k, v, mask, is_causal, dropout_p)  # (B, h, T, d_v)
         out = out.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h*d_v)
         if ctx.packed is not None:
             out = ctx.packed.pack(out)  # (n, h*d_v)
         return self.w_o(out)  # (B, T, d_model), or (n, d_model) packed
 
     def attention_weights(self, x: Tensor, ctx: LayerContext) -> Tensor:
-        """The softmax weights (B, h, T, S) that `forward(x, ctx)` applies, before attention
-        dropout: scores with the mask applied as SDPA applies it. Not incremental."""
+        """The weights (B, h, T, S) that `forward(x, ctx)` applies, before attention dropout:
+        the score step's, with the mask applied as SDPA applies it. Not incremental."""
         if ctx.state is not None:
             raise ValueError("attention_weights reads a whole sequence: call it without ctx.state")
         q, k, _, key_padding = self.project(x, ctx)
         T, S = q.size(2), k.size(2)
         mask, is_causal = attention_mask(self.mask, key_padding, self.bias(T, S, ctx), T, S, like=q)
-        k = k.repeat_interleave(self.h // self.kv_heads, dim=1)  # (B, h, S, d_k): query head i reads K/V head i // group
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T, S)
-        if is_causal:
-            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril()
-        if mask is not None and mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        elif mask is not None:
-            scores = scores + mask
-        return scores.softmax(dim=-1)
+        return self.score.weights(q, k, mask, is_causal)
 
     def bias(self, T: int, S: int, ctx: LayerContext) -> Tensor | None:
         """The score biases summed (h or 1, T, S): score_bias, and the stack's where it applies."""

@@ -5,6 +5,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
+from aiayn.schemas.score import SoftmaxSpec
+from aiayn.schemas.slots import AnyScore
 from aiayn.schemas.sublayer import SublayerSpec
 
 
@@ -38,6 +40,11 @@ class AttentionSpec(SublayerSpec):
     # QK-norm (Henry et al. 2020; Dehghani et al. 2023): an RMSNorm on each head's queries and
     # keys before their dot product, before rotary; self- and cross-attention alike
     qk_norm: bool = False
+    # the step from scores to weights: softmax (eq. 1), or a registered other (sigmoid)
+    score: AnyScore = SoftmaxSpec()
+    # logit soft-capping (Gemma 2): scores -> softcap * tanh(scores / softcap) before the biases,
+    # the mask and the score step; Gemma 2 uses 50
+    softcap: float | None = Field(default=None, gt=0.0)
 
     @model_validator(mode="after")
     def _seams(self) -> "AttentionSpec":
@@ -73,7 +80,9 @@ class AttentionSpec(SublayerSpec):
             found["rotary"] = self.rotary.fraction
         if self.qk_norm:
             found["qk_norm"] = True
-        return found
+        if self.softcap is not None:
+            found["softcap"] = self.softcap
+        return {**found, **self.score.switches}
 
     @property
     def causal(self) -> bool:

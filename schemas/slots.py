@@ -2,7 +2,8 @@
 
 A slot is a place in an experiment that a registered spec class fills: a sub-layer of a layer
 (`sublayer`), the normaliser of add & norm (`norm`), the positions added to each side's
-embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`). A field
+embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`), the step
+from an attention's scores to its weights (`score`). A field
 typed with a slot (`AnySublayer`, ...) validates as a union discriminated by `type` over the
 classes registered for that slot when its schema is built (on first use: specs defer their
 build); a later registration rebuilds the schemas that were built.
@@ -27,6 +28,7 @@ from pydantic_core import CoreSchema, core_schema
 from aiayn.schemas._base import DEFINED, Spec
 from aiayn.schemas.norm import NormSpec
 from aiayn.schemas.positional import PositionalSpec
+from aiayn.schemas.score import ScoreSpec
 from aiayn.schemas.stack_bias import StackBiasSpec
 from aiayn.schemas.sublayer import SublayerSpec
 
@@ -65,12 +67,14 @@ SUBLAYER = Slot("sublayer", SublayerSpec, "sub-layer")
 NORM = Slot("norm", NormSpec, "norm")
 POSITIONAL = Slot("positional", PositionalSpec, "positional encoding")
 STACK_BIAS = Slot("stack_bias", StackBiasSpec, "stack-level bias")
-SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS)}
+SCORE = Slot("score", ScoreSpec, "score step")
+SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE)}
 
 AnySublayer = Annotated[SublayerSpec, SUBLAYER]
 AnyNorm = Annotated[NormSpec, NORM]
 AnyPositional = Annotated[PositionalSpec, POSITIONAL]
 AnyStackBias = Annotated[StackBiasSpec, STACK_BIAS]
+AnyScore = Annotated[ScoreSpec, SCORE]
 
 _owners: dict[str, str] = {}  # type tag -> who registered it
 _state: Literal["empty", "loading", "loaded"] = "empty"

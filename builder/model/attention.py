@@ -2,23 +2,29 @@
 plugin's spec subclasses `AttentionSpec`; its builder calls `attention_parts` and adds its own
 q/k modules; its cost functions add theirs to `attention_flops` and `attention_activations`)."""
 
-from typing import Any
+from typing import Any, cast
 
-from aiayn.blocks import CausalMask, CrossAttention, MultiHeadAttention, QKNorm, Rotary, SelfAttention
-from aiayn.builder.model.registry import BuildContext
+from aiayn.blocks import CausalMask, CrossAttention, MultiHeadAttention, QKNorm, Rotary, ScoreStep, SelfAttention
+from aiayn.builder.model.registry import BuildContext, build
 from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 
 
 def attention_parts(spec: AttentionSpec, ctx: BuildContext) -> dict[str, Any]:
     """The keyword arguments of SelfAttention / CrossAttention that an attention spec decides: its
-    sizes, which positions a query reads (a causal mask, or none), and its q/k modules in order
-    (QK-norm, then rotary)."""
+    sizes, which positions a query reads (a causal mask, or none), its q/k modules in order
+    (QK-norm, then rotary), and its score step."""
     qk = [m for m in (QKNorm(d_k=spec.d_k) if spec.qk_norm else None, shared_rotary(spec, ctx)) if m is not None]
     return {
         "d_model": ctx.d_model, "h": spec.h, "d_k": spec.d_k, "d_v": spec.d_v, "kv_heads": spec.kv_heads, "bias": spec.bias,
-        "attn_dropout": spec.attn_dropout, "mask": CausalMask() if spec.causal else None, "qk": qk,
+        "attn_dropout": spec.attn_dropout, "mask": CausalMask() if spec.causal else None, "qk": qk, "score": score_step(spec, ctx),
     }  # fmt: skip
+
+
+def score_step(spec: AttentionSpec, ctx: BuildContext) -> ScoreStep:
+    """The attention's score step, built by its registration, capped at the attention's softcap."""
+    step = cast(ScoreStep, build(spec.score, ctx))  # registry.build refuses any other module
+    return step.capped(spec.softcap)
 
 
 def build_attention(spec: AttentionSpec, ctx: BuildContext) -> MultiHeadAttention:

@@ -2,7 +2,8 @@
 entry point `aiayn` of group `aiayn.blocks` (pyproject.toml) names `register_builtins`.
 
 The paper's blocks (attention, feed-forward, LayerNorm, sinusoidal and learned positions) and
-their successors: grouped-query attention and rotary embeddings (seams of the attention),
+their successors: grouped-query attention, rotary embeddings and the score steps (softmax,
+sigmoid; seams of the attention),
 gated feed-forward (SwiGLU, GEGLU, ReGLU), RMSNorm, no absolute positions, and the biases a stack
 shares (ALiBi, T5's relative bias, several summed)."""
 
@@ -14,7 +15,9 @@ from aiayn.blocks import (
     LearnedPositionalEmbedding,
     NoPositions,
     PositionwiseFeedForward,
+    Sigmoid,
     SinusoidalPositionalEncoding,
+    Softmax,
     SummedBias,
     T5RelativeBias,
 )
@@ -31,6 +34,7 @@ from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec,
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
 from aiayn.schemas.norm import LayerNormSpec, RMSNormSpec
 from aiayn.schemas.positional import LearnedSpec, NoPositionsSpec, SinusoidalSpec
+from aiayn.schemas.score import SigmoidSpec, SoftmaxSpec
 from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
 from aiayn.schemas.sum_bias import SumBiasSpec
@@ -55,6 +59,8 @@ def register_builtins() -> None:
         SlidingWindowAttentionSpec, slot="sublayer", build=build_window_attention, flops=window_flops, activations=attention_activations,
         label=lambda spec: f"sliding_window_attention (window {spec.window})",
     )  # fmt: skip
+    register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
+    register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=lambda spec: "sigmoid")
     register(LayerNormSpec, slot="norm", build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "LayerNorm")
     register(RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm")
     register(SinusoidalSpec, slot="positional", build=lambda spec, ctx: SinusoidalPositionalEncoding(d_model=ctx.d_model, layout=spec.layout))

@@ -2,7 +2,8 @@
 
 The slot (schemas/slots.py) is where a YAML file may use the spec: `sublayer` (an entry of a
 layer), `norm` (add & norm's normaliser and the final norm), `positional` (added to each side's
-embeddings), `stack_bias` (a score bias a stack shares among its self-attentions). Registering
+embeddings), `stack_bias` (a score bias a stack shares among its self-attentions), `score` (an
+attention's step from scores to weights). Registering
 extends the unions the YAML is validated against, `aiayn schema` and the "did you mean" lists;
 `build(spec, ctx)` then turns a validated spec into its module. aiayn's own blocks register here
 (builtin.py) from the entry point group `aiayn.blocks`, exactly as a plugin's do.
@@ -20,7 +21,7 @@ from typing import Any, Literal
 
 from torch import nn
 
-from aiayn.blocks import Rotary, Sublayer
+from aiayn.blocks import Rotary, ScoreStep, Sublayer
 from aiayn.builder.errors import BlockError, UserError
 from aiayn.schemas import slots
 from aiayn.schemas._base import Spec
@@ -91,12 +92,12 @@ def register(
     activations: Activations | None = None,
     label: Callable[[Any], str] | None = None,
 ) -> None:
-    """Register `spec` (a subclass of the slot's base: SublayerSpec, NormSpec, PositionalSpec or
-    StackBiasSpec, with a `type: Literal["name"]` field) with the function that builds its block.
+    """Register `spec` (a subclass of the slot's base: SublayerSpec, NormSpec, PositionalSpec,
+    StackBiasSpec or ScoreSpec, with a `type: Literal["name"]` field) with the function that builds its block.
 
     build(spec, ctx) -> nn.Module: a sub-layer is an aiayn.Sublayer (forward(x, ctx)); a norm maps
     (..., d_model) to the same shape; positions are forward(length, offset) -> (length, d_model);
-    a stack bias is forward(T, S) -> (h or 1, T, S). flops(spec, d_model, length): forward FLOPs
+    a stack bias is forward(T, S) -> (h or 1, T, S); a score step is an aiayn.ScoreStep. flops(spec, d_model, length): forward FLOPs
     per token (2 per multiply-add) with `length` tokens of context; activations(spec, d_model):
     values per token kept for backward. Both are required for a sub-layer; elsewhere they default
     to none (aiayn does not count its norms and positions either). label(spec): the block's name
@@ -142,7 +143,7 @@ def build(spec: Spec, ctx: BuildContext) -> nn.Module:
     entry = registration(spec)
     try:
         module = entry.build(spec, ctx)
-    except UserError:
+    except (UserError, PluginError):  # a part's registration that broke its contract says so itself
         raise
     except Exception as e:  # the spec validated, so the block must build: a bug, said in one line
         where = f"the {ctx.stack} " + (f"layer {ctx.layer}" if ctx.layer is not None else "stack") if ctx.stack else "the model"
@@ -155,6 +156,11 @@ def build(spec: Spec, ctx: BuildContext) -> nn.Module:
         raise PluginError(
             f"the builder of {entry.type!r} returned a {type(module).__name__}; a sub-layer's block must subclass "
             "aiayn.Sublayer (forward(x, ctx))"
+        )
+    if entry.slot == "score" and not isinstance(module, ScoreStep):
+        raise PluginError(
+            f"the builder of the score step {entry.type!r} returned a {type(module).__name__}; a score step must subclass "
+            "aiayn.ScoreStep (normalize(scores, allowed))"
         )
     return module
 

@@ -392,10 +392,12 @@ def config_hash(spec: ExperimentSpec) -> str:
 def read_run_config(path: Path) -> dict[str, Any]:
     """A run's config.yaml as written (the resolved experiment of the release that trained it)."""
     try:
-        config = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise UserError(f"{path}: cannot read the run's config ({e}); is it a run directory of aiayn train?") from None
-    return config if isinstance(config, dict) else {}
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
+        raise UserError(f"{path}: cannot read the run's config ({first_line(e)}); is it a run directory of aiayn train?") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path}: the run's config is not a mapping of settings (it holds {type(config).__name__}); is it a run directory of aiayn train?")
+    return config
 
 
 def stored_spec(path: Path) -> ExperimentSpec | None:

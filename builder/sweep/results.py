@@ -81,11 +81,13 @@ def collect(directory: Path) -> list[dict[str, Any]]:
 def read_results(path: Path) -> dict[str, Any]:
     """A results.json, checked against ResultsSpec; a file it does not fit is named, with why."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
         return ResultsSpec.model_validate(data).model_dump(mode="json")
-    except ValueError as e:
+    except (OSError, ValueError) as e:  # a folder, unreadable bytes, not JSON, not the schema
         if isinstance(e, ValidationError):
             why = "; ".join(format_validation_error(e, root=ResultsSpec))
+        elif isinstance(e, OSError):
+            why = f"it cannot be read ({e.strerror or e})"
         else:
             why = f"not valid JSON ({e})"
         raise UserError(f"{path}: not a results.json of `aiayn train`: {why}; delete it, or re-run that run") from None
@@ -154,7 +156,7 @@ _SHOWN = re.compile(
 def _flat_config(path: Path) -> dict[str, Any] | None:
     try:
         config = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # UnicodeDecodeError is a ValueError
         return None
     return dict(_flatten(config, "")) if isinstance(config, dict) else None
 

@@ -58,3 +58,21 @@ def test_the_installed_plugin_is_in_the_schema_counted_and_trains(site, tmp_path
     assert trained.returncode == 0, trained.stderr[-3000:]
     results = json.loads((tmp_path / "runs" / "demo-scaled-attention" / "version_0" / "results.json").read_text())
     assert results["steps"] == 2 and results["params"] == info["params"] and results["n_sentences"] == 8
+
+
+def test_a_score_step_from_outside_trains_and_decodes(site, tmp_path):
+    """relu_scores.py: a spec, a ScoreStep and a registration; on the decoder's self-attention
+    (cached decoding) and the encoder's, with softcap beside it."""
+    schema = json.loads(aiayn(site, tmp_path, "schema").stdout)
+    assert schema["$defs"]["ReluScoresSpec"]["properties"]["type"]["const"] == "relu"
+    relu = ["model.encoder.layer[0].score={type: relu}", "model.decoder.layer[0].score={type: relu}", "model.decoder.layer[0].softcap=5"]
+    trained = aiayn(site, tmp_path, "train", str(ROOT / "experiments" / "demo.yaml"), *TINY, *relu, "trainer.max_steps=2",
+                    f"data.cache_dir={tmp_path / 'cache'}")  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    run = tmp_path / "runs" / "demo" / "version_0"
+    assert "score: {type: relu}" in (run / "config.yaml").read_text()
+    translated = subprocess.run(
+        [sys.executable, "-m", "aiayn", "translate", str(run)], input="three books\n", cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(site)}, timeout=600,
+    )  # fmt: skip
+    assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-3000:]

@@ -37,6 +37,13 @@ VARIANTS = {
         "model.positional=none", "model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 4, d_v: 6, window: 3, qk_norm: true, "
         "rotary: {fraction: 1.0}}", "model.decoder.position_bias={type: alibi}", "model.decoder.layer[1].qk_norm=true",
     ],
+    "softcap": [f"model.{s}.layer[{i}].softcap=0.5" for s, i in (("encoder", 0), ("decoder", 0), ("decoder", 1))],
+    "sigmoid": [f"model.{s}.layer[{i}].score={{type: sigmoid}}" for s, i in (("encoder", 0), ("decoder", 0), ("decoder", 1))],
+    "sigmoid_fixed_softcap_alibi_window_gqa": [
+        "model.positional=none", "model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 4, d_v: 6, window: 3, kv_heads: 2, "
+        "softcap: 0.7, score: {type: sigmoid, bias: -1.5}}", "model.decoder.position_bias={type: alibi}",
+        "model.encoder.layer[0].score={type: sigmoid}", "model.encoder.layer[0].softcap=1.0", "model.decoder.layer[1].softcap=0.3",
+    ],
     "rope_gqa_t5_swiglu_rms": [
         "model.positional=none", "model.encoder.layer[0].rotary={fraction: 0.5}", "model.decoder.layer[0].rotary={fraction: 1.0}",
         "model.decoder.layer[0].kv_heads=2", "model.decoder.position_bias={type: t5}", "model.encoder.position_bias={type: alibi}",
