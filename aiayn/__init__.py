@@ -13,8 +13,9 @@ For a notebook or a script (README, "Python"):
 
 and what a plugin needs to add a block (docs/plugins.md):
 
-    specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec (the bases
-                of a block's YAML schema), PositiveInt, Probability, FieldError
+    specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec, TextStepSpec
+                (the bases of a block's YAML schema; a text step's build(spec, lang) returns its
+                function of a line), PositiveInt, Probability, FieldError
     register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
                 PluginError
@@ -53,6 +54,7 @@ _PUBLIC = {
     "PositionalSpec": "aiayn.schemas.positional",
     "StackBiasSpec": "aiayn.schemas.stack_bias",
     "ScoreSpec": "aiayn.schemas.score",
+    "TextStepSpec": "aiayn.schemas.text_step",
     "PluginError": "aiayn.schemas.slots",
     "register": "aiayn.builder.model.registry",
     "BuildContext": "aiayn.builder.model.registry",

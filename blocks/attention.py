@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from aiayn.blocks.context import LayerContext
@@ -174,7 +173,7 @@ class SelfAttention(MultiHeadAttention):
                     "incremental decoding needs a causal mask: a self-attention whose queries read later positions "
                     "cannot be computed one step at a time"
                 )
-            k, v, key_padding = _append(*ctx.state.take_cache(self), k, v, key_padding)
+            k, v, key_padding = ctx.state.append(self, k, v, key_padding)
         return q, k, v, key_padding
 
 
@@ -227,33 +226,3 @@ def _unpacked(projected: Tensor, ctx: LayerContext) -> Tensor:
     """A projection of x as (B, T, width): packed rows go back to their places, zeros elsewhere
     (a causal query of a packed prefix never reads them; what padding queries compute is dropped)."""
     return projected if ctx.packed is None else ctx.packed.unpack(projected)
-
-
-def _append(cache: dict[str, Tensor], rows: Tensor | None, k: Tensor, v: Tensor, key_padding: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-    """This step's keys/values (and padding) after the cached ones, whose rows `rows` (a pending
-    reorder) are selected in the same copy."""
-    B, T = k.size(0), k.size(2)
-    if key_padding is not None or "padding" in cache:
-        past_B, past = (cache["k"].size(0), cache["k"].size(2)) if "k" in cache else (B, 0)
-        old = cache.get("padding", k.new_zeros(past_B, past, dtype=torch.bool))
-        new = key_padding if key_padding is not None else k.new_zeros(B, T, dtype=torch.bool)
-        key_padding = cache["padding"] = _select_cat(old, rows, new)  # (B, S)
-    if "k" in cache:
-        k, v = _select_cat(cache["k"], rows, k), _select_cat(cache["v"], rows, v)
-    cache["k"], cache["v"] = k, v
-    return k, v, key_padding
-
-
-def _select_cat(old: Tensor, rows: Tensor | None, new: Tensor) -> Tensor:
-    """cat([old[rows], new], dim=-2 for 4-D, -1 for 2-D) in one copy of `old`."""
-    dim = 2 if old.dim() == 4 else 1
-    if rows is None:
-        return torch.cat([old, new], dim=dim)
-    if torch.is_grad_enabled() and (old.requires_grad or new.requires_grad):  # out= has no autograd
-        return torch.cat([old.index_select(0, rows.to(old.device)), new], dim=dim)
-    shape = list(new.shape)
-    shape[dim] += old.size(dim)
-    out = new.new_empty(shape)
-    torch.index_select(old, 0, rows.to(old.device), out=out.narrow(dim, 0, old.size(dim)))
-    out.narrow(dim, old.size(dim), new.size(dim)).copy_(new)
-    return out

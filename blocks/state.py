@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 
@@ -24,7 +25,7 @@ class DecoderState:
 
     Reordering the caches of past positions is lazy: `reorder` records the rows to select, and
     they are selected when the cache is next used, by `cache`, or by its owner together with its
-    next append (`take_cache`): one copy per step instead of a select and a concatenation.
+    next append (`append`): one copy per step instead of a select and a concatenation.
     """
 
     def __init__(self) -> None:
@@ -45,6 +46,22 @@ class DecoderState:
         """The cache of `module` and the rows (1-D long, or None) it still has to select: the
         caller selects them, e.g. while copying the cache to append to it."""
         return self._caches.setdefault(module, {}), self._rows.pop(module, None)
+
+    def append(self, module: nn.Module, k: Tensor, v: Tensor, key_padding: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """`module`'s keys and values (B, heads, S, d) of every position so far: the cached ones,
+        their pending rows selected, then this step's k and v (and the keys' padding (B, S), where
+        any step had some), in one copy; the cache keeps them for the next step."""
+        cache, rows = self.take_cache(module)
+        B, T = k.size(0), k.size(2)
+        if key_padding is not None or "padding" in cache:
+            past_B, past = (cache["k"].size(0), cache["k"].size(2)) if "k" in cache else (B, 0)
+            old = cache.get("padding", k.new_zeros(past_B, past, dtype=torch.bool))
+            new = key_padding if key_padding is not None else k.new_zeros(B, T, dtype=torch.bool)
+            key_padding = cache["padding"] = _select_cat(old, rows, new)  # (B, S)
+        if "k" in cache:
+            k, v = _select_cat(cache["k"], rows, k), _select_cat(cache["v"], rows, v)
+        cache["k"], cache["v"] = k, v
+        return k, v, key_padding
 
     def memory_cache(self, module: nn.Module) -> dict[str, Tensor]:
         """The cache of what `module` computes from the encoder memory: one row per memory row."""
@@ -86,3 +103,18 @@ class DecoderState:
 def _check_indices(indices: Tensor) -> None:
     if indices.dim() != 1:
         raise ValueError(f"indices must be 1-D, got shape {tuple(indices.shape)}")
+
+
+def _select_cat(old: Tensor, rows: Tensor | None, new: Tensor) -> Tensor:
+    """cat([old[rows], new], dim=-2 for 4-D, -1 for 2-D) in one copy of `old`."""
+    dim = 2 if old.dim() == 4 else 1
+    if rows is None:
+        return torch.cat([old, new], dim=dim)
+    if torch.is_grad_enabled() and (old.requires_grad or new.requires_grad):  # out= has no autograd
+        return torch.cat([old.index_select(0, rows.to(old.device)), new], dim=dim)
+    shape = list(new.shape)
+    shape[dim] += old.size(dim)
+    out = new.new_empty(shape)
+    torch.index_select(old, 0, rows.to(old.device), out=out.narrow(dim, 0, old.size(dim)))
+    out.narrow(dim, old.size(dim), new.size(dim)).copy_(new)
+    return out

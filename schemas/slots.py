@@ -3,7 +3,7 @@
 A slot is a place in an experiment that a registered spec class fills: a sub-layer of a layer
 (`sublayer`), the normaliser of add & norm (`norm`), the positions added to each side's
 embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`), the step
-from an attention's scores to its weights (`score`). A field
+from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`). A field
 typed with a slot (`AnySublayer`, ...) validates as a union discriminated by `type` over the
 classes registered for that slot when its schema is built (on first use: specs defer their
 build); a later registration rebuilds the schemas that were built.
@@ -31,6 +31,7 @@ from aiayn.schemas.positional import PositionalSpec
 from aiayn.schemas.score import ScoreSpec
 from aiayn.schemas.stack_bias import StackBiasSpec
 from aiayn.schemas.sublayer import SublayerSpec
+from aiayn.schemas.text_step import TextStepSpec
 
 GROUP = "aiayn.blocks"
 OWN = "aiayn"  # the distribution whose entry point registers the built-in blocks
@@ -68,15 +69,19 @@ NORM = Slot("norm", NormSpec, "norm")
 POSITIONAL = Slot("positional", PositionalSpec, "positional encoding")
 STACK_BIAS = Slot("stack_bias", StackBiasSpec, "stack-level bias")
 SCORE = Slot("score", ScoreSpec, "score step")
-SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE)}
+TEXT_STEP = Slot("text_step", TextStepSpec, "text pipeline step")
+SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP)}
 
 AnySublayer = Annotated[SublayerSpec, SUBLAYER]
 AnyNorm = Annotated[NormSpec, NORM]
 AnyPositional = Annotated[PositionalSpec, POSITIONAL]
 AnyStackBias = Annotated[StackBiasSpec, STACK_BIAS]
 AnyScore = Annotated[ScoreSpec, SCORE]
+AnyTextStep = Annotated[TextStepSpec, TEXT_STEP]
 
 _owners: dict[str, str] = {}  # type tag -> who registered it
+_dists: dict[str, str] = {}  # type tag -> the distribution that registered it, "name==version"
+_registrant_dist: str | None = None
 _state: Literal["empty", "loading", "loaded"] = "empty"
 _registrant: str | None = None  # the entry point being loaded, for messages
 _version = 0  # bumped by every registration, for caches of the unions
@@ -117,6 +122,7 @@ def add(slot: str, cls: type[Spec]) -> str:
         raise PluginError(f"{_who()}: type {tag!r} is already registered by {_owners[tag]}; give {cls.__name__} another type name")
     target.members[tag] = cls
     _owners[tag] = _registrant or cls.__module__
+    _dists[tag] = _registrant_dist or cls.__module__.partition(".")[0]
     _version += 1
     if _state == "loaded":
         _rebuild()
@@ -129,6 +135,7 @@ def remove(tag: str) -> None:
     for slot in SLOTS.values():
         slot.members.pop(tag, None)
     _owners.pop(tag, None)
+    _dists.pop(tag, None)
     _version += 1
     _rebuild()
 
@@ -153,15 +160,53 @@ def load() -> None:
         for slot in SLOTS.values():
             slot.members.clear()
         _owners.clear()
+        _dists.clear()
         _state = "empty"
         raise
     _state = "loaded"
 
 
+def owner(tag: str) -> str:
+    """The distribution that registered type `tag`, as "name==version" (a class registered by
+    hand, outside an entry point: its top-level module)."""
+    load()
+    return _dists.get(tag, "")
+
+
+def plugins_used(data: Any) -> dict[str, str]:
+    """{type: "distribution==version"} of every registered type in `data` (a spec's JSON dump)
+    that a plugin, not aiayn, registered: what a run records, so that where the plugin is missing
+    the message can say which package to install."""
+    load()
+    found: dict[str, str] = {}
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            tag = node.get("type")
+            if isinstance(tag, str) and any(tag in slot.members for slot in SLOTS.values()):
+                dist = _dists.get(tag, "")
+                if dist and dist.partition("==")[0] != OWN:
+                    found[tag] = dist
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return dict(sorted(found.items()))
+
+
+def missing_plugins(recorded: Any) -> dict[str, str]:
+    """Of a run's recorded {type: distribution}, those whose type no installed distribution registers."""
+    load()
+    if not isinstance(recorded, dict):
+        return {}
+    return {tag: str(dist) for tag, dist in recorded.items() if not any(tag in slot.members for slot in SLOTS.values())}
+
+
 def _register_from(ep: EntryPoint) -> None:
-    global _registrant
+    global _registrant, _registrant_dist
     who = "aiayn" if _distribution(ep) == OWN else f"plugin {ep.name!r} (distribution {_distribution(ep)})"
     _registrant = who
+    _registrant_dist = f"{ep.dist.name}=={ep.dist.version}" if ep.dist is not None else _distribution(ep)
     try:
         try:
             register = ep.load()
@@ -176,7 +221,7 @@ def _register_from(ep: EntryPoint) -> None:
         except Exception as e:
             raise PluginError(f"{who}: {ep.value}() failed: {type(e).__name__}: {_first_line(e)}") from None
     finally:
-        _registrant = None
+        _registrant = _registrant_dist = None
 
 
 def _who() -> str:

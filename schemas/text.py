@@ -7,27 +7,34 @@ scores on Moses' `lowercase.perl | normalize-punctuation.perl -l L | tokenizer.p
 """
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from aiayn.schemas.slots import AnyTextStep
+from aiayn.schemas.text_step import TextStepSpec
 
-from aiayn.schemas._base import Spec
+# what Moses' tokenizer writes for every ' and " with escaping on; raw text hardly ever holds them
+# (web text does hold &amp;: Multi30k's raw English has 16)
+MOSES_ESCAPES = ("&apos;", "&quot;")
 
 
-class LowercaseStep(Spec):
+class LowercaseStep(TextStepSpec):
     """Every character lowercased, as Moses' lowercase.perl (Perl's lc: Unicode lowercase)."""
 
     type: Literal["lowercase"] = "lowercase"
 
+    @property
+    def lowercases(self) -> bool:
+        return True
 
-class NormalizePunctuationStep(Spec):
+
+class NormalizePunctuationStep(TextStepSpec):
     """Moses' normalize-punctuation.perl -l LANG (sacremoses' MosesPunctNormalizer): typographic
     quotes and dashes to ASCII, spaces around punctuation normalised, per language."""
 
     type: Literal["normalize_punctuation"] = "normalize_punctuation"
 
 
-class MosesTokenizeStep(Spec):
+class MosesTokenizeStep(TextStepSpec):
     """Moses' tokenizer.perl -l LANG (sacremoses' MosesTokenizer): punctuation split from words.
     Output is detokenized by its inverse (MosesDetokenizer) where plain text is wanted."""
 
@@ -37,9 +44,16 @@ class MosesTokenizeStep(Spec):
     # tokenizer.perl -a: hyphens split off as @-@ (a-b -> a @-@ b)
     aggressive_dash_splits: bool = False
 
+    @property
+    def tokenizes(self) -> bool:
+        return True
 
-TextStep = Annotated[LowercaseStep | NormalizePunctuationStep | MosesTokenizeStep, Field(discriminator="type")]
-STEPS = ("lowercase", "normalize_punctuation", "moses_tokenize")
+    @property
+    def marks(self) -> tuple[str, ...]:
+        return MOSES_ESCAPES if self.escape else ()
+
+
+TextStep = AnyTextStep  # a registered step, by its `type` (aiayn's above, a plugin's)
 
 
 
@@ -51,15 +65,15 @@ def named_steps(value: Any) -> Any:
 
 
 def check_steps(steps: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Each step once, and tokenizing last (a field_validator of data.pipeline)."""
+    """Each step once, and a step that tokenizes last (a field_validator of data.pipeline)."""
     names = step_names(steps)
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise ValueError(f"{', '.join(twice)} appears more than once in {names}; each step runs once")
-    if "moses_tokenize" in names[:-1]:
-        after = names[names.index("moses_tokenize") + 1]
+    tokenizing = next((i for i, step in enumerate(steps[:-1]) if step.tokenizes), None)
+    if tokenizing is not None:
         raise ValueError(
-            f"{after} comes after moses_tokenize in {names}; tokenize last, as Moses' scripts do "
+            f"{names[tokenizing + 1]} comes after {names[tokenizing]} in {names}; tokenize last, as Moses' scripts do "
             "(lowercase, normalize_punctuation, moses_tokenize)"
         )
     return steps
@@ -69,6 +83,6 @@ def step_names(steps: Sequence[Any]) -> list[str]:
     return [step.type for step in steps]
 
 
-def tokenize_step(steps: Sequence[Any]) -> MosesTokenizeStep | None:
-    """The pipeline's tokenizing step: its output is tokenized text, scored as such."""
-    return next((s for s in steps if isinstance(s, MosesTokenizeStep)), None)
+def tokenize_step(steps: Sequence[Any]) -> Any:
+    """The pipeline's tokenizing step (its output is tokenized text, scored as such), or None."""
+    return next((s for s in steps if s.tokenizes), None)

@@ -1,6 +1,7 @@
 """The one-way imports of docs/architecture.md, read from the source (imports inside functions too):
 schemas import no torch; blocks import no schemas, builder or pydantic; builder's subsystems
-import one way (run <- model, data <- decode <- train <- sweep <- cli; decode <- export <- cli), and nothing imports cli.
+import one way (errors, registry <- run <- data <- model <- decode <- train <- sweep <- cli; decode <- export <- cli),
+and nothing imports cli.
 The installed names carry the `aiayn.` prefix (aiayn.builder.run is the folder builder/run); `aiayn`
 itself, the public API, re-exports what a plugin needs."""
 
@@ -16,13 +17,17 @@ ALLOWED = {
     "schemas": {"schemas"},
     "blocks": {"blocks"},
     "builder.errors": set(),
+    "builder.registry": {"schemas", "builder.errors", "builder.registry"},
     "builder.run": {"schemas", "builder.errors", "builder.run"},
-    "builder.model": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model"},
-    "builder.data": {"schemas", "builder.errors", "builder.run", "builder.data"},
-    "builder.decode": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode"},
-    "builder.train": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.train"},
-    "builder.export": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.export"},
-    "builder.sweep": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode", "builder.sweep"},
+    "builder.data": {"schemas", "builder.errors", "builder.registry", "builder.run", "builder.data"},
+    "builder.model": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.data", "builder.model"},
+    "builder.decode": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode"},
+    "builder.train": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode",
+                      "builder.train"},
+    "builder.export": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode",
+                       "builder.export"},
+    "builder.sweep": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode",
+                      "builder.sweep"},
     "builder.cli": set(),  # anything: checked below only for what it is
     "aiayn": {"schemas", "blocks", "builder.errors", "builder.model"},
     "aiayn.__main__": set(),  # `python -m aiayn`: the CLI

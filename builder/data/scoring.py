@@ -6,7 +6,7 @@ from typing import Any
 
 import sacrebleu
 
-from aiayn.schemas.text import step_names, tokenize_step
+from aiayn.schemas.text import tokenize_step
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Scoring:
     @classmethod
     def of(cls, data: Any) -> "Scoring":
         """The scoring of a data spec (its pipeline)."""
-        return cls(tokenize_step(data.pipeline) is not None, "lowercase" in step_names(data.pipeline))
+        return cls(tokenize_step(data.pipeline) is not None, any(step.lowercases for step in data.pipeline))
 
     @classmethod
     def of_signature(cls, signature: str | None) -> "Scoring":

@@ -9,7 +9,6 @@ sacremoses' version, as the token cache keys on the text and the tokenizer (data
 import difflib
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -18,37 +17,18 @@ from typing import Any
 from aiayn.builder.data.cache import hash_file
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.errors import UserError
+from aiayn.builder.registry import registration
 from aiayn.builder.run.atomic import atomic_write
-from aiayn.schemas.text import (
-    STEPS,
-    LowercaseStep,
-    MosesTokenizeStep,
-    NormalizePunctuationStep,
-    TextStep,
-    step_names,
-    tokenize_step,
-)
+from aiayn.schemas import slots
+from aiayn.schemas.text import MOSES_ESCAPES, TextStep, step_names, tokenize_step
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the steps' owners in the key
 PREPARED = "prepared.json"  # what `aiayn data` records in a corpus folder, its pipeline among it
-# what Moses' tokenizer writes for every ' and " with escaping on; raw text hardly ever holds them
-# (web text does hold &amp;: Multi30k's raw English has 16)
-MOSES_ESCAPES = ("&apos;", "&quot;")
-_DASH = re.compile(r" @-@ ")
 
 
 def _step(step: TextStep, lang: str) -> Callable[[str], str]:
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer  # a second or so to import its tables
-
-    if isinstance(step, LowercaseStep):
-        return str.lower
-    if isinstance(step, NormalizePunctuationStep):
-        return MosesPunctNormalizer(lang=lang).normalize
-    if isinstance(step, MosesTokenizeStep):
-        moses = MosesTokenizer(lang=lang)
-        escape, dashes = step.escape, step.aggressive_dash_splits
-        return lambda line: moses.tokenize(line, escape=escape, aggressive_dash_splits=dashes, return_str=True)
-    raise TypeError(f"no implementation for the text step {step!r}")
+    """The step's function of a line, made by its registration (aiayn's or a plugin's)."""
+    return registration(step).build(step, lang)
 
 
 class TextPipeline:
@@ -58,6 +38,8 @@ class TextPipeline:
         self.steps, self.lang = tuple(steps), lang
         self._functions = [_step(step, lang) for step in self.steps]
         self.tokenizer = tokenize_step(self.steps)
+        if self.tokenizer is not None and not callable(getattr(self._functions[-1], "undo", None)):
+            raise UserError(f"the text step {self.tokenizer.type!r} tokenizes, but its registration makes no undo(line): detokenizing needs one")
 
     def __call__(self, line: str) -> str:
         for function in self._functions:
@@ -69,23 +51,19 @@ class TextPipeline:
 
     @property
     def lowercases(self) -> bool:
-        return "lowercase" in step_names(self.steps)
+        return any(step.lowercases for step in self.steps)
 
     def detokenize(self, line: str) -> str:
-        """Plain text from this pipeline's output (Moses' detokenizer.perl, escapes undone); the
-        line as it is when the pipeline does not tokenize. Lowercasing cannot be undone."""
-        if self.tokenizer is None:
-            return line
-        from sacremoses import MosesDetokenizer
-
-        if self.tokenizer.aggressive_dash_splits:
-            line = _DASH.sub("-", line)
-        return MosesDetokenizer(lang=self.lang).detokenize(line.split(), unescape=self.tokenizer.escape)
+        """Plain text from this pipeline's output (its tokenizing step's undo: Moses' detokenizer.perl,
+        escapes undone); the line as it is when the pipeline does not tokenize. Lowercasing cannot be undone."""
+        return line if self.tokenizer is None else self._functions[-1].undo(line)  # type: ignore[attr-defined]
 
     def key(self) -> str:
-        """What the output depends on: the steps, the language and sacremoses' version."""
+        """What the output depends on: the steps, the language, sacremoses' version (aiayn's steps)
+        and the version of each plugin distribution that registered a step."""
         steps = [step.model_dump(mode="json") for step in self.steps]
-        return json.dumps({"v": FORMAT_VERSION, "steps": steps, "lang": self.lang, "sacremoses": version("sacremoses")})
+        owners = sorted({slots.owner(step.type) for step in self.steps} - {slots.owner("lowercase")})
+        return json.dumps({"v": FORMAT_VERSION, "steps": steps, "lang": self.lang, "sacremoses": version("sacremoses"), "owners": owners})
 
 
 def parse_steps(names: Sequence[Any]) -> tuple[TextStep, ...]:
@@ -99,9 +77,11 @@ def parse_steps(names: Sequence[Any]) -> tuple[TextStep, ...]:
     except ValidationError as e:
         error = e.errors()[0]
         if error["type"] == "union_tag_invalid":
-            tag, known = error["ctx"]["tag"], ", ".join(STEPS)
-            close = difflib.get_close_matches(str(tag), STEPS, n=1, cutoff=0.5)
-            raise UserError(f"{tag!r} is not a text pipeline step ({known}){'; did you mean ' + repr(close[0]) + '?' if close else ''}") from None
+            known = list(slots.TEXT_STEP.members)
+            tag = error["ctx"]["tag"]
+            close = difflib.get_close_matches(str(tag), known, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UserError(f"{tag!r} is not a text pipeline step ({', '.join(known)}){hint}") from None
         raise UserError(error["msg"].removeprefix("Value error, ")) from None
     except ValueError as e:
         raise UserError(str(e)) from None
@@ -164,29 +144,33 @@ def check_not_tokenized(steps: Sequence[TextStep], train_file: Path, directory: 
             f"and data.pipeline is {step_names(steps) or '[]'}; set data.pipeline to {names} to train on it as it is, "
             "or point data.dir at the raw corpus"
         )
-    step = tokenize_step(steps)
-    if step is None or not step.escape:
-        return False
-    found = _first_escape(train_file)
+    found = _first_mark(train_file, steps)
     if found is not None:
         raise UserError(f"data.pipeline: {looks_tokenized(train_file, *found)}; point data.dir at the raw, untokenized corpus (aiayn data writes it)")
     return False
 
 
-def looks_tokenized(path: Path, line: int, escape: str) -> str:
-    return f"{path} looks tokenized already (line {line} holds {escape!r}, which Moses' tokenizer writes), and moses_tokenize would tokenize it again"
+def looks_tokenized(path: Path, line: int, mark: str, step: str) -> str:
+    who = "Moses' tokenizer" if step == "moses_tokenize" else f"the text step {step}"
+    return f"{path} looks tokenized already (line {line} holds {mark!r}, which {who} writes), and {step} would tokenize it again"
+
+
+def _first_mark(path: Path, steps: Sequence[TextStep]) -> tuple[int, str, str] | None:
+    """(line, mark, the step that writes it) of the first mark of the steps' output in `path`."""
+    marks = {mark: step.type for step in steps for mark in step.marks}
+    found = _first_escape(path, tuple(marks)) if marks else None
+    return None if found is None else (*found, marks[found[1]])
 
 
 def check_raw(path: Path, steps: Sequence[TextStep], fix: str) -> None:
     """A file given to translate or evaluate, which the run's pipeline will process, must not be
     its output already."""
-    step = tokenize_step(steps)
-    found = _first_escape(path) if step is not None and step.escape else None
+    found = _first_mark(path, steps)
     if found is not None:
         raise UserError(f"{looks_tokenized(path, *found)}; {fix}")
 
 
-def _first_escape(path: Path) -> tuple[int, str] | None:
+def _first_escape(path: Path, marks: Sequence[str] = MOSES_ESCAPES) -> tuple[int, str] | None:
     """(line number, escape) of the first of Moses' escapes in the file, if any (a byte search:
     seconds for WMT's training text)."""
     lines, tail = 0, b""
@@ -195,10 +179,10 @@ def _first_escape(path: Path) -> tuple[int, str] | None:
     with open(path, "rb") as f:
         while block := f.read(1 << 24):
             text = tail + block
-            found = [(i, e) for e in MOSES_ESCAPES if (i := text.find(e.encode())) >= 0]
+            found = [(i, e) for e in marks if (i := text.find(e.encode())) >= 0]
             if found:
                 at, escape = min(found)
                 return lines + text.count(b"\n", 0, at) + 1, escape
-            keep = max(len(e) for e in MOSES_ESCAPES) - 1  # an escape cut by the block's end
+            keep = max(len(e) for e in marks) - 1  # an escape cut by the block's end
             lines, tail = lines + text.count(b"\n", 0, len(text) - keep), text[len(text) - keep :]
     return None

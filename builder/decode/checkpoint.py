@@ -30,6 +30,7 @@ from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.rundir import RunDir, differences, version_dirs
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.slots import missing_plugins
 
 FORMAT = 1  # the version of the slim layout
 PREFIX = "model."  # TranslationTask keeps the EncoderDecoder at `self.model`
@@ -91,6 +92,13 @@ def experiment_of(ckpt: dict[str, Any], path: str | Path) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
+        missing = missing_plugins(ckpt["hyper_parameters"].get("plugins"))
+        if missing:
+            dists = sorted(set(missing.values()))
+            raise UserError(
+                f"{path} was trained with {', '.join(repr(t) for t in missing)} of {' and '.join(dists)}, which is not installed "
+                f"here: pip install {' '.join(repr(d) for d in dists)}"
+            ) from None
         lines = "\n".join(f"  {line}" for line in format_validation_error(e))
         raise UserError(f"{path}: the experiment stored in the checkpoint is not valid:\n{lines}") from None
 
@@ -266,7 +274,7 @@ def average_checkpoints(paths: Sequence[Path]) -> dict[str, Any]:
         state[PREFIX + k] = shared[key]
     return {
         "state_dict": state,
-        "hyper_parameters": {"experiment": first["hyper_parameters"]["experiment"]},
+        "hyper_parameters": {k: v for k, v in first["hyper_parameters"].items() if k in ("experiment", "plugins")},
         "hparams_name": "kwargs",
         "aiayn": {"format": FORMAT, "averaged_from": [str(p) for p in paths], "tokenizers": tokenizers},
     }

@@ -21,6 +21,7 @@ from aiayn.blocks import (
     SummedBias,
     T5RelativeBias,
 )
+from aiayn.builder.data.text_steps import register_text_steps
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.attention import (
     attention_activations,
@@ -61,6 +62,7 @@ def register_builtins() -> None:
     )  # fmt: skip
     register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
     register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=lambda spec: "sigmoid")
+    register_text_steps(register)
     register(LayerNormSpec, slot="norm", build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "LayerNorm")
     register(RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm")
     register(SinusoidalSpec, slot="positional", build=lambda spec, ctx: SinusoidalPositionalEncoding(d_model=ctx.d_model, layout=spec.layout))

@@ -23,6 +23,7 @@ from torch import nn
 
 from aiayn.blocks import Rotary, ScoreStep, Sublayer
 from aiayn.builder.errors import BlockError, UserError
+from aiayn.builder.registry import Activations, Flops, Registration, add, registration, unregister
 from aiayn.schemas import slots
 from aiayn.schemas._base import Spec
 from aiayn.schemas.attention import RotarySpec
@@ -65,22 +66,7 @@ class BuildContext:
 
 
 Build = Callable[[Any, BuildContext], nn.Module]
-Flops = Callable[[Any, int, int], float]  # (spec, d_model, context length L) -> forward FLOPs per token
-Activations = Callable[[Any, int], int]  # (spec, d_model) -> values per token kept for backward
-
-
-@dataclass(frozen=True)
-class Registration:
-    spec: type[Spec]
-    slot: str
-    type: str  # the spec's `type` tag
-    build: Build
-    flops: Flops
-    activations: Activations
-    label: Callable[[Any], str]  # how `aiayn show` names the block
-
-
-_REGISTRY: dict[type[Spec], Registration] = {}
+__all__ = ["BuildContext", "Registration", "StackPlan", "build", "register", "registration", "unregister"]
 
 
 def register(
@@ -110,32 +96,10 @@ def register(
             "(forward FLOPs per token and values per token kept for backward), which aiayn show and sweeps report"
         )
     tag = slots.add(slot, spec)
-    _REGISTRY[spec] = Registration(
-        spec=spec,
-        slot=slot,
-        type=tag,
-        build=build,
-        flops=flops or _none,
-        activations=activations or _none,
+    add(Registration(
+        spec=spec, slot=slot, type=tag, build=build, flops=flops or _none, activations=activations or _none,
         label=label or (lambda s: s.type),
-    )
-
-
-def unregister(spec: type[Spec]) -> None:
-    """Take a registration back (tests that register a block of their own)."""
-    entry = _REGISTRY.pop(spec, None)
-    if entry is not None:
-        slots.remove(entry.type)
-
-
-def registration(spec: Spec | type[Spec]) -> Registration:
-    """The registration of a spec (or spec class)."""
-    slots.load()
-    cls = spec if isinstance(spec, type) else type(spec)
-    entry = _REGISTRY.get(cls)
-    if entry is None:
-        raise UserError(f"no block is registered for {cls.__name__}; register it with aiayn.register")
-    return entry
+    ))  # fmt: skip
 
 
 def build(spec: Spec, ctx: BuildContext) -> nn.Module:

@@ -41,6 +41,7 @@ from aiayn.builder.train.task import TranslationTask
 from aiayn.builder.train.threads import AdaptiveThreads, cpu_threads, threads_note
 from aiayn.builder.train.trainer import batching, build_trainer
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.slots import plugins_used
 
 
 def fit(
@@ -88,7 +89,8 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     checkpoint = run.resume_checkpoint if resume else None
     # the data and the model before the run directory: a refusal of either leaves nothing behind
     data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda", tokenizers=source and source.tokenizers)
-    task = TranslationTask(spec.model_dump(mode="json"))
+    experiment = spec.model_dump(mode="json")
+    task = TranslationTask(experiment, plugins=plugins_used(experiment))
     started_from = start_from(task.model, source) if source else (run.status() or {}).get("init_from") if resume else None
     created = not run.path.exists()
     if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)

@@ -33,7 +33,9 @@ class TranslationTask(L.LightningModule):
     spec: ExperimentSpec
     model: EncoderDecoder
 
-    def __init__(self, experiment: dict[str, Any]) -> None:
+    def __init__(self, experiment: dict[str, Any], plugins: dict[str, str] | None = None) -> None:
+        """`plugins`: {type: "distribution==version"} of the plugins' types the experiment uses
+        (slots.plugins_used), kept in the checkpoint to name a missing one."""
         super().__init__()
         self.save_hyperparameters(logger=False)  # the hparams tab gets Table 3's columns instead
         self.spec = ExperimentSpec.model_validate(experiment)

@@ -56,23 +56,35 @@ def test_the_installed_plugin_is_in_the_schema_counted_and_trains(site, tmp_path
 
     trained = aiayn(site, tmp_path, "train", str(PLUGIN / "scaled.yaml"), *TINY, "trainer.max_steps=2", f"data.cache_dir={tmp_path / 'cache'}")
     assert trained.returncode == 0, trained.stderr[-3000:]
-    results = json.loads((tmp_path / "runs" / "demo-scaled-attention" / "version_0" / "results.json").read_text())
+    run = tmp_path / "runs" / "demo-scaled-attention" / "version_0"
+    results = json.loads((run / "results.json").read_text())
     assert results["steps"] == 2 and results["params"] == info["params"] and results["n_sentences"] == 8
 
+    # where the plugin is not installed, the run says which package to install
+    without = subprocess.run([sys.executable, "-m", "aiayn", "translate", str(run)], input="three books\n", cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert (without.returncode, without.stderr) == (
+        2, f"aiayn translate: error: {run / 'checkpoints' / 'last.ckpt'} was trained with 'scaled_attention' of "
+        "aiayn-example-plugin==0.1.0, which is not installed here: pip install 'aiayn-example-plugin==0.1.0'\n",
+    )  # fmt: skip
 
-def test_a_score_step_from_outside_trains_and_decodes(site, tmp_path):
+
+def test_a_score_step_and_a_text_step_from_outside_train_and_decode(site, tmp_path):
     """relu_scores.py: a spec, a ScoreStep and a registration; on the decoder's self-attention
-    (cached decoding) and the encoder's, with softcap beside it."""
+    (cached decoding) and the encoder's, with softcap beside it. nfkc.py: a text step in
+    data.pipeline, applied to the input of translate too."""
     schema = json.loads(aiayn(site, tmp_path, "schema").stdout)
     assert schema["$defs"]["ReluScoresSpec"]["properties"]["type"]["const"] == "relu"
-    relu = ["model.encoder.layer[0].score={type: relu}", "model.decoder.layer[0].score={type: relu}", "model.decoder.layer[0].softcap=5"]
+    assert schema["$defs"]["NfkcSpec"]["properties"]["type"]["const"] == "nfkc"
+    relu = ["model.encoder.layer[0].score={type: relu}", "model.decoder.layer[0].score={type: relu}", "model.decoder.layer[0].softcap=5",
+            "data.pipeline=[nfkc, lowercase]"]
     trained = aiayn(site, tmp_path, "train", str(ROOT / "experiments" / "demo.yaml"), *TINY, *relu, "trainer.max_steps=2",
                     f"data.cache_dir={tmp_path / 'cache'}")  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]
     run = tmp_path / "runs" / "demo" / "version_0"
-    assert "score: {type: relu}" in (run / "config.yaml").read_text()
+    assert "score: {type: relu}" in (run / "config.yaml").read_text() and "- {type: nfkc}" in (run / "config.yaml").read_text()
     translated = subprocess.run(
-        [sys.executable, "-m", "aiayn", "translate", str(run)], input="three books\n", cwd=tmp_path, capture_output=True, text=True,
+        [sys.executable, "-m", "aiayn", "translate", str(run)], input="ｔｈｒｅｅ books\n", cwd=tmp_path, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(site)}, timeout=600,
     )  # fmt: skip
     assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-3000:]

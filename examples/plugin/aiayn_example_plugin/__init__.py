@@ -3,7 +3,7 @@ their scores by a learned scale (a temperature per head, initialised to 1, so it
 paper's attention). It is aiayn's own attention with one more part handed in: a q/k module that
 scales each head's queries, after QK-norm and rotary where the YAML asks for them. It uses only the
 public `aiayn` API, and enters aiayn through the entry point of group `aiayn.blocks` in its
-pyproject.toml. relu_scores.py registers a score step the same way, in one small file."""
+pyproject.toml. relu_scores.py registers a score step the same way, in one small file, and nfkc.py a text step."""
 
 from typing import Literal
 
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import aiayn
-from aiayn_example_plugin import relu_scores
+from aiayn_example_plugin import nfkc, relu_scores
 
 
 class ScaledAttentionSpec(aiayn.AttentionSpec):
@@ -54,6 +54,7 @@ def build(spec: ScaledAttentionSpec, ctx: aiayn.BuildContext) -> aiayn.SelfAtten
 
 def register() -> None:
     relu_scores.register()  # a score step: `score: {type: relu}` on any attention
+    nfkc.register()  # a text step: `data.pipeline: [nfkc]`
     aiayn.register(
         ScaledAttentionSpec,
         slot="sublayer",

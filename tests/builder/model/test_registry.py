@@ -13,11 +13,14 @@ from torch import nn
 
 import aiayn
 from aiayn.builder.cli import main
+from aiayn.builder.decode.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
+from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.registry import BuildContext, build, unregister
 from aiayn.builder.model.size import flops_per_token
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.callbacks import attention_weights
+from aiayn.schemas import slots
 from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = EXPERIMENTS / "demo.yaml"
@@ -109,6 +112,22 @@ def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_pat
     results = json.loads((tmp_path / "runs" / "gated" / "version_0" / "results.json").read_text())
     assert results["steps"] == 2 and results["params"] == info["params"]
 
+    # the run names the plugin that registered its type; where it is gone, opening the run says so
+    monkeypatch.setitem(slots._dists, "scaled_gated_attention", "gated-attention==1.2")
+    assert slots.plugins_used(spec.model_dump(mode="json")) == {"scaled_gated_attention": "gated-attention==1.2"}
+    run = tmp_path / "runs" / "gated" / "version_0"
+    ckpt = load_checkpoint(run / "checkpoints" / "last.ckpt")
+    ckpt["hyper_parameters"]["plugins"] = slots.plugins_used(ckpt["hyper_parameters"]["experiment"])
+    save_checkpoint(ckpt, run / "checkpoints" / "last.ckpt")
+    unregister(ScaledGatedAttentionSpec)
+    with pytest.raises(UserError) as e:
+        load_for_inference(run)
+    assert str(e.value) == (
+        f"{run / 'checkpoints' / 'last.ckpt'} was trained with 'scaled_gated_attention' of gated-attention==1.2, which is not "
+        "installed here: pip install 'gated-attention==1.2'"
+    )
+    aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda spec, d: 0)
+
     model = build_model(spec.model)
     maps = attention_weights(model, [5, 6, 7], [1, 8, 9])
     weights, from_source = maps[("encoder", 0, "ScaledGatedAttention")]
@@ -175,7 +194,7 @@ def test_what_registering_refuses(gated):
         aiayn.register(Untyped, slot="sublayer", **fine)
     with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: Again must subclass aiayn.NormSpec to fill the norm slot$"):
         aiayn.register(Again, slot="norm", build=build_gated)
-    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias$"):
+    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step$"):
         aiayn.register(Again, slot="sublayers", **fine)
     with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):
         aiayn.register(Again, slot="sublayer", build=build_gated)

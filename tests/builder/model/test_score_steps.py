@@ -54,11 +54,12 @@ def test_a_bad_softcap_and_an_unknown_score_step_are_messages():
 
 
 def test_a_score_builder_must_return_a_score_step(monkeypatch):
+    from aiayn.builder import registry as leaf
     from aiayn.builder.model import registry
     from aiayn.schemas.score import SigmoidSpec
 
     entry = registry.registration(SigmoidSpec)
-    monkeypatch.setitem(registry._REGISTRY, SigmoidSpec, entry.__class__(**{**entry.__dict__, "build": lambda spec, ctx: object()}))
+    monkeypatch.setitem(leaf._REGISTRY, SigmoidSpec, entry.__class__(**{**entry.__dict__, "build": lambda spec, ctx: object()}))
     message = "the builder of the score step 'sigmoid' returned a object; a score step must subclass aiayn.ScoreStep (normalize(scores, allowed))"
     with pytest.raises(PluginError, match=f"^{re.escape(message)}$"):
         build_model(load_experiment(DEMO, ["model.encoder.layer[0].score={type: sigmoid}"]).model)
