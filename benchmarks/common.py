@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAD, BOS, EOS = 0, 1, 2
 
 
-def experiment(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int, overrides: tuple[str, ...] = ()) -> ExperimentSpec:
+def experiment(
+    *, d_model: int, heads: int, layers: int, d_ff: int, vocab: int, overrides: tuple[str, ...] = ()
+) -> ExperimentSpec:
     """The paper's base experiment resized: d_k = d_v = d_model / heads, shared embeddings."""
     d_k = d_model // heads
     dims = [f"dims.d_model={d_model}", f"dims.h={heads}", f"dims.d_k={d_k}", f"dims.d_v={d_k}",

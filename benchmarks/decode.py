@@ -50,13 +50,25 @@ def hf_model(*, d_model: int, heads: int, layers: int, d_ff: int, vocab: int) ->
         return None
 
     config = MarianConfig(
-        vocab_size=vocab, decoder_vocab_size=vocab, d_model=d_model,
-        encoder_layers=layers, decoder_layers=layers,
-        encoder_attention_heads=heads, decoder_attention_heads=heads,
-        encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
-        activation_function="relu", max_position_embeddings=1024, scale_embedding=True,
-        pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS, decoder_start_token_id=BOS,
-        forced_eos_token_id=None, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+        vocab_size=vocab,
+        decoder_vocab_size=vocab,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=d_ff,
+        decoder_ffn_dim=d_ff,
+        activation_function="relu",
+        max_position_embeddings=1024,
+        scale_embedding=True,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
     )
     return MarianMTModel(config).eval()
 
@@ -150,8 +162,13 @@ def main() -> None:
         def run_hf() -> torch.Tensor:
             with torch.inference_mode():
                 out = hf.generate(
-                    input_ids=src, attention_mask=mask, num_beams=args.beam, do_sample=False,
-                    max_new_tokens=args.out_len, min_new_tokens=args.out_len, early_stopping=False,
+                    input_ids=src,
+                    attention_mask=mask,
+                    num_beams=args.beam,
+                    do_sample=False,
+                    max_new_tokens=args.out_len,
+                    min_new_tokens=args.out_len,
+                    early_stopping=False,
                 )
             assert out.size(1) == args.out_len + 1, out.shape  # decoder start + out_len
             return out

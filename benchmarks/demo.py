@@ -26,15 +26,28 @@ def main() -> None:
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     with tempfile.TemporaryDirectory() as work:
-        cmd = [sys.executable, "-m", "aiayn", "train", str(ROOT / "experiments" / "demo.yaml"),
-               "trainer.enable_progress_bar=false", f"data.cache_dir={work}/cache"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "aiayn",
+            "train",
+            str(ROOT / "experiments" / "demo.yaml"),
+            "trainer.enable_progress_bar=false",
+            f"data.cache_dir={work}/cache",
+        ]
         start = time.perf_counter()
         subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
         wall = time.perf_counter() - start
         run = Path(work) / "runs" / "demo" / "version_0"
         results = json.loads((run / "results.json").read_text())
-        test = subprocess.run([sys.executable, "-m", "aiayn", "evaluate", str(run), "--json"],
-                              cwd=work, env=env, check=True, capture_output=True, text=True)
+        test = subprocess.run(
+            [sys.executable, "-m", "aiayn", "evaluate", str(run), "--json"],
+            cwd=work,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         report = json.loads(test.stdout)
     print(f"{'measure':<34}{'value':>12}")
     rows = [

@@ -31,7 +31,11 @@ def one_mode(preset: str, tokens: int, steps: int, fused: bool, device: str) -> 
     model = aiayn_model(**sizes).to(dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
     data = [to_device(b, dev) for b in batches({**PRESETS[preset], "tokens": tokens}, steps + 1)]
-    step = lambda b: (batch_loss(model, b, eps=EPS, pad_id=PAD, fused=fused)[0].backward(), optimizer.step(), optimizer.zero_grad())  # noqa: E731
+    step = lambda b: (
+        batch_loss(model, b, eps=EPS, pad_id=PAD, fused=fused)[0].backward(),
+        optimizer.step(),
+        optimizer.zero_grad(),
+    )  # noqa: E731
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -62,13 +66,30 @@ def main() -> None:
         return
     rows = []
     for mode in ("apart", "fused"):
-        argv = [sys.executable, __file__, "--preset", args.preset, "--tokens", str(args.tokens), "--steps", str(args.steps), "--device", args.device, "--mode", mode]
+        argv = [
+            sys.executable,
+            __file__,
+            "--preset",
+            args.preset,
+            "--tokens",
+            str(args.tokens),
+            "--steps",
+            str(args.steps),
+            "--device",
+            args.device,
+            "--mode",
+            mode,
+        ]
         rows.append(json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout))
     V = PRESETS[args.preset]["vocab"]
-    print(f"preset {args.preset} (V = {V}), {args.tokens} tokens per side, ~{rows[0]['targets']} targets a step, {args.device}, torch {torch.__version__}")
+    print(
+        f"preset {args.preset} (V = {V}), {args.tokens} tokens per side, ~{rows[0]['targets']} targets a step, {args.device}, torch {torch.__version__}"
+    )
     what = "peak RSS rise over the steps" if args.device == "cpu" else "max_memory_allocated"
     for r in rows:
-        print(f"  {'fused' if r['fused'] else 'apart':5}  {what}: {r['peak_bytes'] / 2**20:8.1f} MiB   {r['s_per_step'] * 1000:8.1f} ms/step")
+        print(
+            f"  {'fused' if r['fused'] else 'apart':5}  {what}: {r['peak_bytes'] / 2**20:8.1f} MiB   {r['s_per_step'] * 1000:8.1f} ms/step"
+        )
     ratio = rows[1]["peak_bytes"] / rows[0]["peak_bytes"] if rows[0]["peak_bytes"] else float("nan")
     print(f"  fused / apart: memory {ratio:.2f}x, time {rows[1]['s_per_step'] / rows[0]['s_per_step']:.2f}x; "
           f"the logits alone: {rows[0]['targets'] * V * 4 / 2**20:.1f} MiB in fp32")  # fmt: skip

@@ -65,7 +65,10 @@ def raw_step(spec: Any, device: torch.device, batches: list[Any], args: argparse
             if task.compiled_loss is not None:
                 loss = task.compiled_loss(batch)[0] / batch.n_tgt_tokens
             else:
-                loss = batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0, loss=task.criterion)[0] / batch.n_tgt_tokens
+                loss = (
+                    batch_loss(task.model, batch, eps=spec.train.label_smoothing, pad_id=0, loss=task.criterion)[0]
+                    / batch.n_tgt_tokens
+                )
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

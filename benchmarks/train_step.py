@@ -75,13 +75,21 @@ def batches(preset: dict, n: int, seed: int = 0, num_buckets: int | None = None,
     else:
         widths = bucket_widths(np.maximum(src, tgt + 1), num_buckets=num_buckets, boundaries=None)
         sampler = TokenBatchSampler(src, tgt + 1, max_tokens=preset["tokens"], seed=seed, buckets=widths)
-        collate = StaticCollator(bucket_shapes(sampler.batches, src, tgt + 1, widths, preset["tokens"], packed=packed), pad_id=PAD, bos_id=BOS, eos_id=EOS)
+        collate = StaticCollator(
+            bucket_shapes(sampler.batches, src, tgt + 1, widths, preset["tokens"], packed=packed),
+            pad_id=PAD,
+            bos_id=BOS,
+            eos_id=EOS,
+        )
         every = list(sampler)
         first = {int(bucket_of(np.asarray([max(src[b].max(), tgt[b].max() + 1)]), widths)[0]): b for b in reversed(every)}
         chosen = [*first.values(), *every][: max(n, len(first))]  # each shape, then the epoch's order
     out = []
     for ids in chosen:
-        examples = [Example(i, rng.integers(3, vocab, src[i], dtype=np.int32), rng.integers(3, vocab, tgt[i], dtype=np.int32)) for i in ids]
+        examples = [
+            Example(i, rng.integers(3, vocab, src[i], dtype=np.int32), rng.integers(3, vocab, tgt[i], dtype=np.int32))
+            for i in ids
+        ]
         out.append(collate(examples))
     return out
 
@@ -140,7 +148,11 @@ def torch_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     logits = model(batch.src, batch.tgt_in)
     V = logits.size(-1)
     return F.cross_entropy(
-        logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=EPS * V / (V - 1), reduction="sum"
+        logits.float().flatten(0, 1),
+        batch.tgt_out.flatten(),
+        ignore_index=PAD,
+        label_smoothing=EPS * V / (V - 1),
+        reduction="sum",
     )
 
 
@@ -277,11 +289,20 @@ def contenders(preset: dict, args: argparse.Namespace, device: torch.device) -> 
         if args.static_shapes:  # the step's loss in one function, a graph per shape
             step_loss = StaticStepLoss(compiled, eps=EPS, pad_id=PAD, fused=False, mode=mode)
             update = {"mode": mode} if device.type == "cuda" and mode in CUDA_GRAPH_MODES else None
-            found.append(Contender(f"aiayn compiled ({mode})", compiled, lambda model, batch: step_loss(batch)[0], "aiayn eager", update))
+            found.append(
+                Contender(f"aiayn compiled ({mode})", compiled, lambda model, batch: step_loss(batch)[0], "aiayn eager", update)
+            )
         else:  # the model and the loss; dynamic shapes, unless --static
             compiled.compile(dynamic=not args.static, mode=mode)
             fused = torch.compile(smoothed_nll_fusable, dynamic=not args.static, mode=mode)
-            found.append(Contender(f"aiayn compiled ({mode})", compiled, lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0], flops_of="aiayn eager"))
+            found.append(
+                Contender(
+                    f"aiayn compiled ({mode})",
+                    compiled,
+                    lambda model, batch: batch_loss(model, batch, eps=EPS, pad_id=PAD, loss=fused)[0],
+                    flops_of="aiayn eager",
+                )
+            )
     found.append(Contender("torch.nn.Transformer", TorchTransformer(**sizes), torch_loss))
     if not args.no_marian and (hf := marian(**sizes)) is not None:
         found.append(Contender("transformers Marian", hf, torch_loss))

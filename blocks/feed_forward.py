@@ -69,5 +69,8 @@ class GatedFeedForward(Sublayer):
 
     def projections(self) -> dict[str, tuple[Tensor, Tensor | None]]:
         """(weight (out, in), bias) of W (the activated one, as w_1), V (w_up) and W_2."""
-        weight, bias = self.w_1.weight.split(self.d_ff), self.w_1.bias.split(self.d_ff) if self.w_1.bias is not None else (None, None)
+        weight, bias = (
+            self.w_1.weight.split(self.d_ff),
+            self.w_1.bias.split(self.d_ff) if self.w_1.bias is not None else (None, None),
+        )
         return {"w_1": (weight[0], bias[0]), "w_up": (weight[1], bias[1]), "w_2": (self.w_2.weight, self.w_2.bias)}

@@ -58,9 +58,7 @@ def t5_bucket(relative: Tensor, *, bidirectional: bool, num_buckets: int, max_di
         distance = -torch.clamp(relative, max=0)  # past keys; future ones share bucket 0
     exact = num_buckets // 2
     is_small = distance < exact
-    log_bucket = exact + (
-        torch.log(distance.float() / exact) / math.log(max_distance / exact) * (num_buckets - exact)
-    ).long()
+    log_bucket = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (num_buckets - exact)).long()
     log_bucket = torch.minimum(log_bucket, torch.full_like(log_bucket, num_buckets - 1))
     return buckets + torch.where(is_small, distance, log_bucket)
 
@@ -75,7 +73,9 @@ class T5RelativeBias(nn.Module):
 
     def forward(self, T: int, S: int) -> Tensor:
         relative = _distances(T, S, self.table.weight.device)
-        buckets = t5_bucket(relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance)
+        buckets = t5_bucket(
+            relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )
         return self.table(buckets).permute(2, 0, 1)  # (h, T, S)
 
     def extra_repr(self) -> str:

@@ -95,7 +95,11 @@ class Sigmoid(ScoreStep):
     def normalize(self, scores: Tensor, allowed: Tensor | None) -> Tensor:
         if self.bias is not None:
             return torch.sigmoid(scores + self.bias)
-        n = scores.new_tensor(float(scores.size(-1))) if allowed is None else allowed.sum(-1, keepdim=True).clamp(min=1).to(scores.dtype)
+        n = (
+            scores.new_tensor(float(scores.size(-1)))
+            if allowed is None
+            else allowed.sum(-1, keepdim=True).clamp(min=1).to(scores.dtype)
+        )
         return torch.sigmoid(scores - torch.log(n))  # -inf (a key not read) -> 0
 
     def extra_repr(self) -> str:

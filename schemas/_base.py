@@ -65,7 +65,7 @@ class FieldError(ValueError):
 
 
 def _number_not_bool(hint: Any, *, nested: bool) -> str | None:
-    """"an integer" or "a number" where `hint` admits an int or a float but no bool (at its top,
+    """ "an integer" or "a number" where `hint` admits an int or a float but no bool (at its top,
     or in its items where `nested`), else None."""
     leaves = _leaves(hint, nested)
     if bool in leaves or Any in leaves or not leaves & {int, float}:

@@ -98,7 +98,15 @@ class AttentionSpec(SublayerSpec):
         return self.type
 
 
-class SelfAttentionSpec(AttentionSpec):
+class _PaperAttentionSpec(AttentionSpec):
+    """The paper's three attentions, named in the figure as Figure 1 names them."""
+
+    @property
+    def figure_name(self) -> str | None:
+        return "Masked Multi-Head Attention" if self.causal else "Multi-Head Attention"  # cross-attention: Figure 1's too
+
+
+class SelfAttentionSpec(_PaperAttentionSpec):
     """Every position attends to every non-padding position of the same sequence."""
 
     type: Literal["self_attention"] = "self_attention"
@@ -107,12 +115,8 @@ class SelfAttentionSpec(AttentionSpec):
     def looks_ahead(self) -> bool:
         return True
 
-    @property
-    def figure_name(self) -> str | None:
-        return "Multi-Head Attention"
 
-
-class CausalSelfAttentionSpec(AttentionSpec):
+class CausalSelfAttentionSpec(_PaperAttentionSpec):
     """Position i attends to positions <= i only (the decoder's masked self-attention)."""
 
     type: Literal["causal_self_attention"] = "causal_self_attention"
@@ -121,12 +125,8 @@ class CausalSelfAttentionSpec(AttentionSpec):
     def causal(self) -> bool:
         return True
 
-    @property
-    def figure_name(self) -> str | None:
-        return "Masked Multi-Head Attention"
 
-
-class CrossAttentionSpec(AttentionSpec):
+class CrossAttentionSpec(_PaperAttentionSpec):
     """Queries from the decoder, keys and values from the encoder output."""
 
     type: Literal["cross_attention"] = "cross_attention"
@@ -134,7 +134,3 @@ class CrossAttentionSpec(AttentionSpec):
     @property
     def reads_memory(self) -> bool:
         return True
-
-    @property
-    def figure_name(self) -> str | None:
-        return "Multi-Head Attention"  # Figure 1's name for the encoder-decoder attention too

@@ -24,6 +24,6 @@ class EmbeddingSpec(Spec):
                 "share",
                 "'all' ties the source embedding to the target embedding, which needs a "
                 "shared vocabulary, but shared_vocab is false; set shared_vocab: true, or "
-                "share: target_output (or none)"
+                "share: target_output (or none)",
             )
         return self

@@ -103,7 +103,6 @@ class ExperimentSpec(Spec):
         if self.data.min_len > self.data.max_len:
             raise FieldError(
                 "data.min_len",
-                f"min_len ({self.data.min_len}) is greater than max_len ({self.data.max_len}), "
-                "which would drop every sentence",
+                f"min_len ({self.data.min_len}) is greater than max_len ({self.data.max_len}), which would drop every sentence",
             )
         return self

@@ -53,4 +53,4 @@ class GatedFeedForwardSpec(_FeedForwardSpec):
 
     @property
     def figure_name(self) -> str | None:
-        return f"Gated Feed Forward ({ {'swiglu': 'SwiGLU', 'geglu': 'GEGLU', 'reglu': 'ReGLU'}[self.variant]})"
+        return f"Gated Feed Forward ({ {'swiglu': 'SwiGLU', 'geglu': 'GEGLU', 'reglu': 'ReGLU'}[self.variant] })"

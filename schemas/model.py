@@ -49,8 +49,7 @@ class ModelSpec(Spec):
         if isinstance(self.positional, SinusoidalSpec) and self.d_model % 2:
             raise FieldError(
                 "d_model",
-                f"sinusoidal positions pair a sine with a cosine, so d_model must be even, "
-                f"got {self.d_model}",
+                f"sinusoidal positions pair a sine with a cosine, so d_model must be even, got {self.d_model}",
             )
         for stack in ("encoder", "decoder"):
             for path, sub in getattr(self, stack).located():

@@ -106,9 +106,13 @@ class SearchSpec(Spec):
     def _check(self) -> "SearchSpec":
         for key, param in self.params.items():
             if not DOTLIST_KEY.match(key):
-                raise FieldError(f"params.{key}", f"{key!r} is not a dotted key of the experiment, such as train.lr_schedule.factor")
+                raise FieldError(
+                    f"params.{key}", f"{key!r} is not a dotted key of the experiment, such as train.lr_schedule.factor"
+                )
             if self.sampler == "grid" and isinstance(param, FloatParam):
-                raise FieldError(f"params.{key}", "the grid sampler needs values to enumerate: make it categorical, or an int with a step")
+                raise FieldError(
+                    f"params.{key}", "the grid sampler needs values to enumerate: make it categorical, or an int with a step"
+                )
         if self.sampler == "grid" and self.pruner.type != "none":
             raise FieldError(
                 "pruner", f"is {self.pruner.type}, but the grid sampler runs every point: a pruned point is never "

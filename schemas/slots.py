@@ -99,7 +99,7 @@ def type_tag(cls: type[Spec]) -> str:
     field = cls.model_fields.get("type")
     args = typing.get_args(field.annotation) if field is not None else ()
     if field is None or typing.get_origin(field.annotation) is not Literal or len(args) != 1 or not isinstance(args[0], str):
-        raise PluginError(f"{_who()}: {cls.__name__} needs a field `type: Literal[\"its-name\"]`, the key YAML selects it by")
+        raise PluginError(f'{_who()}: {cls.__name__} needs a field `type: Literal["its-name"]`, the key YAML selects it by')
     return args[0]
 
 
@@ -119,7 +119,9 @@ def add(slot: str, cls: type[Spec]) -> str:
         raise PluginError(f"{_who()}: {name} must subclass aiayn.{target.base.__name__} to fill the {slot} slot")
     tag = type_tag(cls)
     if tag in _owners:
-        raise PluginError(f"{_who()}: type {tag!r} is already registered by {_owners[tag]}; give {cls.__name__} another type name")
+        raise PluginError(
+            f"{_who()}: type {tag!r} is already registered by {_owners[tag]}; give {cls.__name__} another type name"
+        )
     target.members[tag] = cls
     _owners[tag] = _registrant or cls.__module__
     _dists[tag] = _registrant_dist or cls.__module__.partition(".")[0]
@@ -213,7 +215,9 @@ def _register_from(ep: EntryPoint) -> None:
         except Exception as e:  # whatever a plugin's import raises
             raise PluginError(f"{who}: cannot import {ep.value}: {type(e).__name__}: {_first_line(e)}") from None
         if not callable(register):
-            raise PluginError(f"{who}: {ep.value} is not a function; an {GROUP} entry point names a function that calls aiayn.register")
+            raise PluginError(
+                f"{who}: {ep.value} is not a function; an {GROUP} entry point names a function that calls aiayn.register"
+            )
         try:
             register()
         except PluginError:

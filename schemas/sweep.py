@@ -34,9 +34,7 @@ def _check_overrides(items: tuple[str, ...], where: str) -> tuple[str, ...]:
     for i, item in enumerate(items):
         key, sep, _ = item.partition("=")
         if not sep or not DOTLIST_KEY.match(key):
-            raise FieldError(
-                f"{where}[{i}]", f"override {item!r} is not KEY=VALUE with a dotted key, e.g. dims.h=16"
-            )
+            raise FieldError(f"{where}[{i}]", f"override {item!r} is not KEY=VALUE with a dotted key, e.g. dims.h=16")
         if key in RESERVED_KEYS:
             raise FieldError(f"{where}[{i}]", f"override {item!r} sets {key}, which {RESERVED_KEYS[key]}")
     return items

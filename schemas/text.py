@@ -56,7 +56,6 @@ class MosesTokenizeStep(TextStepSpec):
 TextStep = AnyTextStep  # a registered step, by its `type` (aiayn's above, a plugin's)
 
 
-
 def named_steps(value: Any) -> Any:
     """`lowercase` is short for `{type: lowercase}` (a field_validator(mode="before") of data.pipeline)."""
     if isinstance(value, (list, tuple)):

@@ -37,10 +37,15 @@ class CheckpointSpec(Spec):
 
     @model_validator(mode="after")
     def _one_trigger(self) -> "CheckpointSpec":
-        given = [(k, v) for k in ("every_n_train_steps", "every_n_minutes", "every_n_epochs") if (v := getattr(self, k)) is not None]
+        given = [
+            (k, v) for k in ("every_n_train_steps", "every_n_minutes", "every_n_epochs") if (v := getattr(self, k)) is not None
+        ]
         if len(given) > 1:
             shown = " and ".join(f"{k} ({v})" for k, v in given)
-            raise FieldError(given[-1][0], f"set one of every_n_train_steps, every_n_minutes and every_n_epochs, not {shown}; set the others to null")
+            raise FieldError(
+                given[-1][0],
+                f"set one of every_n_train_steps, every_n_minutes and every_n_epochs, not {shown}; set the others to null",
+            )
         return self
 
     @property

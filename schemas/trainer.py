@@ -44,7 +44,7 @@ class TrainerSpec(Spec):
                 "accumulate_grad_batches",
                 "accumulate_grad_batches is derived from train.tokens_per_step, "
                 "train.max_tokens_per_batch and devices x num_nodes, so a result does not depend "
-                "on how many GPUs ran it; set train.max_tokens_per_batch instead"
+                "on how many GPUs ran it; set train.max_tokens_per_batch instead",
             )
         return data
 

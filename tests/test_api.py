@@ -62,7 +62,9 @@ def test_the_api_needs_nothing_but_import_aiayn(run):
         "print(len(t.translate(['she sold eight apples', 'the dog'])))\n"
         f"print(aiayn.build_model(aiayn.load_experiment({str(DEMO)!r})).__class__.__name__)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
     assert done.stdout.splitlines() == ["2", "EncoderDecoder"], done.stderr
 
 
@@ -120,9 +122,13 @@ def test_the_api_refuses_wrong_arguments_by_name(run):
     refused = {
         lambda: aiayn.load_experiment(None): "path: expected a path (a str or pathlib.Path), got None",
         lambda: aiayn.load_experiment(3): "path: expected a path (a str or pathlib.Path), got int 3",
-        lambda: aiayn.load_experiment(DEMO, "dims.h=2"): "overrides: expected a list of strings, got the string 'dims.h=2'; wrap it in a list: ['dims.h=2']",
+        lambda: aiayn.load_experiment(
+            DEMO, "dims.h=2"
+        ): "overrides: expected a list of strings, got the string 'dims.h=2'; wrap it in a list: ['dims.h=2']",
         lambda: aiayn.load_experiment(DEMO, ["dims.h=2", None]): "overrides[1]: expected a string, got None",
-        lambda: aiayn.build_model("demo.yaml"): "spec: expected an ExperimentSpec or its model section, got str 'demo.yaml'; aiayn.load_experiment(path) reads one",
+        lambda: aiayn.build_model(
+            "demo.yaml"
+        ): "spec: expected an ExperimentSpec or its model section, got str 'demo.yaml'; aiayn.load_experiment(path) reads one",
         lambda: aiayn.build_model(None): "spec: expected an ExperimentSpec or its model section, got None",
         lambda: aiayn.load_run(None): "path: expected a path (a str or pathlib.Path), got None",
         lambda: aiayn.load_run(run, device="tpu0"): "device 'tpu0' is not a torch device; use e.g. cpu, cuda or cuda:1",
@@ -132,8 +138,12 @@ def test_the_api_refuses_wrong_arguments_by_name(run):
         lambda: translator.translate(["a", None]): "lines[1]: expected a string, got None",
         lambda: translator.translate(LINES, n_best=0): "n_best: expected a whole number >= 1, got int 0",
         lambda: translator.translate(LINES, n_best=True): "n_best: expected a whole number >= 1, got bool True",
-        lambda: translator.translate(LINES, n_best=3): "n_best (3) is more than the beam size (2): a search keeps 2 hypotheses a sentence; raise beam to at least 3",
-        lambda: translator.translate(LINES, alignments=True, alignment_layer=1): "alignment_layer: the decoder's layers are 0 to 0, got int 1",
+        lambda: translator.translate(
+            LINES, n_best=3
+        ): "n_best (3) is more than the beam size (2): a search keeps 2 hypotheses a sentence; raise beam to at least 3",
+        lambda: translator.translate(
+            LINES, alignments=True, alignment_layer=1
+        ): "alignment_layer: the decoder's layers are 0 to 0, got int 1",
         lambda: translator.score(["a"], ["b", "c"]): "1 sources but 2 targets: give one target per source",
         lambda: translator.score(["a", " "], ["b", "c"]): "sources[1] is blank: there is nothing to score its target against",
         lambda: translator.score("a", ["b"]): "sources: expected a list of strings, got the string 'a'; wrap it in a list: ['a']",

@@ -21,13 +21,49 @@ ALLOWED = {
     "builder.run": {"schemas", "builder.errors", "builder.run"},
     "builder.data": {"schemas", "builder.errors", "builder.registry", "builder.run", "builder.data"},
     "builder.model": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.data", "builder.model"},
-    "builder.decode": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode"},
-    "builder.train": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode",
-                      "builder.train"},
-    "builder.export": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode",
-                       "builder.export"},
-    "builder.sweep": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.model", "builder.data", "builder.decode",
-                      "builder.sweep"},
+    "builder.decode": {
+        "schemas",
+        "blocks",
+        "builder.errors",
+        "builder.registry",
+        "builder.run",
+        "builder.model",
+        "builder.data",
+        "builder.decode",
+    },
+    "builder.train": {
+        "schemas",
+        "blocks",
+        "builder.errors",
+        "builder.registry",
+        "builder.run",
+        "builder.model",
+        "builder.data",
+        "builder.decode",
+        "builder.train",
+    },
+    "builder.export": {
+        "schemas",
+        "blocks",
+        "builder.errors",
+        "builder.registry",
+        "builder.run",
+        "builder.model",
+        "builder.data",
+        "builder.decode",
+        "builder.export",
+    },
+    "builder.sweep": {
+        "schemas",
+        "blocks",
+        "builder.errors",
+        "builder.registry",
+        "builder.run",
+        "builder.model",
+        "builder.data",
+        "builder.decode",
+        "builder.sweep",
+    },
     "builder.cli": set(),  # anything: checked below only for what it is
     "aiayn": {"schemas", "blocks", "builder.errors", "builder.model"},
     "aiayn.__main__": set(),  # `python -m aiayn`: the CLI
@@ -84,10 +120,18 @@ def test_every_module_belongs_to_a_layer():
 @pytest.mark.parametrize(
     ("module", "line", "expected"),
     [
-        ("builder/model/oops.py", "from builder.train.fit import fit", "builder.model.oops imports builder.train.fit.fit: builder.model may import only"),
+        (
+            "builder/model/oops.py",
+            "from builder.train.fit import fit",
+            "builder.model.oops imports builder.train.fit.fit: builder.model may import only",
+        ),
         ("builder/sweep/oops.py", "import builder.cli", "builder.sweep.oops imports builder.cli: nothing imports the CLI"),
         ("schemas/oops.py", "import torch", "schemas.oops imports torch, which schemas must not depend on"),
-        ("blocks/oops.py", "def f():\n    from schemas.model import ModelSpec", "blocks.oops imports schemas.model.ModelSpec: blocks may import only"),
+        (
+            "blocks/oops.py",
+            "def f():\n    from schemas.model import ModelSpec",
+            "blocks.oops imports schemas.model.ModelSpec: blocks may import only",
+        ),
     ],
 )
 def test_a_back_import_is_caught(tmp_path, module, line, expected):
@@ -98,3 +142,14 @@ def test_a_back_import_is_caught(tmp_path, module, line, expected):
         (tmp_path / top).mkdir(exist_ok=True)
     [found] = violations(tmp_path)
     assert found.startswith(expected)
+
+
+def test_no_function_is_over_50_lines():
+    """A function a screen long at most (STYLE.md): the project's own code, docstrings included."""
+    long = []
+    for folder in ("schemas", "blocks", "builder", "aiayn"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 50:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert long == []

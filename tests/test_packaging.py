@@ -67,9 +67,17 @@ def test_the_installed_wheel_validates_and_shows_an_experiment(wheel, tmp_path):
                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert where.startswith(str(site)), where  # the wheel's copy, not the repository's folders
     aiayn = venv / "bin" / "aiayn"
-    done = subprocess.run([aiayn, "validate", str(EXPERIMENTS / "base.yaml"), "--schema-only"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [aiayn, "validate", str(EXPERIMENTS / "base.yaml"), "--schema-only"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f"{EXPERIMENTS / 'base.yaml'}: ok: base, 63,082,496 parameters")
-    done = subprocess.run([aiayn, "show", str(EXPERIMENTS / "big.yaml"), "--json"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [aiayn, "show", str(EXPERIMENTS / "big.yaml"), "--json"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"params": 214245376' in done.stdout

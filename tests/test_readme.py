@@ -67,14 +67,21 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
     # one thread, fixed: train.cpu_threads: auto would move the count with the machine's load, and the
     # count changes a run's last bits, so that each CI run of the demo would be another draw (README,
     # "Sharing a machine"); fixed, it is the same run on every load (valid BLEU 99.71 on this VM type)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "AIAYN_CACHE": str(tmp_path / "cache"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "AIAYN_CACHE": str(tmp_path / "cache"),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     outputs = {}
     opus_mt = {**env, "OPUS_MT": str(opus_mt_folder(tmp_path / "opus-mt-en-de")), "FINETUNE_DATA": str(tmp_path)}
     for command, here in commands:
         if not here and command.startswith("export "):  # the user's paths: opus_mt stands for them
             continue
         if not here and command.startswith("aiayn ") and shlex.split(command)[1] != "train":
-            verb_parser(shlex.split(command)[1]).parse_intermixed_args(shlex.split(command)[2:])  # its options exist; no download here
+            verb_parser(shlex.split(command)[1]).parse_intermixed_args(
+                shlex.split(command)[2:]
+            )  # its options exist; no download here
             continue
         if not here and "OPUS_MT" in text and "finetune-opus-mt" in command:
             check(subprocess.run(as_validation(command), cwd=tmp_path, env=opus_mt, capture_output=True, text=True), command)
@@ -93,7 +100,9 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
         if rest:
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)
-    check_console(outputs["pip install torch==2.13.0 && pip install -e \".[test,export]\" && aiayn train experiments/demo.yaml"], text)
+    check_console(
+        outputs['pip install torch==2.13.0 && pip install -e ".[test,export]" && aiayn train experiments/demo.yaml'], text
+    )
     check_demo(tmp_path / "runs" / "demo" / "version_0", env)
     for block in python_examples(text):  # the Python API, as written, on the demo trained above
         done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -142,7 +151,9 @@ def check_demo(run: Path, env: dict) -> None:
     report = json.loads(aiayn("evaluate", str(run), "--json"))  # the held-out test split
     assert report["bleu"] >= 90 and report["chrf"] >= 90 and 1.0 < report["ppl"] < 2.0, report
 
-    lines = aiayn("translate", str(run), stdin="she bought three hundred twenty-one books\n\ni know that he sold seven cars\n").splitlines()
+    lines = aiayn(
+        "translate", str(run), stdin="she bought three hundred twenty-one books\n\ni know that he sold seven cars\n"
+    ).splitlines()
     assert len(lines) == 3 and lines[1] == ""  # input order kept, the empty line stays empty
     subject, verb, number, noun = lines[0].split()  # 321 is one word: units before tens
     assert (subject, verb, noun) == ("sie", "kaufte", "Bücher") and number.startswith("dreihundert")
@@ -150,7 +161,18 @@ def check_demo(run: Path, env: dict) -> None:
 
     # n-best lists, scores and alignments: the demo's alignments are known by construction (the
     # perfect's participle goes to the end), and forced scoring of the best gives its score
-    rows = [r.split("\t") for r in aiayn("translate", str(run), "--n-best", "3", "--scores", "--alignments", stdin="she has bought three books\nshe bought three books\n").splitlines()]
+    rows = [
+        r.split("\t")
+        for r in aiayn(
+            "translate",
+            str(run),
+            "--n-best",
+            "3",
+            "--scores",
+            "--alignments",
+            stdin="she has bought three books\nshe bought three books\n",
+        ).splitlines()
+    ]
     assert [r[0] for r in rows] == ["0", "0", "0", "1", "1", "1"] and len({r[2] for r in rows[:3]}) == 3
     assert rows[0][2:] == ["sie hat drei Bücher gekauft", "0-0 1-1 3-2 4-3 2-4"], rows
     assert rows[3][2:] == ["sie kaufte drei Bücher", "0-0 1-1 2-2 3-3"], rows
@@ -158,6 +180,8 @@ def check_demo(run: Path, env: dict) -> None:
     src, tgt = run.parent / "pair.en", run.parent / "pair.de"
     src.write_text("she has bought three books\nshe bought three books\n")
     tgt.write_text(f"{rows[0][2]}\n{rows[3][2]}\n")
-    scored = [line.split("\t") for line in aiayn("score", str(run), "--src", str(src), "--tgt", str(tgt), "--alignments").splitlines()]
+    scored = [
+        line.split("\t") for line in aiayn("score", str(run), "--src", str(src), "--tgt", str(tgt), "--alignments").splitlines()
+    ]
     assert [float(s[-1]) for s in scored] == pytest.approx([float(rows[0][1]), float(rows[3][1])], abs=1e-4)
     assert [s[2] for s in scored] == [rows[0][3], rows[3][3]]

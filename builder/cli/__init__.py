@@ -24,7 +24,11 @@ VERBS = {
     "sweep": ("aiayn.builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
     "results": ("aiayn.builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
     "translate": ("aiayn.builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
-    "score": ("aiayn.builder.cli.score", "score", "forced decoding: the model's score of given targets (log P, length, per token)"),
+    "score": (
+        "aiayn.builder.cli.score",
+        "score",
+        "forced decoding: the model's score of given targets (log P, length, per token)",
+    ),
     "evaluate": ("aiayn.builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("aiayn.builder.cli.average", "average", "average the parameters of checkpoints"),
     "export": ("aiayn.builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
@@ -35,7 +39,9 @@ ARGUMENTS = {"validate": "add_validate_arguments", "show": "add_show_arguments",
 
 def top_parser() -> argparse.ArgumentParser:
     """`aiayn -h`: the verbs, each with its one-line help."""
-    parser = argparse.ArgumentParser(prog="aiayn", description="A config-driven Transformer (Vaswani et al. 2017).", allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        prog="aiayn", description="A config-driven Transformer (Vaswani et al. 2017).", allow_abbrev=False
+    )
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, (_, _, text) in VERBS.items():
         sub.add_parser(name, help=text, description=text)

@@ -17,7 +17,9 @@ from aiayn.builder.run.outputs import check_output
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoints", nargs="*", type=Path, metavar="CKPT", help="checkpoints of one run")
     p.add_argument(
-        "--last", type=int, metavar="K",
+        "--last",
+        type=int,
+        metavar="K",
         help="average the K newest step*.ckpt of the one run directory given instead of CKPT...",
     )
     p.add_argument("--output", "-o", type=Path, required=True, help="where to write the averaged checkpoint")

@@ -32,17 +32,21 @@ from aiayn.builder.run.outputs import check_output
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p)
-    p.add_argument("--split", choices=("valid", "test"), default="test", help="the experiment's split to evaluate (default: test)")
+    p.add_argument(
+        "--split", choices=("valid", "test"), default="test", help="the experiment's split to evaluate (default: test)"
+    )
     p.add_argument("--src", type=Path, help="source sentences, one per line (with --ref), instead of a split")
     p.add_argument("--ref", type=Path, help="reference translations, line-aligned with --src")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--tok-bleu", action="store_true",
+        "--tok-bleu",
+        action="store_true",
         help="also report tokenized BLEU with compound splitting (##AT##-##AT##), as published "
         "numbers were computed; not comparable to sacreBLEU",
     )
     p.add_argument(
-        "--lc-bleu", action="store_true",
+        "--lc-bleu",
+        action="store_true",
         help="also report lowercased BLEU on Moses-tokenized text (sacremoses), as the Multi30k "
         "literature reports it; not comparable to sacreBLEU",
     )
@@ -57,30 +61,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def evaluate(args: argparse.Namespace) -> int:
     if (args.src is None) != (args.ref is None):
-        given, missing = ("--src", "--ref") if args.src is not None else ("--ref", "--src")
-        raise UserError(f"{given} needs {missing}: give both, or neither to evaluate a split of the experiment")
+        one, other = ("--src", "--ref") if args.src is not None else ("--ref", "--src")
+        raise UserError(f"{one} needs {other}: give both, or neither to evaluate a split of the experiment")
     if args.hyps is not None:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
-    if args.src is not None:
-        raw_sources, given_refs = read_parallel(args.src, args.ref)
-    raw_refs: list[str] | None = None
+    pair = read_parallel(args.src, args.ref) if args.src is not None else None
     if args.src is None and is_marian_folder(Path(args.checkpoint)):
         raise UserError(f"{args.checkpoint} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
     loaded = load_for_inference(args.checkpoint)
     pipelines = pipelines_of(loaded.spec.data)
-    if args.src is not None:
-        data = f"{args.src} -> {args.ref}"
-        sources, refs, raw_refs = raw_sources, given_refs, given_refs
-        if pipelines is not None and args.pipeline:
-            for path in (args.src, args.ref):
-                check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
-            sources, refs, data = pipelines[0].lines(raw_sources), pipelines[1].lines(given_refs), f"{data}, through data.pipeline"
-        elif pipelines is not None:
-            raw_refs = None  # no raw reference to score the detokenized output against
-    else:
-        sources, refs, data = split_texts(loaded.spec, args.split)
-        raw_refs = split_texts(loaded.spec, args.split, raw=True)[1] if pipelines is not None else None
+    sources, refs, raw_refs, data = _texts(args, loaded.spec, pipelines, pair)
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
     scoring = Scoring.of(loaded.spec.data)
@@ -90,7 +81,13 @@ def evaluate(args: argparse.Namespace) -> int:
         )
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
-    result: dict[str, Any] = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics, "decode": decode.model_dump()}
+    result: dict[str, Any] = {
+        "checkpoint": str(loaded.checkpoint),
+        "model": loaded.what,
+        "data": data,
+        **metrics,
+        "decode": decode.model_dump(),
+    }
     if scoring.tokenized and raw_refs is not None and pipelines is not None:
         result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))
     if args.tok_bleu:
@@ -101,6 +98,24 @@ def evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _texts(
+    args: argparse.Namespace, spec: Any, pipelines: Any, given: tuple[list[str], list[str]] | None
+) -> tuple[list[str], list[str], list[str] | None, str]:
+    """(sources, references as the model reads them, the raw references where detokenized output
+    can be scored against them, where they come from): --src/--ref (`given`), or a split."""
+    if given is None:
+        sources, refs, data = split_texts(spec, args.split)
+        return sources, refs, split_texts(spec, args.split, raw=True)[1] if pipelines is not None else None, data
+    data = f"{args.src} -> {args.ref}"
+    if pipelines is None:
+        return *given, given[1], data
+    if not args.pipeline:
+        return *given, None, data  # no raw reference to score the detokenized output against
+    for path in (args.src, args.ref):
+        check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
+    return pipelines[0].lines(given[0]), pipelines[1].lines(given[1]), given[1], f"{data}, through data.pipeline"
+
+
 def render(r: dict[str, Any]) -> str:
     d = r["decode"]
     lines = [
@@ -108,9 +123,8 @@ def render(r: dict[str, Any]) -> str:
         f"data        {r['data']} ({r['n_sentences']} sentences)",
         f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, "
         f"max length input + {d['max_len_b']}",
-        f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}" + (
-            "  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""
-        ),
+        f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}"
+        + ("  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""),
         f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",
         f"PPL         {r['ppl']:6.2f}  per target token, teacher-forced, no label smoothing",
     ]

@@ -14,7 +14,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the split ΔBLEU compares on; each run's translations of it are made where missing and kept in DIR/scores "
         "(default: test for a sweep that searched, since valid chose its settings; else valid, which the runs translated)",
     )  # fmt: skip
-    p.add_argument("--base", metavar="VARIANT", help="the row each ΔBLEU is measured from (default: the paper's base row, else the sweep's base experiment, else the first row)")
+    p.add_argument(
+        "--base",
+        metavar="VARIANT",
+        help="the row each ΔBLEU is measured from (default: the paper's base row, else the sweep's base experiment, else the first row)",
+    )
 
 
 def results(args: argparse.Namespace) -> int:

@@ -48,7 +48,9 @@ def score(args: argparse.Namespace) -> int:
     check_aligned(args.src, args.tgt, len(sources), len(targets))
     blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
     if blank is not None:
-        raise UserError(f"--src {args.src}, line {blank + 1} is blank: there is nothing to score its target against; drop that pair")
+        raise UserError(
+            f"--src {args.src}, line {blank + 1} is blank: there is nothing to score its target against; drop that pair"
+        )
     translator = load_run(args.checkpoint, device=device_of(args))
     decode = decode_spec(translator.spec, args)
     if args.alignment_layer is not None:

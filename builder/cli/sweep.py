@@ -14,8 +14,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "overrides", nargs="*", metavar="KEY=VALUE",
         help="overrides of every trial (trainer.max_steps=100); sweep.KEY=VALUE changes the sweep file (sweep.launcher.parallel=2)",
     )  # fmt: skip
-    p.add_argument("--dry-run", action="store_true", help="list the trials, their parameter counts and which would be skipped; run nothing")
-    p.add_argument("--runs", default="runs", metavar="ROOT", help="root of the run directories; the sweep's are under ROOT/<sweep name> (default: runs)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list the trials, their parameter counts and which would be skipped; run nothing"
+    )
+    p.add_argument(
+        "--runs",
+        default="runs",
+        metavar="ROOT",
+        help="root of the run directories; the sweep's are under ROOT/<sweep name> (default: runs)",
+    )
 
 
 def sweep(args: argparse.Namespace) -> int:

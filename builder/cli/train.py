@@ -61,8 +61,16 @@ def check_run_dir(run: RunDir, *, resume: bool) -> None:
             "or into its own run directory (runs/<name>/version_<n>): give another"
         )
     if resume and not run.has_checkpoint:
-        what = "does not exist" if not path.exists() else "is an empty folder" if not any(path.iterdir()) else "is a run with no checkpoint yet"
-        raise UserError(f"--resume --run-dir {path}: it {what}, so there is nothing to resume; drop --resume to train a new run there")
+        what = (
+            "does not exist"
+            if not path.exists()
+            else "is an empty folder"
+            if not any(path.iterdir())
+            else "is a run with no checkpoint yet"
+        )
+        raise UserError(
+            f"--resume --run-dir {path}: it {what}, so there is nothing to resume; drop --resume to train a new run there"
+        )
 
 
 def launched_apart(spec: ExperimentSpec) -> str | None:

@@ -46,7 +46,8 @@ DECODE_FLAGS = {
 
 def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "checkpoint", metavar="RUN_OR_CKPT",
+        "checkpoint",
+        metavar="RUN_OR_CKPT",
         help="a run directory (runs/<name>/version_<n>; runs/<name> means its latest version) or a .ckpt file",
     )
 
@@ -56,7 +57,8 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--beam", type=int, help="beam size (paper: 4)")
     g.add_argument("--alpha", type=float, help="length penalty exponent (paper: 0.6)")
     g.add_argument(
-        "--length-penalty", choices=("gnmt", "fairseq"),
+        "--length-penalty",
+        choices=("gnmt", "fairseq"),
         help="gnmt: ((5+|Y|)/6)^alpha (the paper's); fairseq: |Y|^alpha",
     )
     g.add_argument("--max-len-b", type=int, help="output length <= input length + this (paper: 50)")
@@ -75,8 +77,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Moses' rules, instead of its tokenized output (lowercasing cannot be undone)",
     )  # fmt: skip
     g = p.add_argument_group("n-best lists, scores and alignments (tab-separated columns: index, score, text, alignment)")
-    g.add_argument("--n-best", type=int, metavar="K", help="the K best translations of each line, best first (K <= --beam); adds the index column")
-    g.add_argument("--scores", action="store_true", help="add the index and the score each translation was ranked by: log P / lp(|Y|), natural log")
+    g.add_argument(
+        "--n-best",
+        type=int,
+        metavar="K",
+        help="the K best translations of each line, best first (K <= --beam); adds the index column",
+    )
+    g.add_argument(
+        "--scores",
+        action="store_true",
+        help="add the index and the score each translation was ranked by: log P / lp(|Y|), natural log",
+    )
     g.add_argument(
         "--alignments", action="store_true",
         help="append word alignments (Pharaoh i-j: source word i, output word j, 0-based) from the cross-attention",
@@ -142,7 +153,9 @@ def translate(args: argparse.Namespace) -> int:
         check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
     pipelines = translator.pipelines
     if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
-        raise UserError(f"--detokenize: {args.checkpoint} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize")
+        raise UserError(
+            f"--detokenize: {args.checkpoint} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize"
+        )
     if pipelines is not None and args.input is not None and str(args.input) != "-":
         check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
     lines = read_input(args.input)  # stdin is read once everything else checked out

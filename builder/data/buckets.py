@@ -112,7 +112,9 @@ def bucket_shapes(
         rows = bucket_rows(width, max_tokens)
         full = rows * width
         src_n, tgt_n = (-(-most[b] // PACKED_MULTIPLE) * PACKED_MULTIPLE).tolist() if packed else (full, full)
-        shapes.append(BucketShape(width=width, rows=rows, src_tokens=min(max(src_n, 1), full), tgt_tokens=min(max(tgt_n, 1), full)))
+        shapes.append(
+            BucketShape(width=width, rows=rows, src_tokens=min(max(src_n, 1), full), tgt_tokens=min(max(tgt_n, 1), full))
+        )
     return tuple(shapes)
 
 
@@ -144,7 +146,9 @@ class StaticCollator(TranslationCollator):
             n_src_tokens=sum(len(e.src) for e in examples),
             n_tgt_tokens=sum(tgt_lengths),
             tgt_rows=_fixed_rows(tgt_lengths, shape.width, shape.tgt_tokens),
-            src_rows=None if shape.src_tokens == shape.rows * shape.width else _fixed_rows(src_lengths, shape.width, shape.src_tokens),
+            src_rows=None
+            if shape.src_tokens == shape.rows * shape.width
+            else _fixed_rows(src_lengths, shape.width, shape.src_tokens),
         )
 
 

@@ -166,8 +166,7 @@ def encode_cached(
         _store(folder, src, tgt)
     except OSError as exc:
         raise UserError(
-            f"cannot write the token cache {folder} ({exc.strerror}); "
-            f"point the cache directory at a writable place"
+            f"cannot write the token cache {folder} ({exc.strerror}); point the cache directory at a writable place"
         ) from None
     log.info("tokenized %s/%s into cache %s", src_path.name, tgt_path.name, folder)
     return _load(folder) or (src, tgt)  # the memory-mapped copy: its pages can be shared and dropped

@@ -25,8 +25,14 @@ class Batch(NamedTuple):
 
 
 def padded(
-    rows: Sequence[np.ndarray], pad_id: int, *, before: int | None, after: int | None, multiple: int = 1,
-    width: int | None = None, n_rows: int | None = None,
+    rows: Sequence[np.ndarray],
+    pad_id: int,
+    *,
+    before: int | None,
+    after: int | None,
+    multiple: int = 1,
+    width: int | None = None,
+    n_rows: int | None = None,
 ) -> torch.Tensor:
     """(n_rows or len(rows), width) right-padded: each row `before` + row + `after`. `width`
     None: the longest such row's, rounded up to `multiple`; n_rows: rows of padding below."""

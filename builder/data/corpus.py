@@ -150,9 +150,7 @@ def filter_by_length(
     longer than max_len) and "too_short" (otherwise, either side shorter than min_len).
     """
     if not 0 <= min_len <= max_len:
-        raise UserError(
-            f"length filter: need 0 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}"
-        )
+        raise UserError(f"length filter: need 0 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
     src_len, tgt_len = _lengths(src_ids), _lengths(tgt_ids)
     if len(src_len) != len(tgt_len):
         raise ValueError(f"filter_by_length: {len(src_len)} sources but {len(tgt_len)} targets")

@@ -62,41 +62,30 @@ class TranslationDataModule(LightningDataModule):
     """
 
     def __init__(
-        self,
-        *,
-        run_dir: Path,
-        train: SplitPaths | None = None,
-        valid: SplitPaths | None = None,
-        test: SplitPaths | None = None,
-        demo: tuple[int, int, int] | None = None,
-        demo_seed: int = 1234,
-        vocab_size: int,
-        shared_vocab: bool = True,
-        tokenizer: TokenizerSpec = BpeTokenizerSpec(),
-        pipelines: tuple[TextPipeline, TextPipeline] | None = None,
-        tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
-        cache_dir: Path | None = None,
-        max_tokens: int,
-        eval_max_tokens: int | None = None,
-        max_len: int = 256,
-        min_len: int = 1,
-        seed: int = 0,
-        num_workers: int = 0,
-        pin_memory: bool = False,
-        pad_to_multiple: int = 1,
-        static_shapes: StaticShapesSpec | None = None,
-        source_eos: int | None = None,
-    ) -> None:
+        self, *, run_dir: Path, train: SplitPaths | None = None, valid: SplitPaths | None = None, test: SplitPaths | None = None,
+        demo: tuple[int, int, int] | None = None, demo_seed: int = 1234, vocab_size: int, shared_vocab: bool = True,
+        tokenizer: TokenizerSpec = BpeTokenizerSpec(), pipelines: tuple[TextPipeline, TextPipeline] | None = None,
+        tokenizers: tuple[Tokenizer, Tokenizer] | None = None, cache_dir: Path | None = None, max_tokens: int,
+        eval_max_tokens: int | None = None, max_len: int = 256, min_len: int = 1, seed: int = 0, num_workers: int = 0,
+        pin_memory: bool = False, pad_to_multiple: int = 1, static_shapes: StaticShapesSpec | None = None, source_eos: int | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
         if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
-            raise UserError("data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space")
+            raise UserError(
+                "data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space"
+            )
         if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
             raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
         self.demo, self.demo_seed = demo, demo_seed
-        self.vocab_size_requested, self.shared_vocab, self.tokenizer, self.pipelines = vocab_size, shared_vocab, tokenizer, pipelines
+        self.vocab_size_requested, self.shared_vocab, self.tokenizer, self.pipelines = (
+            vocab_size,
+            shared_vocab,
+            tokenizer,
+            pipelines,
+        )
         self._texts: dict[str, SplitPaths] = {}
         self.given_tokenizers, self.cache_dir = tokenizers, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
@@ -212,9 +201,7 @@ class TranslationDataModule(LightningDataModule):
     def longest(self) -> int:
         """The longest tensor length (source, or target + 1) in any split set up: learned
         positional embeddings must have at least this many positions."""
-        return max(
-            int(max(ds.src_lengths.max(), ds.tgt_lengths.max() + 1)) for ds in self.datasets.values()
-        )
+        return max(int(max(ds.src_lengths.max(), ds.tgt_lengths.max() + 1)) for ds in self.datasets.values())
 
     # ---- loaders ---------------------------------------------------------------------------------
 
@@ -242,11 +229,18 @@ class TranslationDataModule(LightningDataModule):
         options = self.options
         if static is not None and buckets is not None:
             self.shapes = bucket_shapes(sampler.batches, src, tgt, buckets, self.max_tokens, packed=static.packed)
-            options = {**options, "collate_fn": StaticCollator(self.shapes, pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)}
+            options = {
+                **options,
+                "collate_fn": StaticCollator(
+                    self.shapes, pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id
+                ),
+            }
             say("static shapes: batches (rows x width; packed source, target tokens) " + ", ".join(
                 f"{s.rows}x{s.width} ({s.src_tokens}, {s.tgt_tokens})" for s in self.shapes
             ))  # fmt: skip
-        self._train_loader = TrainLoader(ds, sampler, global_step=lambda: self.trainer.global_step if self.trainer else -1, **options)
+        self._train_loader = TrainLoader(
+            ds, sampler, global_step=lambda: self.trainer.global_step if self.trainer else -1, **options
+        )
         return self._train_loader
 
     def val_dataloader(self) -> DataLoader:
@@ -288,7 +282,9 @@ class TrainLoader(DataLoader):
     limit comes whenever the signal does) records the place where that step began, as the task
     records its RNG there: what the checkpoint's weights have seen, and no batch more."""
 
-    def __init__(self, dataset: TranslationDataset, sampler: TokenBatchSampler, *, global_step: Callable[[], int], **options: Any) -> None:
+    def __init__(
+        self, dataset: TranslationDataset, sampler: TokenBatchSampler, *, global_step: Callable[[], int], **options: Any
+    ) -> None:
         super().__init__(dataset, sampler=sampler, generator=own_generator(), **options)
         self.batches = sampler
         self._epoch, self._consumed = sampler.epoch, sampler.consumed

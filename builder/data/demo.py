@@ -55,7 +55,9 @@ def _table(row: Callable[..., Any], text: str) -> tuple[Any, ...]:
     return tuple(row(*(field.strip() for field in line.split("|"))) for line in text.strip().splitlines())
 
 
-SUBJECTS: tuple[Subject, ...] = _table(Subject, """
+SUBJECTS: tuple[Subject, ...] = _table(
+    Subject,
+    """
     i            | ich             | sg | have | habe
     he           | er              | sg | has  | hat
     she          | sie             | sg | has  | hat
@@ -64,8 +66,11 @@ SUBJECTS: tuple[Subject, ...] = _table(Subject, """
     the teacher  | der Lehrer      | sg | has  | hat
     my sister    | meine Schwester | sg | has  | hat
     the children | die Kinder      | pl | have | haben
-""")
-VERBS: tuple[Verb, ...] = _table(Verb, """
+""",
+)
+VERBS: tuple[Verb, ...] = _table(
+    Verb,
+    """
     bought  | bought  | kaufte    | kauften    | gekauft
     sold    | sold    | verkaufte | verkauften | verkauft
     saw     | seen    | sah       | sahen      | gesehen
@@ -74,8 +79,11 @@ VERBS: tuple[Verb, ...] = _table(Verb, """
     ordered | ordered | bestellte | bestellten | bestellt
     painted | painted | malte     | malten     | gemalt
     carried | carried | trug      | trugen     | getragen
-""")
-NOUNS: tuple[Noun, ...] = _table(Noun, """
+""",
+)
+NOUNS: tuple[Noun, ...] = _table(
+    Noun,
+    """
     book    | books    | Buch    | Bücher    | ein
     car     | cars     | Auto    | Autos     | ein
     dog     | dogs     | Hund    | Hunde     | einen
@@ -88,7 +96,8 @@ NOUNS: tuple[Noun, ...] = _table(Noun, """
     bottle  | bottles  | Flasche | Flaschen  | eine
     ball    | balls    | Ball    | Bälle     | einen
     picture | pictures | Bild    | Bilder    | ein
-""")
+""",
+)
 ADVERBS = (("yesterday", "gestern"), ("last year", "letztes Jahr"), ("last week", "letzte Woche"))
 MATRIX_CLAUSES = (("i know that", "ich weiß"), ("he said that", "er sagte"), ("we think that", "wir denken"))
 
@@ -201,9 +210,7 @@ def _sample(rng: random.Random) -> tuple[str, str]:
     return translate(rng.randrange(len(TEMPLATES)), parts)
 
 
-def generate_demo(
-    n_train: int, n_valid: int, n_test: int, seed: int
-) -> dict[str, tuple[list[str], list[str]]]:
+def generate_demo(n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, tuple[list[str], list[str]]]:
     """{"train"|"valid"|"test": (English lines, German lines)}, the same for the same arguments.
 
     The pairs are distinct, so no held-out pair occurs in the training split.
@@ -234,9 +241,7 @@ def generate_demo(
     return out
 
 
-def write_demo(
-    directory: Path, *, n_train: int, n_valid: int, n_test: int, seed: int
-) -> dict[str, tuple[Path, Path]]:
+def write_demo(directory: Path, *, n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, tuple[Path, Path]]:
     """Writes `{split}.en` / `{split}.de` under `directory`; returns {split: (en path, de path)}.
 
     A file that already holds the same text is left untouched (its mtime too), so concurrent

@@ -13,7 +13,9 @@ from aiayn.builder.data.tokenizer import Tokenizer
 
 
 def collator(pad_to_multiple: int = 1) -> TranslationCollator:
-    return TranslationCollator(pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id, pad_to_multiple=pad_to_multiple)
+    return TranslationCollator(
+        pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id, pad_to_multiple=pad_to_multiple
+    )
 
 
 def loader_options(num_workers: int, pin_memory: bool, pad_to_multiple: int = 1) -> dict:
@@ -27,7 +29,9 @@ def loader_options(num_workers: int, pin_memory: bool, pad_to_multiple: int = 1)
     }
 
 
-def eval_loader(dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, **options: Any) -> DataLoader:
+def eval_loader(
+    dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, **options: Any
+) -> DataLoader:
     """Batches of at most `max_tokens` padded tokens a side, longest pairs together; rank r of
     `num_replicas` gets its own share. `Batch.ids` restores the input order."""
     sampler = TokenBatchSampler(

@@ -37,9 +37,7 @@ class RaggedIds(Sequence[np.ndarray]):
         if self.offsets.ndim != 1 or len(self.offsets) == 0 or self.offsets[0] != 0:
             raise ValueError("RaggedIds: offsets must be a 1-D array starting at 0")
         if self.offsets[-1] != len(self.flat):
-            raise ValueError(
-                f"RaggedIds: offsets end at {self.offsets[-1]} but flat has {len(self.flat)} ids"
-            )
+            raise ValueError(f"RaggedIds: offsets end at {self.offsets[-1]} but flat has {len(self.flat)} ids")
 
     @classmethod
     def from_lists(cls, seqs: Iterable[Sequence[int]]) -> "RaggedIds":

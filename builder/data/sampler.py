@@ -31,9 +31,7 @@ from aiayn.builder.data.buckets import bucket_batches
 from aiayn.builder.errors import UserError
 
 
-def pack(
-    order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int
-) -> list[list[int]]:
+def pack(order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int) -> list[list[int]]:
     """Greedy token-budget packing of `order` (already sorted), keeping its order.
 
     Each batch takes the next examples while (examples + 1) x longest <= max_tokens. That padded

@@ -46,7 +46,9 @@ def check_data_files(spec: ExperimentSpec) -> None:
         raise UserError(f"data.dir {directory} {what}; {how}")
     missing = [p.name for split in SPLITS for p in split_files(data, split) if not p.is_file()]
     if missing:
-        raise UserError(f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)")
+        raise UserError(
+            f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)"
+        )
 
 
 def text_pipelines(spec: ExperimentSpec) -> tuple[TextPipeline, TextPipeline] | None:
@@ -77,7 +79,9 @@ def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple
     return *read_parallel(*texts), f"{src} -> {ref}, through data.pipeline"
 
 
-def make_datamodule(spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False, tokenizers: Any = None):  # -> TranslationDataModule
+def make_datamodule(
+    spec: ExperimentSpec, run_dir: Path, *, max_tokens: int, on_gpu: bool = False, tokenizers: Any = None
+):  # -> TranslationDataModule
     """The experiment's DataModule; `on_gpu`: batches are made by workers into pinned memory;
     `tokenizers`: (source, target) to use instead of training them (init_from's source's)."""
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training

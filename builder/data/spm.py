@@ -37,7 +37,11 @@ def _processor(model: bytes, source: str) -> Any:
         processor.LoadFromSerializedProto(model)
     except (RuntimeError, OSError, TypeError) as e:
         said = str(e).strip()
-        why = "it does not parse: truncated, or another kind of file" if "Parse" in said or not said else said.removeprefix("INTERNAL: ")
+        why = (
+            "it does not parse: truncated, or another kind of file"
+            if "Parse" in said or not said
+            else said.removeprefix("INTERNAL: ")
+        )
         raise UserError(f"{source} is not a SentencePiece model ({why})") from None
     if processor.get_piece_size() == 0:
         raise UserError(f"{source} is not a SentencePiece model (it holds no pieces)")
@@ -50,7 +54,12 @@ class SentencePieceTokenizer(Tokenizer):
     kind = SENTENCEPIECE
 
     def __init__(
-        self, model: bytes, vocab: Sequence[str] | None = None, *, language_codes: bool = False, source: str = "a SentencePiece model"
+        self,
+        model: bytes,
+        vocab: Sequence[str] | None = None,
+        *,
+        language_codes: bool = False,
+        source: str = "a SentencePiece model",
     ) -> None:
         self.model, self.sp = model, _processor(model, source)
         own = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
@@ -102,8 +111,12 @@ class SentencePieceTokenizer(Tokenizer):
     def from_dict(cls, data: dict[str, Any], *, source: str) -> "SentencePieceTokenizer":
         """The tokenizer `to_json` wrote, or a UserError naming `source`."""
         vocab, codes = data.get("vocab"), data.get("language_codes", False)
-        if not isinstance(data.get("model"), str) or not (vocab is None or isinstance(vocab, list) and all(isinstance(p, str) for p in vocab)):
-            raise UserError(f"{source} is not a valid tokenizer file (a SentencePiece tokenizer needs a model string and a list of pieces)")
+        if not isinstance(data.get("model"), str) or not (
+            vocab is None or isinstance(vocab, list) and all(isinstance(p, str) for p in vocab)
+        ):
+            raise UserError(
+                f"{source} is not a valid tokenizer file (a SentencePiece tokenizer needs a model string and a list of pieces)"
+            )
         try:
             model = base64.b64decode(data["model"], validate=True)
         except (binascii.Error, ValueError):
@@ -136,7 +149,9 @@ def from_model_file(path: Path) -> SentencePieceTokenizer:
     return SentencePieceTokenizer(model, [*SPECIALS, *(p for p in pieces if p not in SPECIALS)], source=str(path))
 
 
-def one_id_space(src: SentencePieceTokenizer, tgt: SentencePieceTokenizer) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
+def one_id_space(
+    src: SentencePieceTokenizer, tgt: SentencePieceTokenizer
+) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
     """Two models over one vocabulary: the source's pieces, then the target's the source lacks."""
     have = set(src.pieces)
     vocab = [*src.pieces, *(p for p in tgt.pieces if p not in have)]

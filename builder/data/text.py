@@ -39,7 +39,9 @@ class TextPipeline:
         self._functions = [_step(step, lang) for step in self.steps]
         self.tokenizer = tokenize_step(self.steps)
         if self.tokenizer is not None and not callable(getattr(self._functions[-1], "undo", None)):
-            raise UserError(f"the text step {self.tokenizer.type!r} tokenizes, but its registration makes no undo(line): detokenizing needs one")
+            raise UserError(
+                f"the text step {self.tokenizer.type!r} tokenizes, but its registration makes no undo(line): detokenizing needs one"
+            )
 
     def __call__(self, line: str) -> str:
         for function in self._functions:
@@ -63,7 +65,9 @@ class TextPipeline:
         and the version of each plugin distribution that registered a step."""
         steps = [step.model_dump(mode="json") for step in self.steps]
         owners = sorted({slots.owner(step.type) for step in self.steps} - {slots.owner("lowercase")})
-        return json.dumps({"v": FORMAT_VERSION, "steps": steps, "lang": self.lang, "sacremoses": version("sacremoses"), "owners": owners})
+        return json.dumps(
+            {"v": FORMAT_VERSION, "steps": steps, "lang": self.lang, "sacremoses": version("sacremoses"), "owners": owners}
+        )
 
 
 def parse_steps(names: Sequence[Any]) -> tuple[TextStep, ...]:
@@ -121,10 +125,16 @@ def recorded_pipeline(directory: Path) -> list[dict] | None:
     except (OSError, ValueError) as e:
         raise UserError(f"{path} cannot be read as JSON ({e}); {fix}") from None
     steps = record.get("pipeline") if isinstance(record, dict) else None
-    if not isinstance(record, dict) or not isinstance(steps, (list, type(None))) or not all(
-        isinstance(step, dict) and isinstance(step.get("type"), str) for step in steps or ()
+    if (
+        not isinstance(record, dict)
+        or not isinstance(steps, (list, type(None)))
+        or not all(isinstance(step, dict) and isinstance(step.get("type"), str) for step in steps or ())
     ):
-        what = "its pipeline is not a list of steps, each an object with a type" if isinstance(record, dict) else "it is not a JSON object"
+        what = (
+            "its pipeline is not a list of steps, each an object with a type"
+            if isinstance(record, dict)
+            else "it is not a JSON object"
+        )
         raise UserError(f"{path} is not what `aiayn data` writes ({what}); {fix}")
     return steps or None
 
@@ -146,7 +156,9 @@ def check_not_tokenized(steps: Sequence[TextStep], train_file: Path, directory: 
         )
     found = _first_mark(train_file, steps)
     if found is not None:
-        raise UserError(f"data.pipeline: {looks_tokenized(train_file, *found)}; point data.dir at the raw, untokenized corpus (aiayn data writes it)")
+        raise UserError(
+            f"data.pipeline: {looks_tokenized(train_file, *found)}; point data.dir at the raw, untokenized corpus (aiayn data writes it)"
+        )
     return False
 
 

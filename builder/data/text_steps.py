@@ -27,7 +27,9 @@ class MosesTokenize:
         self.spec, self.lang, self.moses = spec, lang, MosesTokenizer(lang=lang)
 
     def __call__(self, line: str) -> str:
-        return self.moses.tokenize(line, escape=self.spec.escape, aggressive_dash_splits=self.spec.aggressive_dash_splits, return_str=True)
+        return self.moses.tokenize(
+            line, escape=self.spec.escape, aggressive_dash_splits=self.spec.aggressive_dash_splits, return_str=True
+        )
 
     def undo(self, line: str) -> str:
         from sacremoses import MosesDetokenizer

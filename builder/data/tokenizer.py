@@ -147,7 +147,9 @@ def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: 
                 f"(or model.embedding.vocab_size) to {tokenizer.vocab_size}"
             )
         if tokenizer.vocab_size > vocab_size:
-            below = f" (no merge fits: {vocab_size} is below the text's alphabet)" if getattr(tokenizer, "merges", None) == 0 else ""
+            below = (
+                f" (no merge fits: {vocab_size} is below the text's alphabet)" if getattr(tokenizer, "merges", None) == 0 else ""
+            )
             raise UserError(
                 f"{where}the {side} tokenizer has {tokenizer.vocab_size} entries{below} but the model's vocabulary "
                 f"has {vocab_size}; {fix}"

@@ -233,8 +233,14 @@ def weights_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.T
 
     missing = [k for k in expected if k not in given]
     unexpected = [k for k in given if k not in expected]
-    shapes = [f"{k} {tuple(given[k].shape)} for {tuple(v.shape)}" for k, v in expected.items() if k in given and given[k].shape != v.shape]
-    parts = [f"{what} {names(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected), ("shape", shapes)) if keys]
+    shapes = [
+        f"{k} {tuple(given[k].shape)} for {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in given and given[k].shape != v.shape
+    ]
+    parts = [
+        f"{what} {names(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected), ("shape", shapes)) if keys
+    ]
     return "; ".join(parts)
 
 
@@ -281,8 +287,12 @@ def average_checkpoints(paths: Sequence[Path]) -> dict[str, Any]:
 
 
 def _check_compatible(
-    a: Path, b: Path, spec_a: ExperimentSpec, spec_b: ExperimentSpec,
-    weights_a: dict[str, torch.Tensor], weights_b: dict[str, torch.Tensor],
+    a: Path,
+    b: Path,
+    spec_a: ExperimentSpec,
+    spec_b: ExperimentSpec,
+    weights_a: dict[str, torch.Tensor],
+    weights_b: dict[str, torch.Tensor],
 ) -> None:
     prefix = f"cannot average {a} and {b}"
     for k, va in weights_a.items():

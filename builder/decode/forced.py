@@ -145,7 +145,9 @@ def hard_alignment(weights: Tensor, n_source: int, n_target: int) -> list[tuple[
     return [(int(i), j) for j, i in enumerate(best)]
 
 
-def word_alignment(pairs: Sequence[tuple[int, int]], source_words: Sequence[int], target_words: Sequence[int]) -> list[tuple[int, int]]:
+def word_alignment(
+    pairs: Sequence[tuple[int, int]], source_words: Sequence[int], target_words: Sequence[int]
+) -> list[tuple[int, int]]:
     """Token pairs as pairs of the words those tokens belong to (a word pair is aligned when
     any of their tokens are), sorted by target word, then source word."""
     return sorted({(source_words[i], target_words[j]) for i, j in pairs}, key=lambda p: (p[1], p[0]))

@@ -60,7 +60,9 @@ def load_marian(folder: str | Path) -> ForInference:
         from transformers import MarianConfig, MarianMTModel
         from transformers.utils import logging as hf_logging
     except ImportError:
-        raise UserError(f"{folder} is a Hugging Face Marian model; reading it needs transformers: pip install 'aiayn[export]'") from None
+        raise UserError(
+            f"{folder} is a Hugging Face Marian model; reading it needs transformers: pip install 'aiayn[export]'"
+        ) from None
     hf_logging.disable_progress_bar()  # one line per command, as the export's
     read_config(folder)  # every value aiayn reads, checked by name before transformers sees it
     try:
@@ -81,17 +83,25 @@ def _weights(folder: Path, model_class: Any) -> Any:
     or of another shape, which transformers would fill at random), are refused by file."""
     files = [f.name for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin"))]
     if not files:
-        raise UserError(f"{folder} has no weights: a Marian folder holds model.safetensors (or pytorch_model.bin) beside config.json")
+        raise UserError(
+            f"{folder} has no weights: a Marian folder holds model.safetensors (or pytorch_model.bin) beside config.json"
+        )
     where = f"{folder}/{files[0]}" if len(files) == 1 else f"{folder}: its weights ({', '.join(files)})"
     _check_json_object(folder / "generation_config.json")  # transformers reads it with the weights
     try:
-        hf, info = model_class.from_pretrained(folder, output_loading_info=True, ignore_mismatched_sizes=True)  # listed, then refused
+        hf, info = model_class.from_pretrained(
+            folder, output_loading_info=True, ignore_mismatched_sizes=True
+        )  # listed, then refused
     except Exception as e:  # safetensors, torch.load and transformers each raise their own
         reason = first_line(e) if len(first_line(e)) <= 120 else first_line(e)[:117] + "..."
         raise UserError(f"{where}: transformers cannot load the weights ({reason}); is the file whole? copy it again") from None
     wrong = [f"{k} missing" for k in sorted(info.get("missing_keys", ()))]
     for item in sorted(info.get("mismatched_keys", ()), key=str):  # (name, the file's shape, config.json's)
-        wrong.append(f"{item[0]} {tuple(item[1])} for {tuple(item[2])}" if isinstance(item, tuple) and len(item) == 3 else f"{item} of another shape")
+        wrong.append(
+            f"{item[0]} {tuple(item[1])} for {tuple(item[2])}"
+            if isinstance(item, tuple) and len(item) == 3
+            else f"{item} of another shape"
+        )
     if wrong:
         shown = ", ".join(wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
         raise UserError(f"{where}: the weights do not fit config.json ({shown}); they belong to another model")
@@ -105,7 +115,9 @@ def _check_json_object(path: Path) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise UserError(f"{path} cannot be read as JSON ({e}); mend it, or delete it (aiayn decodes with its own settings)") from None
+        raise UserError(
+            f"{path} cannot be read as JSON ({e}); mend it, or delete it (aiayn decodes with its own settings)"
+        ) from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not a JSON object; mend it, or delete it (aiayn decodes with its own settings)")
 
@@ -119,7 +131,9 @@ def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos:
         )
     activation = ACTIVATIONS.get(config.activation_function)
     if activation is None:
-        raise UserError(f"{folder}: activation_function {config.activation_function!r}; aiayn has {', '.join(sorted(ACTIVATIONS))}")
+        raise UserError(
+            f"{folder}: activation_function {config.activation_function!r}; aiayn has {', '.join(sorted(ACTIVATIONS))}"
+        )
     d = config.d_model
 
     def stack(side: str, layers: int, heads: int, d_ff: int, kinds: list[str]) -> dict[str, Any]:
@@ -131,23 +145,24 @@ def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos:
         return {"num_layers": layers, "add_norm": norm, "layer": [*({"type": k, **attention} for k in kinds), ffn]}
 
     share = "all" if config.share_encoder_decoder_embeddings else "target_output" if config.tie_word_embeddings else "none"
-    name = re.sub(r"[^A-Za-z0-9._\-]+", "-", folder.resolve().name) or "marian"
+    embedding = {
+        "vocab_size": vocab_size,
+        "shared_vocab": True,
+        "share": share,
+        "scale": bool(config.scale_embedding),
+        "output_bias": True,
+    }
+    encoder = stack("encoder", config.encoder_layers, config.encoder_attention_heads, config.encoder_ffn_dim, ["self_attention"])
+    kinds = ["causal_self_attention", "cross_attention"]
+    decoder = stack("decoder", config.decoder_layers, config.decoder_attention_heads, config.decoder_ffn_dim, kinds)
+    model = {
+        "d_model": d, "dropout": config.dropout, "embedding": embedding, "positional": {"type": "sinusoidal", "layout": "concatenated"},
+        "encoder": encoder, "decoder": decoder, "source_eos": source_eos,
+    }  # fmt: skip
     return {
-        "name": name,
+        "name": re.sub(r"[^A-Za-z0-9._\-]+", "-", folder.resolve().name) or "marian",
         "description": f"the Hugging Face Marian model in {folder}",
-        "model": {
-            "d_model": d,
-            "dropout": config.dropout,
-            "embedding": {"vocab_size": vocab_size, "shared_vocab": True, "share": share, "scale": bool(config.scale_embedding),
-                          "output_bias": True},  # fmt: skip
-            "positional": {"type": "sinusoidal", "layout": "concatenated"},
-            "encoder": stack("encoder", config.encoder_layers, config.encoder_attention_heads, config.encoder_ffn_dim, ["self_attention"]),
-            "decoder": stack(
-                "decoder", config.decoder_layers, config.decoder_attention_heads, config.decoder_ffn_dim,
-                ["causal_self_attention", "cross_attention"],
-            ),  # fmt: skip
-            "source_eos": source_eos,
-        },
+        "model": model,
         "data": {"type": "files", "dir": str(folder)},
         "decode": {"beam": 4, "alpha": 1.0, "length_penalty": "fairseq"},
     }
@@ -182,4 +197,8 @@ def marian_weights(hf: Any, order: list[int]) -> TransformerWeights:
         return Stack(embedding=embedding, positions=state[f"model.{side}.embed_positions.weight"], layers=layers, final_norm=None)
 
     config = hf.config
-    return TransformerWeights(stack("encoder", config.encoder_layers), stack("decoder", config.decoder_layers), Linear(state["lm_head.weight"][rows], bias))
+    return TransformerWeights(
+        stack("encoder", config.encoder_layers),
+        stack("decoder", config.decoder_layers),
+        Linear(state["lm_head.weight"][rows], bias),
+    )

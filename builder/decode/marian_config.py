@@ -55,15 +55,23 @@ def read_config(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise UserError(f"{path} cannot be read as JSON ({e}); a Hugging Face model folder's config.json is a JSON object") from None
+        raise UserError(
+            f"{path} cannot be read as JSON ({e}); a Hugging Face model folder's config.json is a JSON object"
+        ) from None
     if not isinstance(data, dict):
-        raise UserError(f"{path} holds a JSON {_json_type(data)}, not an object; a Hugging Face model folder's config.json is a JSON object")
+        raise UserError(
+            f"{path} holds a JSON {_json_type(data)}, not an object; a Hugging Face model folder's config.json is a JSON object"
+        )
     if "decoder_start_token_id" in data and data["decoder_start_token_id"] is None:
-        raise UserError(f"{path}: decoder_start_token_id is null; a Marian decoder starts from a token id (opus-mt's: its pad_token_id)")
+        raise UserError(
+            f"{path}: decoder_start_token_id is null; a Marian decoder starts from a token id (opus-mt's: its pad_token_id)"
+        )
     try:
         MarianFields.model_validate({k: v for k, v in data.items() if k in MarianFields.model_fields})
     except ValidationError as e:
-        wrong = [f"{'.'.join(map(str, err['loc']))}: {err['msg'].lower()}, got {err['input']!r}" for err in e.errors(include_url=False)]
+        wrong = [
+            f"{'.'.join(map(str, err['loc']))}: {err['msg'].lower()}, got {err['input']!r}" for err in e.errors(include_url=False)
+        ]
         raise UserError(f"{path} is not a Marian config aiayn can read: {'; '.join(wrong[:3])}") from None
     return data
 
@@ -76,7 +84,9 @@ def check_ids(folder: Path, config: Any) -> None:
         if value is None and field != "decoder_start_token_id":
             continue  # _check_specials says which token it must be
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < size:
-            raise UserError(f"{folder / 'config.json'}: {field} ({value!r}) is not an id of its vocabulary (0 to {size - 1}, vocab_size {size})")
+            raise UserError(
+                f"{folder / 'config.json'}: {field} ({value!r}) is not an id of its vocabulary (0 to {size - 1}, vocab_size {size})"
+            )
 
 
 def _json_type(value: Any) -> str:

@@ -33,8 +33,7 @@ def marian_tokenizers(folder: Path, config: Any) -> Read:
     if present:
         return _opus_mt(folder, config, present)
     raise UserError(
-        f"{folder} has no tokenizer: aiayn reads opus-mt's {', '.join(OPUS_MT)} (MarianTokenizer's files) "
-        "or a tokenizer.json"
+        f"{folder} has no tokenizer: aiayn reads opus-mt's {', '.join(OPUS_MT)} (MarianTokenizer's files) or a tokenizer.json"
     )
 
 
@@ -48,7 +47,9 @@ def _check_specials(folder: Path, config: Any, token_of: dict[int, str], where: 
     specials = {"pad_token_id": (config.pad_token_id, PAD), "eos_token_id": (config.eos_token_id, EOS)}
     for field, (theirs, token) in specials.items():
         if theirs is None or token_of.get(theirs) != token:
-            raise UserError(f"{folder}: config.json's {field} ({theirs}) is not {token} in {where}; aiayn needs {PAD}, {EOS} and {UNK}")
+            raise UserError(
+                f"{folder}: config.json's {field} ({theirs}) is not {token} in {where}; aiayn needs {PAD}, {EOS} and {UNK}"
+            )
 
 
 # ---- opus-mt: source.spm + target.spm + vocab.json ------------------------------------------------
@@ -59,9 +60,13 @@ def _opus_mt(folder: Path, config: Any, present: list[str]) -> Read:
 
     missing = [name for name in OPUS_MT if name not in present]
     if missing:
-        raise UserError(f"{folder}: opus-mt's tokenizer is {', '.join(OPUS_MT)}, and {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing")
+        raise UserError(
+            f"{folder}: opus-mt's tokenizer is {', '.join(OPUS_MT)}, and {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+        )
     if (folder / "target_vocab.json").is_file():
-        raise UserError(f"{folder}: separate source and target vocabularies (target_vocab.json); aiayn reads Marian models with one vocabulary")
+        raise UserError(
+            f"{folder}: separate source and target vocabularies (target_vocab.json); aiayn reads Marian models with one vocabulary"
+        )
     token_of = _vocab(folder / "vocab.json", config.vocab_size)
     _check_specials(folder, config, token_of, "vocab.json")
     unk = next((i for i, t in token_of.items() if t == UNK), None)
@@ -84,16 +89,22 @@ def _vocab(path: Path, size: int) -> dict[int, str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as e:
-        raise UserError(f"{path} is not a JSON object of piece -> id ({e}); it is the vocabulary of source.spm and target.spm") from None
+        raise UserError(
+            f"{path} is not a JSON object of piece -> id ({e}); it is the vocabulary of source.spm and target.spm"
+        ) from None
     if not isinstance(data, dict) or not all(isinstance(i, int) and not isinstance(i, bool) for i in data.values()):
-        raise UserError(f"{path} is not a JSON object of piece -> id (integers); it is the vocabulary of source.spm and target.spm")
+        raise UserError(
+            f"{path} is not a JSON object of piece -> id (integers); it is the vocabulary of source.spm and target.spm"
+        )
     token_of = {i: piece for piece, i in data.items()}
     if len(token_of) != len(data):
         twice = next(i for i in token_of if list(data.values()).count(i) > 1)
         raise UserError(f"{path} gives id {twice} to more than one piece; every piece needs an id of its own")
     out = [i for i in token_of if not 0 <= i < size]
     if out:
-        raise UserError(f"{path} has id {max(out, key=abs)}, outside config.json's vocab_size ({size}): the vocabulary is another model's")
+        raise UserError(
+            f"{path} has id {max(out, key=abs)}, outside config.json's vocab_size ({size}): the vocabulary is another model's"
+        )
     return token_of
 
 
@@ -119,7 +130,9 @@ def _tokenizer_json(folder: Path, config: Any) -> Read:
         data = json.loads(path.read_text(encoding="utf-8"))
         hf = HFTokenizer.from_str(json.dumps(data))
     except Exception as e:  # the Rust side raises a bare Exception on a bad file
-        raise UserError(f"{path} is not a valid tokenizer file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise UserError(
+            f"{path} is not a valid tokenizer file ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     size = hf.get_vocab_size(with_added_tokens=True)
     if size > config.vocab_size:
         raise UserError(
@@ -127,13 +140,20 @@ def _tokenizer_json(folder: Path, config: Any) -> Read:
             "the two files belong to different models"
         )
     unk = hf.token_to_id(UNK)
-    _check_specials(folder, config, {i: hf.id_to_token(i) or "" for i in (config.pad_token_id, config.eos_token_id) if i is not None}, "tokenizer.json")
+    _check_specials(
+        folder,
+        config,
+        {i: hf.id_to_token(i) or "" for i in (config.pad_token_id, config.eos_token_id) if i is not None},
+        "tokenizer.json",
+    )
     if unk is None:
         raise UserError(f"{folder}: tokenizer.json has no {UNK}; aiayn needs {PAD}, {EOS} and {UNK}")
     start = config.decoder_start_token_id
     bos = hf.token_to_id(BOS)
     if bos is not None and bos != start:
-        raise UserError(f"{folder}: tokenizer.json has {BOS} (id {bos}), but the decoder starts from id {start}; aiayn's {BOS} is the decoder's start")
+        raise UserError(
+            f"{folder}: tokenizer.json has {BOS} (id {bos}), but the decoder starts from id {start}; aiayn's {BOS} is the decoder's start"
+        )
     order, source_eos = _order(folder, config, unk), _appends_eos(data)  # before _renumbered drops the post-processor
     tokenizer = FastTokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path))
     return tokenizer, tokenizer, order, source_eos
@@ -155,7 +175,9 @@ def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict
     else:
         raise UserError(f"tokenizer.json's model ({model.get('type')}) has no vocabulary aiayn can renumber")
     added = [{**t, "id": new_id[t["id"]]} for t in data.get("added_tokens", []) if t["id"] in new_id]
-    added.append({"id": 1, "content": BOS, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    added.append(
+        {"id": 1, "content": BOS, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    )
     data["added_tokens"] = sorted(added, key=lambda t: t["id"])
     data["post_processor"] = None  # aiayn adds specials itself (model.source_eos)
     return data

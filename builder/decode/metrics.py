@@ -26,8 +26,6 @@ from aiayn.schemas.decode import DecodeSpec
 _COMPOUND = re.compile(r"(\S)-(\S)")  # tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b
 
 
-
-
 def score(hyps: Sequence[str], refs: Sequence[str], scoring: Scoring = DETOKENIZED) -> dict[str, Any]:
     """sacreBLEU's BLEU and chrF as `scoring` says, with their signatures."""
     bleu, chrf = scoring.bleu(), scoring.chrf()
@@ -43,7 +41,10 @@ def detokenized_bleu(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]
     """sacreBLEU (13a, cased) of a tokenized run's output, detokenized, against the raw reference:
     the number a run on raw text reports, beside the tokenized run's own."""
     bleu = sacrebleu.metrics.BLEU()
-    return {"detok_bleu": round(bleu.corpus_score(list(hyps), [list(refs)]).score, 2), "detok_bleu_signature": str(bleu.get_signature())}
+    return {
+        "detok_bleu": round(bleu.corpus_score(list(hyps), [list(refs)]).score, 2),
+        "detok_bleu_signature": str(bleu.get_signature()),
+    }
 
 
 def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:

@@ -44,9 +44,7 @@ class Translation(Score):
     text: str = ""
 
 
-def scored_record(
-    ids: Sequence[int], scored: Scored, tgt_tokenizer: Tokenizer, source_words: Sequence[int] | None
-) -> Score:
+def scored_record(ids: Sequence[int], scored: Scored, tgt_tokenizer: Tokenizer, source_words: Sequence[int] | None) -> Score:
     """A Score of target `ids` from its forced decoding (word alignment where `source_words`,
     the word of each source token, is given)."""
     tokens = [tgt_tokenizer.id_to_token(i) for i in ids]

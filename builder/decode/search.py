@@ -284,9 +284,7 @@ def _check(model: EncoderDecoder, src: Tensor, *, bos_id: int, eos_id: int, max_
         raise ValueError(f"max_len_b ({max_len_b}) must be >= 0")
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if value == model.pad_id:
-            raise ValueError(
-                f"{name} ({value}) equals the model's pad_id: padding is masked, so it cannot be {name[:3]}"
-            )
+            raise ValueError(f"{name} ({value}) equals the model's pad_id: padding is masked, so it cannot be {name[:3]}")
     empty = src.ne(model.pad_id).sum(1).eq(0).nonzero().flatten().tolist()
     if empty:
         raise ValueError(f"src rows {empty} are empty (all padding); there is nothing to translate")

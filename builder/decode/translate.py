@@ -36,14 +36,18 @@ def translate_texts(
     return tgt_tokenizer.decode_batch(out)
 
 
-def encode_sources(model: EncoderDecoder, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeSpec, what: str) -> list[list[int]]:
+def encode_sources(
+    model: EncoderDecoder, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeSpec, what: str
+) -> list[list[int]]:
     """The token ids of each line (a blank line: none), each checked against the input limits."""
     ids = tokenizer.encode_batch([line if line.strip() else "" for line in lines])
     check_lengths(model, [len(x) for x in ids], what, limit=decode.max_input_len, source=True)
     return ids
 
 
-def check_lengths(model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None, source: bool = False) -> None:
+def check_lengths(
+    model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None, source: bool = False
+) -> None:
     """Name the first line longer than `limit` tokens (decode.max_input_len), or than a learned
     position table has rows (a `source` line's with the </s> the model's sources end with, in
     the source's table; a target's, EOS or BOS counted by the caller, in the target's)."""

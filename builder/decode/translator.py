@@ -63,17 +63,9 @@ class Translator:
             raise UserError("decode: " + "; ".join(format_validation_error(e, root=DecodeSpec))) from None
 
     def translate(
-        self,
-        lines: Sequence[str] | str,
-        *,
-        n_best: int | None = None,
-        with_scores: bool = False,
-        alignments: bool = False,
-        alignment_layer: int | None = None,
-        detokenize: bool = False,
-        on_batch: Progress = None,
-        **decode: Any,
-    ) -> list[str] | list[list[str]] | list[list[Translation]]:
+        self, lines: Sequence[str] | str, *, n_best: int | None = None, with_scores: bool = False, alignments: bool = False,
+        alignment_layer: int | None = None, detokenize: bool = False, on_batch: Progress = None, **decode: Any,
+    ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
         """The translation of each line (a str: of that one line), as `aiayn translate` writes it:
         through the run's text pipeline, beam search, its output text (`detokenize`: plain text
         from a run trained on tokenized text). `decode` overrides the run's decode settings.
@@ -85,7 +77,9 @@ class Translator:
         decoder layer `alignment_layer` (default: the penultimate of more than two, else the last),
         heads averaged."""
         lines = strings_argument(lines, "lines", one=True)
-        with_scores, alignments, detokenize = (bool_argument(v, n) for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize")))
+        with_scores, alignments, detokenize = (
+            bool_argument(v, n) for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize"))
+        )
         settings = self.decode_spec(**decode)
         records = bool(with_scores or alignments)
         k = check_n_best(n_best, settings.beam, "n_best", "beam")
@@ -97,7 +91,9 @@ class Translator:
         if pipelines is not None:
             lines = pipelines[0].lines(lines)
         if n_best is None and not records:
-            hyps = translate_texts(self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input")
+            hyps = translate_texts(
+                self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input"
+            )
             return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
         ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
         found = translate_hypotheses(
@@ -116,7 +112,9 @@ class Translator:
     ) -> list[list[Translation]]:  # fmt: skip
         """Each hypothesis's Translation: its forced decoding gives the per-token numbers and the alignment."""
         flat = [(i, h) for i, hyps in enumerate(found) for h in hyps if ids[i]]
-        scored = self._scored([ids[i] for i, _ in flat], [h.ids for _, h in flat], settings, align, layer, ended=[h.ended for _, h in flat])
+        scored = self._scored(
+            [ids[i] for i, _ in flat], [h.ids for _, h in flat], settings, align, layer, ended=[h.ended for _, h in flat]
+        )
         forced = iter(scored)  # in the order of `flat`: a blank source's hypothesis has none
         return [
             [translation_record(h, text, next(forced) if ids[i] else None, align=align) for h, text in zip(hyps, group)]

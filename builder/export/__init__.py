@@ -24,7 +24,9 @@ TARGETS = {
 }
 
 
-def export(checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False) -> ForInference:
+def export(
+    checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False
+) -> ForInference:
     """Export the model of a run directory (its averaged model where it averaged) or .ckpt to
     `out`; returns what was loaded."""
     if target not in TARGETS:

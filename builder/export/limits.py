@@ -96,7 +96,9 @@ def check_uniform(
             )
         for j, sub in enumerate(stack.layer):
             if sub.export_as is None:
-                raise UserError(f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}")
+                raise UserError(
+                    f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}"
+                )
 
         layout = [has["ffn"] if role == "ffn" else (role,) for role in LAYOUTS[side]]
         roles = [sub.export_as for sub in stack.layer]
@@ -135,7 +137,9 @@ def _check_switches(stack: StackSpec, side: str, target: str, switches: tuple[st
                 continue
             field = {"ffn": "type"}.get(switch, switch)
             if not switches:
-                has = "Marian has the paper's blocks only" + (" (export --to ctranslate2 takes it)" if switch in CT2_SWITCHES else "")
+                has = "Marian has the paper's blocks only" + (
+                    " (export --to ctranslate2 takes it)" if switch in CT2_SWITCHES else ""
+                )
             else:
                 has = f"{target} holds {', '.join(switches)} only"
             raise UserError(f"cannot export to {target}: {side}.layer[{j}].{field} ({value}); {has}")

@@ -108,7 +108,11 @@ def marian_tokenizer(loaded: ForInference, folder: Path, max_length: int) -> Mar
     vocab: dict[str, int] = {}
     for i, piece in enumerate(src.tokens()):
         vocab.setdefault(piece, i)
-    files = {"source.spm": src.model, "target.spm": tgt.model, "vocab.json": json.dumps(vocab, ensure_ascii=False).encode("utf-8")}
+    files = {
+        "source.spm": src.model,
+        "target.spm": tgt.model,
+        "vocab.json": json.dumps(vocab, ensure_ascii=False).encode("utf-8"),
+    }
     for name, data in files.items():  # MarianTokenizer reads its files from disk; save_pretrained writes them again
         (folder / name).write_bytes(data)
     return MarianTokenizer(

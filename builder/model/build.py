@@ -80,7 +80,9 @@ def layer(spec: LayerSpec, stack: StackSpec, ctx: BuildContext) -> TransformerLa
     norm = stack.add_norm
     return TransformerLayer(
         sublayers=[
-            AddNorm(sublayer=build(sub, ctx), norm=build(norm.norm, ctx), dropout=norm.dropout, norm_first=norm.placement == "pre")
+            AddNorm(
+                sublayer=build(sub, ctx), norm=build(norm.norm, ctx), dropout=norm.dropout, norm_first=norm.placement == "pre"
+            )
             for sub in spec
         ]
     )
@@ -107,7 +109,9 @@ def stack_plan(spec: StackSpec) -> StackPlan:
     return StackPlan(heads=heads, rotary=rotary)
 
 
-def stack_context(spec: StackSpec, d_model: int, side: Side, *, layer: int | None = None, plan: StackPlan | None = None) -> BuildContext:
+def stack_context(
+    spec: StackSpec, d_model: int, side: Side, *, layer: int | None = None, plan: StackPlan | None = None
+) -> BuildContext:
     """The context of the blocks of a stack (of its `layer`-th layer; the stack's own: None)."""
     return BuildContext(d_model, side, layer, stack_plan(spec) if plan is None else plan)
 

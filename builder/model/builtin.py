@@ -63,10 +63,25 @@ def register_builtins() -> None:
     register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
     register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=lambda spec: "sigmoid")
     register_text_steps(register)
-    register(LayerNormSpec, slot="norm", build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "LayerNorm")
-    register(RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm")
-    register(SinusoidalSpec, slot="positional", build=lambda spec, ctx: SinusoidalPositionalEncoding(d_model=ctx.d_model, layout=spec.layout))
-    register(LearnedSpec, slot="positional", build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model))
+    register(
+        LayerNormSpec,
+        slot="norm",
+        build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps),
+        label=lambda spec: "LayerNorm",
+    )
+    register(
+        RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm"
+    )
+    register(
+        SinusoidalSpec,
+        slot="positional",
+        build=lambda spec, ctx: SinusoidalPositionalEncoding(d_model=ctx.d_model, layout=spec.layout),
+    )
+    register(
+        LearnedSpec,
+        slot="positional",
+        build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model),
+    )
     register(NoPositionsSpec, slot="positional", build=lambda spec, ctx: NoPositions(d_model=ctx.d_model))
     # a bias adds one number to each score: not counted, as the norms are not
     register(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")

@@ -91,7 +91,11 @@ def _name(spec: Any) -> str:
     return spec.figure_name or registration(spec).label(spec)
 
 
-_SWITCH_WORDS = {"rotary": lambda v: f"rotary on {v:.0%} of d_k", "kv_heads": lambda v: f"{v} K/V heads", "qk_norm": lambda v: "QK-norm"}
+_SWITCH_WORDS = {
+    "rotary": lambda v: f"rotary on {v:.0%} of d_k",
+    "kv_heads": lambda v: f"{v} K/V heads",
+    "qk_norm": lambda v: "QK-norm",
+}
 
 
 def _describe(spec: Any, name: str) -> str:
@@ -130,11 +134,19 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
                 column.boxes.append(Box("norm", [norm_name, _n(norm)]))
             name = _name(sub)
             lines = [name, _describe(sub, name), _n(count)]
-            column.boxes.append(Box("sublayer", [line for line in lines if line], color_key=sub.type, reads_memory=sub.reads_memory))
+            column.boxes.append(
+                Box("sublayer", [line for line in lines if line], color_key=sub.type, reads_memory=sub.reads_memory)
+            )
             column.boxes.append(Box("add", ["Add"]) if pre else Box("norm", [f"Add & {norm_name}", _n(norm)]))
             column.residuals.append((enters, len(column.boxes) - 1))
         times = last - first + 1
-        label = f"{times}×" if (first, last) == (0, stack.num_layers - 1) else f"layers {first}-{last} ({times}×)" if times > 1 else f"layer {first}"
+        label = (
+            f"{times}×"
+            if (first, last) == (0, stack.num_layers - 1)
+            else f"layers {first}-{last} ({times}×)"
+            if times > 1
+            else f"layer {first}"
+        )
         column.frames.append(Frame(start, len(column.boxes) - 1, label))
     if final is not None:
         column.boxes.append(Box("norm", [f"final {norm_name}", _n(final)]))
@@ -150,7 +162,12 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
         column.boxes.append(Box("io", [io]))
         sides, count = next((s, n) for s, n in groups if side in s)
         shared = f"shared: {' = '.join(sides)}" if len(sides) > 1 else ""
-        lines = [f"{'Input' if side == 'source' else 'Output'} Embedding", f"vocab={spec.embedding.vocab_size}, d_model={spec.d_model}", shared, _n(count)]
+        lines = [
+            f"{'Input' if side == 'source' else 'Output'} Embedding",
+            f"vocab={spec.embedding.vocab_size}, d_model={spec.d_model}",
+            shared,
+            _n(count),
+        ]
         column.boxes.append(Box("embedding", [line for line in lines if line]))
         if positional is not None:  # added to the embeddings, as Figure 1's ⊕
             # a narrow box beside the column: its name in two lines
@@ -197,7 +214,14 @@ def _place(drawn: Layout) -> None:
 
 _COLORS = {"io": "none", "embedding": "#f4c7c3", "positional": "#ffffff", "sum": "#ffffff", "norm": "#f3f0a6", "add": "#f3f0a6",
            "output": "#c6dcf5", "bias": "#e6e6e6"}  # fmt: skip
-_PALETTE = ["#fbd3a6", "#c9e7f6", "#d5ecc2", "#e3d2f1", "#f7c9de", "#d9d9d9"]  # sub-layers, by registered type in order of appearance
+_PALETTE = [
+    "#fbd3a6",
+    "#c9e7f6",
+    "#d5ecc2",
+    "#e3d2f1",
+    "#f7c9de",
+    "#d9d9d9",
+]  # sub-layers, by registered type in order of appearance
 _INK = "#444444"
 _CENTRES = (3.1, 6.9)  # of the encoder's and the decoder's column, in drawing units (10 across)
 _HALF = 1.55  # a box's half width
@@ -208,7 +232,6 @@ _BESIDE = 0.6  # the half width of a box beside a column, centred in the margin 
 def draw(drawn: Layout) -> Any:
     """A matplotlib Figure of the layout, WIDTH_IN inches wide."""
     from matplotlib.figure import Figure
-    from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
     scale = WIDTH_IN / 10.0  # 10 drawing units across
     fig = Figure(figsize=(WIDTH_IN, max(drawn.height * scale, 3.0)), dpi=DPI)
@@ -217,51 +240,9 @@ def draw(drawn: Layout) -> Any:
     ax.set_ylim(0, max(drawn.height, 3.0 / scale))
     ax.set_axis_off()
     colors: dict[str, str] = {}
-    arrow = dict(arrowstyle="->", lw=0.7, color=_INK)
     ax.text(5, drawn.height - 0.45, drawn.title, ha="center", va="center", fontsize=11, weight="bold")
     for x, column in zip(_CENTRES, drawn.columns):
-        outward = -1 if x < 5 else 1  # the side away from the other column
-        ax.text(x, 0.35, column.title, ha="center", va="center", fontsize=10, weight="bold")
-        closing = {f.last: f for f in column.frames}
-        chain = [i for i, box in enumerate(column.boxes) if not box.beside]
-        for i, box in enumerate(column.boxes):
-            if box.kind == "sublayer":
-                color = colors.setdefault(box.color_key, _PALETTE[len(colors) % len(_PALETTE)])
-            else:
-                color = _COLORS[box.kind]
-            cx = (_BESIDE + 0.05 if outward < 0 else 10 - _BESIDE - 0.05) if box.beside else x  # beside: in the margin
-            if box.kind == "sum":
-                ax.add_patch(Circle((x, box.y + box.height / 2), 0.17, facecolor="white", edgecolor=_INK, linewidth=0.9))
-                ax.text(x, box.y + box.height / 2, "⊕", ha="center", va="center", fontsize=13)
-            else:
-                half = _BESIDE if box.beside else _HALF
-                if box.kind != "io":
-                    ax.add_patch(FancyBboxPatch((cx - half, box.y), 2 * half, box.height, boxstyle="round,pad=0,rounding_size=0.08",
-                                                facecolor=color, edgecolor=_INK, linewidth=0.8))  # fmt: skip
-                step = box.height / (len(box.lines) + 1)
-                for k, line in enumerate(box.lines):
-                    ax.text(cx, box.y + box.height - step * (k + 1), line, ha="center", va="center", fontsize=8.5 if k == 0 or box.beside and k < len(box.lines) - 1 else 7,
-                            weight="bold" if k == 0 and box.kind == "sublayer" else "normal")  # fmt: skip
-            if box.beside:  # into the ⊕ from the side
-                level = column.boxes[i + 1].y + column.boxes[i + 1].height / 2
-                ax.annotate("", xy=(x + outward * 0.17, level), xytext=(cx - outward * _BESIDE, level), arrowprops=arrow)
-            elif chain.index(i) + 1 < len(chain):
-                after = column.boxes[chain[chain.index(i) + 1]]
-                ax.annotate("", xy=(x, after.y), xytext=(x, box.y + box.height), arrowprops=arrow)
-            if i in closing:
-                frame = closing[i]
-                ax.add_patch(Rectangle((x - _FRAME, frame.y0), 2 * _FRAME, frame.y1 - frame.y0, fill=False, edgecolor="#666666", linewidth=0.9, linestyle="--"))
-                short = len(frame.label) <= 4  # "6×" beside the frame, as the paper's "N×"; longer labels along it
-                ax.text(
-                    x + outward * (_FRAME + 0.2), (frame.y0 + frame.y1) / 2, frame.label, ha="center", va="center",
-                    fontsize=11 if short else 8, weight="bold", rotation=0 if short else 90,
-                )  # fmt: skip
-        for enters, joins in column.residuals:  # out below the block, along the side, into its Add
-            leave = column.boxes[enters].y - _GAP / 2
-            join = column.boxes[joins]
-            side = x + outward * (_HALF + 0.12)
-            ax.plot([x, side, side], [leave, leave, join.y + join.height / 2], color=_INK, lw=0.8)
-            ax.annotate("", xy=(x + outward * _HALF, join.y + join.height / 2), xytext=(side, join.y + join.height / 2), arrowprops=arrow)
+        _draw_column(ax, x, column, colors)
     encoder, decoder = drawn.columns
     top = encoder.boxes[-1].y + encoder.boxes[-1].height
     for box in (b for b in decoder.boxes if b.reads_memory):  # the encoder's output, to each sub-layer that reads it
@@ -270,6 +251,71 @@ def draw(drawn: Layout) -> Any:
     for k, note in enumerate(drawn.notes):
         ax.text(5, 0.1 + 0.0 * k, note, ha="center", va="bottom", fontsize=7, style="italic")
     return fig
+
+
+_ARROW = dict(arrowstyle="->", lw=0.7, color=_INK)
+
+
+def _draw_column(ax: Any, x: float, column: Any, colors: dict[str, str]) -> None:
+    """One stack's boxes at centre x, the arrows between them, its frames and residual paths."""
+    outward = -1 if x < 5 else 1  # the side away from the other column
+    ax.text(x, 0.35, column.title, ha="center", va="center", fontsize=10, weight="bold")
+    closing = {f.last: f for f in column.frames}
+    chain = [i for i, box in enumerate(column.boxes) if not box.beside]
+    for i, box in enumerate(column.boxes):
+        if box.kind == "sublayer":
+            color = colors.setdefault(box.color_key, _PALETTE[len(colors) % len(_PALETTE)])
+        else:
+            color = _COLORS[box.kind]
+        cx = (_BESIDE + 0.05 if outward < 0 else 10 - _BESIDE - 0.05) if box.beside else x  # beside: in the margin
+        _draw_box(ax, x, cx, box, color)
+        if box.beside:  # into the ⊕ from the side
+            level = column.boxes[i + 1].y + column.boxes[i + 1].height / 2
+            ax.annotate("", xy=(x + outward * 0.17, level), xytext=(cx - outward * _BESIDE, level), arrowprops=_ARROW)
+        elif chain.index(i) + 1 < len(chain):
+            after = column.boxes[chain[chain.index(i) + 1]]
+            ax.annotate("", xy=(x, after.y), xytext=(x, box.y + box.height), arrowprops=_ARROW)
+        if i in closing:
+            _draw_frame(ax, x, outward, closing[i])
+    for enters, joins in column.residuals:  # out below the block, along the side, into its Add
+        leave = column.boxes[enters].y - _GAP / 2
+        join = column.boxes[joins]
+        side = x + outward * (_HALF + 0.12)
+        ax.plot([x, side, side], [leave, leave, join.y + join.height / 2], color=_INK, lw=0.8)
+        ax.annotate(
+            "", xy=(x + outward * _HALF, join.y + join.height / 2), xytext=(side, join.y + join.height / 2), arrowprops=_ARROW
+        )
+
+
+def _draw_box(ax: Any, x: float, cx: float, box: Any, color: str) -> None:
+    """A block's box at centre cx (a ⊕ at x), its lines of text inside."""
+    from matplotlib.patches import Circle, FancyBboxPatch
+
+    if box.kind == "sum":
+        ax.add_patch(Circle((x, box.y + box.height / 2), 0.17, facecolor="white", edgecolor=_INK, linewidth=0.9))
+        ax.text(x, box.y + box.height / 2, "⊕", ha="center", va="center", fontsize=13)
+        return
+    half = _BESIDE if box.beside else _HALF
+    if box.kind != "io":
+        ax.add_patch(FancyBboxPatch((cx - half, box.y), 2 * half, box.height, boxstyle="round,pad=0,rounding_size=0.08",
+                                    facecolor=color, edgecolor=_INK, linewidth=0.8))  # fmt: skip
+    step = box.height / (len(box.lines) + 1)
+    for k, line in enumerate(box.lines):
+        ax.text(cx, box.y + box.height - step * (k + 1), line, ha="center", va="center", fontsize=8.5 if k == 0 or box.beside and k < len(box.lines) - 1 else 7,
+                weight="bold" if k == 0 and box.kind == "sublayer" else "normal")  # fmt: skip
+
+
+def _draw_frame(ax: Any, x: float, outward: int, frame: Any) -> None:
+    """The dashed frame around a run of identical layers, and its count ("6×") beside it."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x - _FRAME, frame.y0), 2 * _FRAME, frame.y1 - frame.y0, fill=False, edgecolor="#666666", linewidth=0.9,
+                           linestyle="--"))  # fmt: skip
+    short = len(frame.label) <= 4  # "6×" beside the frame, as the paper's "N×"; longer labels along it
+    ax.text(
+        x + outward * (_FRAME + 0.2), (frame.y0 + frame.y1) / 2, frame.label, ha="center", va="center",
+        fontsize=11 if short else 8, weight="bold", rotation=0 if short else 90,
+    )  # fmt: skip
 
 
 def save(drawn: Layout, path: Path) -> tuple[int, int]:

@@ -40,7 +40,9 @@ def _chunks(n: int, vocab: int) -> list[slice]:
 
 class _ProjectedSmoothedNLL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, row_weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    def forward(
+        ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, row_weight: Tensor, eps: float
+    ) -> tuple[Tensor, Tensor]:
         V = weight.size(0)
         ctx.ab = 1.0 - eps - eps / (V - 1), eps / (V - 1)
         device = hidden.device.type

@@ -111,7 +111,11 @@ def build(spec: Spec, ctx: BuildContext) -> nn.Module:
         raise
     except Exception as e:  # the spec validated, so the block must build: a bug, said in one line
         where = f"the {ctx.stack} " + (f"layer {ctx.layer}" if ctx.layer is not None else "stack") if ctx.stack else "the model"
-        owner = "aiayn" if getattr(entry.build, "__module__", "").startswith("aiayn.") else f"the plugin that registers {entry.type!r}"
+        owner = (
+            "aiayn"
+            if getattr(entry.build, "__module__", "").startswith("aiayn.")
+            else f"the plugin that registers {entry.type!r}"
+        )
         raise BlockError(
             f"bug: the {entry.type!r} block ({where}) failed to build from settings that validated: {type(e).__name__}: {e}; "
             f"please report it to {owner} with the experiment"

@@ -53,7 +53,9 @@ def _on_meta() -> Iterator[None]:
     except (RuntimeError, OverflowError, TypeError):  # a size beyond int64 (TypeError from torch)
         raise UserError(too_big) from None
     except BlockError as e:  # the same, met inside a block's builder (and not a block's own bug)
-        if isinstance(e.__cause__, OverflowError) or "overflow" in str(e.__cause__).lower():  # "Storage size calculation overflowed"
+        if (
+            isinstance(e.__cause__, OverflowError) or "overflow" in str(e.__cause__).lower()
+        ):  # "Storage size calculation overflowed"
             raise UserError(too_big) from None
         raise
 

@@ -68,7 +68,9 @@ def summary(spec: ExperimentSpec) -> dict[str, Any]:
         **who,
         **({"trainable": who["params"] - frozen, "frozen": frozen} if frozen is not None else {}),
         "tokenizer": tokenizer_layout(spec),
-        "blocks": [{"block": name, "params_each": each, "count": n, "params": each * n} for name, each, n in param_table(spec.model)],
+        "blocks": [
+            {"block": name, "params_each": each, "count": n, "params": each * n} for name, each, n in param_table(spec.model)
+        ],
         "flops_per_token": {"length": length, "forward": round(flops_per_token(spec.model, length))},
         "memory_bytes": {"tokens_per_batch": tokens, **memory_estimate(spec.model, tokens)},
     }

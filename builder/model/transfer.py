@@ -36,7 +36,10 @@ class Transferred:
     dropped: list[str] = field(default_factory=list)  # the source's layers beyond this model's
 
     def record(self) -> dict[str, Any]:
-        return {"copied": self.copied, **{k: v for k, v in (("pooled", self.pooled), ("new", self.new), ("dropped", self.dropped)) if v}}
+        return {
+            "copied": self.copied,
+            **{k: v for k, v in (("pooled", self.pooled), ("new", self.new), ("dropped", self.dropped)) if v},
+        }
 
 
 def mean_pool_heads(t: Tensor, heads: int, into: int) -> Tensor:
@@ -83,28 +86,43 @@ def transfer_weights(target: nn.Module, source: nn.Module, convert: Collection[s
         problems += [f"{k}: not in the source (add new_blocks to init_from.convert to initialise it as usual)" for k in missing]
     _needed("new_blocks", convert, bool(missing), "every parameter of this model is in the source")
     problems += shapes + [f"{k}: in the source, not in this model" for k in unexpected] + _ties(tgt, src)
-    if problems:
-        more = f"\n  and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-        raise UserError(
-            f"{where}: {len(problems)} difference{'s' if len(problems) > 1 else ''} between the source's weights and this "
-            "model's (they must match by name and shape, or differ as init_from.convert allows):\n  "
-            + "\n  ".join(problems[:SHOWN]) + more
-        )
+    _refuse(problems, where)
 
     merged = {k: (src[k] if k in src and src[k].shape == v.shape else v) for k, v in tgt.items()}
     target.load_state_dict(merged, strict=True)
     done.copied = sum(1 for k, v in tgt.items() if k in src and src[k].shape == v.shape and not k.startswith(tuple(projections)))
-    with torch.no_grad():
-        for name, t, s in pooled:
-            ours, theirs = t.projections(), s.projections()
-            for part, (weight, bias) in ours.items():
-                w, b = theirs[part]
-                pool = part in ("k", "v")
-                weight.copy_(mean_pool_heads(w, s.kv_heads, t.kv_heads) if pool else w)
-                if bias is not None and b is not None:
-                    bias.copy_(mean_pool_heads(b, s.kv_heads, t.kv_heads) if pool else b)
-            done.pooled.append(f"{name}: {s.kv_heads} -> {t.kv_heads} K/V heads")
+    done.pooled += _pool_kv(pooled)
     done.new += sorted({k.rsplit(".", 1)[0] for k in missing})
+    return done
+
+
+def _refuse(problems: list[str], where: str) -> None:
+    """One UserError listing the first SHOWN differences, where there are any."""
+    if not problems:
+        return
+    more = f"\n  and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
+    raise UserError(
+        f"{where}: {len(problems)} difference{'s' if len(problems) > 1 else ''} between the source's weights and this "
+        "model's (they must match by name and shape, or differ as init_from.convert allows):\n  "
+        + "\n  ".join(problems[:SHOWN])
+        + more
+    )
+
+
+@torch.no_grad()
+def _pool_kv(pooled: list[tuple[str, Any, Any]]) -> list[str]:
+    """Each (name, target attention, source attention): Q and O copied, each group of the source's
+    K/V heads mean-pooled into one of the target's; what was done, a line each."""
+    done = []
+    for name, t, s in pooled:
+        ours, theirs = t.projections(), s.projections()
+        for part, (weight, bias) in ours.items():
+            w, b = theirs[part]
+            pool = part in ("k", "v")
+            weight.copy_(mean_pool_heads(w, s.kv_heads, t.kv_heads) if pool else w)
+            if bias is not None and b is not None:
+                bias.copy_(mean_pool_heads(b, s.kv_heads, t.kv_heads) if pool else b)
+        done.append(f"{name}: {s.kv_heads} -> {t.kv_heads} K/V heads")
     return done
 
 

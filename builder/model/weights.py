@@ -110,7 +110,13 @@ def permuted(weights: TransformerWeights, perm: Tensor) -> TransformerWeights:
 
     def stack(s: Stack) -> Stack:
         final = None if s.final_norm is None else norm(s.final_norm)
-        return replace(s, embedding=s.embedding[:, perm], positions=s.positions[:, perm], layers=[layer(x) for x in s.layers], final_norm=final)
+        return replace(
+            s,
+            embedding=s.embedding[:, perm],
+            positions=s.positions[:, perm],
+            layers=[layer(x) for x in s.layers],
+            final_norm=final,
+        )
 
     return TransformerWeights(stack(weights.encoder), stack(weights.decoder), reads(weights.output))
 
@@ -168,16 +174,25 @@ def load_transformer_weights(model: EncoderDecoder, weights: TransformerWeights)
     that export/limits.py accepts), through the blocks' own `projections()` views (fused Q/K/V
     included). Positions are computed (sinusoids), not copied: a model with a learned table is
     refused. A tied table is written once per name, alike."""
-    for embed, stack, given in ((model.src_embed, model.encoder, weights.encoder), (model.tgt_embed, model.decoder, weights.decoder)):
+    for embed, stack, given in (
+        (model.src_embed, model.encoder, weights.encoder),
+        (model.tgt_embed, model.decoder, weights.decoder),
+    ):
         if any(True for _ in embed.positional.parameters()):
             raise ValueError("load_transformer_weights: the model has learned positions, which the weights do not carry")
         embed.token.table.weight.copy_(given.embedding)
         for layer, ours in zip(stack.layers, given.layers, strict=True):
             assert isinstance(layer, TransformerLayer)
             *attention, ffn = [s for s in layer.sublayers if isinstance(s, AddNorm)]
-            for sub, part in zip(attention, [ours.self_attention, *([ours.cross_attention] if ours.cross_attention else [])], strict=True):
+            for sub, part in zip(
+                attention, [ours.self_attention, *([ours.cross_attention] if ours.cross_attention else [])], strict=True
+            ):
                 _assign(sub, {"q": part.q, "k": part.k, "v": part.v, "o": part.o}, part.norm)
-            _assign(ffn, {"w_1": ours.ffn.w_1, "w_2": ours.ffn.w_2, **({"w_up": ours.ffn.w_up} if ours.ffn.w_up else {})}, ours.ffn.norm)
+            _assign(
+                ffn,
+                {"w_1": ours.ffn.w_1, "w_2": ours.ffn.w_2, **({"w_up": ours.ffn.w_up} if ours.ffn.w_up else {})},
+                ours.ffn.norm,
+            )
         if stack.final_norm is not None and given.final_norm is not None:
             _assign_norm(stack.final_norm, given.final_norm)
     model.generator.weight.copy_(weights.output.weight)

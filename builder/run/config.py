@@ -31,7 +31,11 @@ ModelOf = typing.Callable[[str], dict[str, Any]]  # a trained model's path -> it
 
 
 def load_config(
-    path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line", model_of: ModelOf | None = None
+    path: str | Path,
+    overrides: typing.Sequence[str] = (),
+    *,
+    source: str = "on the command line",
+    model_of: ModelOf | None = None,
 ) -> DictConfig:
     """The merged, overridden, still-unresolved config of `path` and the files it extends;
     `source` says where the overrides come from, in messages. An experiment with an init_from and
@@ -84,7 +88,11 @@ def resolve(config: DictConfig, path: str | Path) -> dict[str, Any]:
 
 
 def load_experiment(
-    path: str | Path, overrides: typing.Sequence[str] = (), *, source: str = "on the command line", model_of: ModelOf | None = None
+    path: str | Path,
+    overrides: typing.Sequence[str] = (),
+    *,
+    source: str = "on the command line",
+    model_of: ModelOf | None = None,
 ) -> ExperimentSpec:
     """The experiment YAML at `path` with `overrides` (KEY=VALUE strings, as `aiayn validate`
     takes them), resolved and validated: an ExperimentSpec, or a UserError listing every error
@@ -183,7 +191,9 @@ def _missing_parent(child: Path, parent: Path) -> str:
     tried = f"{child}: extends: {parent.resolve()} does not exist (extends is relative to the file that names it)"
     if not folder.is_dir():
         return f"{tried}; {folder} is not a folder"
-    names = sorted(p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and p.resolve() != child.resolve())
+    names = sorted(
+        p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and p.resolve() != child.resolve()
+    )
     close = difflib.get_close_matches(parent.name, names, n=1, cutoff=0.6)
     if close:
         return f"{tried}; did you mean {folder / close[0]}?"
@@ -200,7 +210,7 @@ def _extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
     while True:
         resolved = path.resolve()
         if resolved in seen:
-            cycle = " -> ".join(str(p) for p in [*seen[seen.index(resolved):], resolved])
+            cycle = " -> ".join(str(p) for p in [*seen[seen.index(resolved) :], resolved])
             raise UserError(f"{chain[0][0]}: inheritance cycle in 'extends': {cycle}")
         seen.append(resolved)
         if chain and not path.is_file():
@@ -291,10 +301,7 @@ def _apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source
     for item in overrides:
         key, sep, _ = item.partition("=")
         if not sep or not DOTLIST_KEY.match(key):
-            raise UserError(
-                f"override {item!r} is not KEY=VALUE with a dotted key, e.g. dims.h=16 or "
-                "model.encoder.layer[0].h=4"
-            )
+            raise UserError(f"override {item!r} is not KEY=VALUE with a dotted key, e.g. dims.h=16 or model.encoder.layer[0].h=4")
         try:
             _check_override_shape(config, key, item, source)
             _retype(config, key, item)
@@ -313,7 +320,9 @@ def _check_override_shape(config: DictConfig, key: str, item: str, source: str) 
     old = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
     new = _override_value(key, item)
     if isinstance(old, DictConfig) and isinstance(new, list):
-        raise UserError(f"override {item!r} ({source}): {key} is a mapping (key: value), not a list; set its keys, e.g. {key}.KEY=VALUE")
+        raise UserError(
+            f"override {item!r} ({source}): {key} is a mapping (key: value), not a list; set its keys, e.g. {key}.KEY=VALUE"
+        )
     if isinstance(old, ListConfig) and isinstance(new, dict):
         raise UserError(f"override {item!r} ({source}): {key} is a list, not a mapping; give a list, e.g. {key}=[...]")
 
@@ -394,9 +403,13 @@ def read_run_config(path: Path) -> dict[str, Any]:
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
-        raise UserError(f"{path}: cannot read the run's config ({first_line(e)}); is it a run directory of aiayn train?") from None
+        raise UserError(
+            f"{path}: cannot read the run's config ({first_line(e)}); is it a run directory of aiayn train?"
+        ) from None
     if not isinstance(config, dict):
-        raise UserError(f"{path}: the run's config is not a mapping of settings (it holds {type(config).__name__}); is it a run directory of aiayn train?")
+        raise UserError(
+            f"{path}: the run's config is not a mapping of settings (it holds {type(config).__name__}); is it a run directory of aiayn train?"
+        )
     return config
 
 

@@ -87,7 +87,14 @@ def _run_trial(job: Job, env: dict[str, str] | None, defaults: dict[str, str] | 
     with open(job.run_dir / f"stdout{suffix}.log", "ab") as out, open(err_path, "ab") as err:
         offset = err.tell()
         try:
-            code = subprocess.run(job.argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=job.cwd, env={**(defaults or {}), **os.environ, **(env or {})}).returncode
+            code = subprocess.run(
+                job.argv,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                cwd=job.cwd,
+                env={**(defaults or {}), **os.environ, **(env or {})},
+            ).returncode
         except OSError as e:
             return Outcome(None, time.perf_counter() - start, f"could not start {job.argv[0]}: {e}")
     wall = time.perf_counter() - start
@@ -118,7 +125,7 @@ def gpu_slots(k: int, gpus: Sequence[str]) -> list[tuple[str, ...]]:
             f"launcher.gpus_per_trial is {k} but {len(gpus)} GPU(s) are visible "
             f"({', '.join(gpus) or 'none'}); lower gpus_per_trial, or set it to 0 to train on CPU"
         )
-    return [tuple(gpus[i * k:(i + 1) * k]) for i in range(len(gpus) // k)]
+    return [tuple(gpus[i * k : (i + 1) * k]) for i in range(len(gpus) // k)]
 
 
 def check(launcher: LocalLauncherSpec | SlurmLauncherSpec) -> None:
@@ -206,7 +213,13 @@ def launch_local(jobs: Sequence[Job], launcher: LocalLauncherSpec, on_done: Done
 
 
 def launch_slurm(
-    jobs: Sequence[Job], launcher: SlurmLauncherSpec, folder: Path, on_done: Done, *, name: str, on_submit: Callable[[Job, str], None] | None = None
+    jobs: Sequence[Job],
+    launcher: SlurmLauncherSpec,
+    folder: Path,
+    on_done: Done,
+    *,
+    name: str,
+    on_submit: Callable[[Job, str], None] | None = None,
 ) -> None:
     """One job array, a task per trial, submitted through submitit and waited for. Each job is
     requeueable and signalled (USR1) signal_delay_s before its time limit, when the trial saves its
@@ -214,17 +227,7 @@ def launch_slurm(
     import submitit
 
     check(launcher)
-    try:
-        executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
-    except RuntimeError as e:  # submitit's own check of the cluster ("Could not detect srun")
-        raise LauncherFailed(f"the {launcher.cluster} launcher cannot start: submitit says: {_last_words(str(e))}; nothing was submitted") from None
-    executor.update_parameters(**slurm_parameters(launcher, name=name))
-    try:  # submitit prints sbatch's stderr before it raises: the message below says it once
-        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
-            submitted = [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
-    except (submitit.core.utils.FailedJobError, OSError) as e:  # sbatch's refusal: its stderr is the message
-        reason = _last_words(str(e)) or type(e).__name__
-        raise LauncherFailed(f"the {launcher.cluster} launcher could not submit the sweep's jobs: {reason}; nothing was submitted") from None
+    submitted = _submit(jobs, launcher, folder, name)
     by_id = {}
     for job, handle in zip(jobs, submitted):
         by_id[handle.job_id] = job
@@ -246,6 +249,28 @@ def launch_slurm(
                 file=sys.stderr,
             )
         raise
+
+
+def _submit(jobs: Sequence[Job], launcher: SlurmLauncherSpec, folder: Path, name: str) -> list[Any]:
+    """The jobs submitted as one array (submitit's handles); a launcher that cannot submit them is
+    a LauncherFailed with its own words (none of them was submitted)."""
+    import submitit
+
+    try:
+        executor = submitit.AutoExecutor(folder=folder / "%j", cluster=launcher.cluster)
+    except RuntimeError as e:  # submitit's own check of the cluster ("Could not detect srun")
+        raise LauncherFailed(
+            f"the {launcher.cluster} launcher cannot start: submitit says: {_last_words(str(e))}; nothing was submitted"
+        ) from None
+    executor.update_parameters(**slurm_parameters(launcher, name=name))
+    try:  # submitit prints sbatch's stderr before it raises: the message below says it once
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+            return [executor.submit(run_job, job, None, {"OMP_NUM_THREADS": str(launcher.cpus_per_task)}) for job in jobs]
+    except (submitit.core.utils.FailedJobError, OSError) as e:  # sbatch's refusal: its stderr is the message
+        reason = _last_words(str(e)) or type(e).__name__
+        raise LauncherFailed(
+            f"the {launcher.cluster} launcher could not submit the sweep's jobs: {reason}; nothing was submitted"
+        ) from None
 
 
 def slurm_parameters(launcher: SlurmLauncherSpec, *, name: str) -> dict[str, Any]:

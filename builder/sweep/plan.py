@@ -157,7 +157,10 @@ def expand(
                     continue
                 trials.append(Trial(trial, name, seed, experiment, tuple(changes), given, spec))
     if errors:
-        raise UserError(f"{sweep_path}: {len(errors)} of {len(origin)} trials are not valid experiments; nothing was run:\n" + "\n".join(errors))
+        raise UserError(
+            f"{sweep_path}: {len(errors)} of {len(origin)} trials are not valid experiments; nothing was run:\n"
+            + "\n".join(errors)
+        )
     return trials
 
 

@@ -15,7 +15,9 @@ def plot(rows: list[Row], path: Path) -> None:
     axes = fig.subplots(1, 2)
     for ax, metric, title in ((axes[0], "bleu", "BLEU (higher is better)"), (axes[1], "ppl", "PPL (lower is better)")):
         stats = [mean_std(getattr(r, metric)) for r in rows]
-        ax.errorbar(x, [m for m, _ in stats], yerr=[s or 0.0 for _, s in stats], fmt="o", capsize=3, label="ours (mean ± std over seeds)")
+        ax.errorbar(
+            x, [m for m, _ in stats], yerr=[s or 0.0 for _, s in stats], fmt="o", capsize=3, label="ours (mean ± std over seeds)"
+        )
         paper = [(i, r.reported[metric]) for i, r in enumerate(rows) if r.reported[metric] is not None]
         if paper:
             ax.scatter([i for i, _ in paper], [v for _, v in paper], marker="x", color="tab:red", zorder=3, label="paper")

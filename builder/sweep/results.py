@@ -142,7 +142,13 @@ def table(runs: list[dict[str, Any]], order: Sequence[str] = ()) -> list[Row]:
             )
         )
     rank = {v: i for i, v in enumerate(order)}
-    rows.sort(key=lambda r: (GROUPS.index(r.group) if r.group in GROUPS else GROUPS.index(None), rank.get(r.variant, len(rank)), r.variant))
+    rows.sort(
+        key=lambda r: (
+            GROUPS.index(r.group) if r.group in GROUPS else GROUPS.index(None),
+            rank.get(r.variant, len(rank)),
+            r.variant,
+        )
+    )
     return rows
 
 
@@ -207,7 +213,10 @@ def differing(rows: list[Row]) -> list[str]:
         values = [_key(row.config.get(path)) for row in known]  # type: ignore[union-attr]
         if _SHOWN.match(path) or len(set(values)) < 2:
             continue
-        if any(pattern.search(path) and column in shown and _determines(shown[column], values) for column, pattern in _COLUMN_PATHS.items()):
+        if any(
+            pattern.search(path) and column in shown and _determines(shown[column], values)
+            for column, pattern in _COLUMN_PATHS.items()
+        ):
             continue
         found[path] = values
     merged: list[str] = []
@@ -238,7 +247,15 @@ def _setting(row: Row, path: str, *, full: bool = False) -> str:
     if row.config is None or row.config.get(path) is None:
         return ""
     value = row.config[path]
-    return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) else str(value) if full else short(value)
+    return (
+        json.dumps(value)
+        if isinstance(value, (dict, list))
+        else str(value).lower()
+        if isinstance(value, bool)
+        else str(value)
+        if full
+        else short(value)
+    )
 
 
 def _variant(row: Row) -> str:
@@ -284,8 +301,13 @@ def _delta(difference: Difference | None) -> str:
 
 
 def markdown(
-    rows: list[Row], differences: dict[str, Difference] | None = None, base: Row | None = None, figures: dict[str, str] | None = None,
-    *, split: str = "valid", chose: str | None = None,
+    rows: list[Row],
+    differences: dict[str, Difference] | None = None,
+    base: Row | None = None,
+    figures: dict[str, str] | None = None,
+    *,
+    split: str = "valid",
+    chose: str | None = None,
 ) -> str:
     """The table; with `differences`, a ΔBLEU column (variant - base, 95% interval, the seeds that
     agree, * where significant) and lines under the table that say how it was computed, on which
@@ -296,40 +318,63 @@ def markdown(
     differences, figures = differences or {}, figures or {}
     settings, shown = differing(rows), switches(rows)
     compared = [f"BLEU {split}"] if split != "valid" else []
-    head = ["group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", *compared, "ΔBLEU [95% CI]", "params ×10⁶"]
-    head += ["paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model"]
+    head = [
+        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", *compared, "ΔBLEU [95% CI]",
+        "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model",
+    ]  # fmt: skip
     agreement = directions(rows, differences, base)
     body: list[list[str]] = []
     previous: object = object()
     for row in rows:
         label = _group_label(row.group) if row.group != previous else ""
         previous = row.group
-        cells = [
-            label,
-            _variant(row),
-            *(_number(row.paper.get(c)) for c in COLUMNS),
-            str(row.paper.get("positional", "")),
-            *(_number(row.paper.get(s)) for s in shown),
-            *(_setting(row, path) for path in settings),
-            _steps(row.steps),
-            str(len(row.trials)),
-            _cell(row.ppl),
-            _cell(row.bleu),
-            *([_cell(row.compared) if row.compared else ""] if compared else []),
-            _delta(differences.get(row.variant)),
-            f"{row.params / 1e6:.2f}",
-            *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
-            agreement.get(row.variant, ""),
-            f"[figure]({figures[row.variant]})" if row.variant in figures else "",
-        ]
-        body.append(cells)
+        body.append([label, *_cells(row, shown, settings, bool(compared), differences, figures, agreement)])
     kept = [j for j, name in enumerate(head) if name == "variant" or any(cells[j] for cells in body)]
     lines = ["| " + " | ".join(head[j] for j in kept) + " |", "|" + "|".join("---" for _ in kept) + "|"]
     lines += ["| " + " | ".join(cells[j] for j in kept) + " |" for cells in body]
+    return "\n".join(lines + _notes(rows, differences, base, agreement, split, chose)) + "\n"
+
+
+def _cells(
+    row: Row, shown: list[str], settings: list[str], compared: bool, differences: dict[str, Difference], figures: dict[str, str],
+    agreement: dict[str, str],
+) -> list[str]:  # fmt: skip
+    """A row's cells after its group: markdown's head, in order."""
+    return [
+        _variant(row),
+        *(_number(row.paper.get(c)) for c in COLUMNS),
+        str(row.paper.get("positional", "")),
+        *(_number(row.paper.get(s)) for s in shown),
+        *(_setting(row, path) for path in settings),
+        _steps(row.steps),
+        str(len(row.trials)),
+        _cell(row.ppl),
+        _cell(row.bleu),
+        *([_cell(row.compared) if row.compared else ""] if compared else []),
+        _delta(differences.get(row.variant)),
+        f"{row.params / 1e6:.2f}",
+        *(_number(row.reported[k], PAPER_FORMAT[k]) for k in ("ppl", "bleu", "params_m")),
+        agreement.get(row.variant, ""),
+        f"[figure]({figures[row.variant]})" if row.variant in figures else "",
+    ]
+
+
+def _notes(
+    rows: list[Row],
+    differences: dict[str, Difference],
+    base: Row | None,
+    agreement: dict[str, str],
+    split: str,
+    chose: str | None,
+) -> list[str]:
+    """The lines under the table: how BLEU was scored, on which split, how ΔBLEU was computed."""
+    lines = []
     if rows:
-        lines += ["", f"BLEU: {_scoring_label(Scoring.of_signature(rows[0].signature))}, sacreBLEU {rows[0].signature or 'default (13a)'}."]
+        scoring = _scoring_label(Scoring.of_signature(rows[0].signature))
+        lines += ["", f"BLEU: {scoring}, sacreBLEU {rows[0].signature or 'default (13a)'}."]
     if split != "valid":
-        lines += ["", f"Splits: PPL and BLEU are the validation split's{', ' + chose if chose else ''}; BLEU {split} and ΔBLEU are the {split} split's."]
+        chosen = f", {chose}" if chose else ""
+        lines += ["", f"Splits: PPL and BLEU are the validation split's{chosen}; BLEU {split} and ΔBLEU are the {split} split's."]
     if differences:
         where = "validation" if split == "valid" else split
         lines += ["", _DELTA_NOTE.format(base=base.variant if base else "the base", samples=SAMPLES, level=LEVEL, split=where)]
@@ -339,7 +384,7 @@ def markdown(
         lines += ["", _tally(list(agreement.values()))]
     if any(row.paper.get("uniform") is False for row in rows):
         lines += ["", "†: layers differ within a stack; Table 3's columns give the first layer's."]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 _DELTA_NOTE = (
@@ -356,7 +401,12 @@ _FEW_SEEDS_NOTE = (
 
 
 def write_csv(
-    rows: list[Row], path: Path, differences: dict[str, Difference] | None = None, base: Row | None = None, *, split: str = "valid"
+    rows: list[Row],
+    path: Path,
+    differences: dict[str, Difference] | None = None,
+    base: Row | None = None,
+    *,
+    split: str = "valid",
 ) -> None:
     agreement = directions(rows, differences or {}, base)
     settings = differing(rows)
@@ -455,11 +505,15 @@ def base_row(rows: list[Row], variant: str | None = None, own_base: str | None =
         return paper or own or (rows[0] if rows else None)
     found = next((row for row in rows if row.variant == variant), None)
     if found is None:
-        raise UserError(f"--base {variant}: no finished runs of that variant; the variants are {', '.join(r.variant for r in rows)}")
+        raise UserError(
+            f"--base {variant}: no finished runs of that variant; the variants are {', '.join(r.variant for r in rows)}"
+        )
     return found
 
 
-def base_differences(rows: list[Row], base: Row | None, directory: Path | None = None, split: str = "valid") -> dict[str, Difference]:
+def base_differences(
+    rows: list[Row], base: Row | None, directory: Path | None = None, split: str = "valid"
+) -> dict[str, Difference]:
     """ΔBLEU of every row to `base` on `split`, where both have translations of it."""
     if base is None:
         return {}
@@ -472,7 +526,10 @@ def base_differences(rows: list[Row], base: Row | None, directory: Path | None =
 def with_split(rows: list[Row], directory: Path, split: str) -> list[Row]:
     """Each row with its runs' BLEU on `split` (from their cached translations)."""
     return [
-        replace(row, compared=tuple(bleu_of(pair, row.signature) for _, run in row.runs if (pair := translations(directory, run, split))))
+        replace(
+            row,
+            compared=tuple(bleu_of(pair, row.signature) for _, run in row.runs if (pair := translations(directory, run, split))),
+        )
         for row in rows
     ]
 
@@ -539,7 +596,9 @@ def _chose(directory: Path, search: Any) -> str:
     )
 
 
-def write_results(directory: Path, base: str | None = None, split: str | None = None, *, report: Callable[[str], None] = print) -> str:
+def write_results(
+    directory: Path, base: str | None = None, split: str | None = None, *, report: Callable[[str], None] = print
+) -> str:
     """results.md (with a link to each row's model figure in figures/), results.csv and
     results.png in `directory`; returns the markdown. `base`: the variant ΔBLEU is measured from
     (default: see base_row); `split`: the split ΔBLEU compares on, its translations made where

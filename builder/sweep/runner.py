@@ -49,7 +49,9 @@ class Plan:
     states: list[TrialState]
 
 
-def plan_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path, tuned: dict[str, list[str]] | None = None) -> Plan:
+def plan_sweep(
+    path: str | Path, overrides: typing.Sequence[str], runs: str | Path, tuned: dict[str, list[str]] | None = None
+) -> Plan:
     path = Path(path)
     sweep_overrides, trial_overrides = split_overrides(overrides)
     sweep = load_sweep(path, sweep_overrides)
@@ -68,7 +70,11 @@ class SweepRecord:
             "name": plan.sweep.name,
             "sweep_file": str(plan.path),
             "launcher": plan.sweep.launcher.model_dump(mode="json"),
-            **({"search": plan.sweep.search.model_dump(mode="json"), "trial_seed": plan.sweep.trial_seed} if plan.sweep.search else {}),
+            **(
+                {"search": plan.sweep.search.model_dump(mode="json"), "trial_seed": plan.sweep.trial_seed}
+                if plan.sweep.search
+                else {}
+            ),
             "started_at": _now(),
             "finished_at": None,
             "trials": [],
@@ -137,15 +143,34 @@ class Reporter:
         wall = round(outcome.wall_time_s, 1)
         slurm = {"slurm_state": outcome.slurm_state} if outcome.slurm_state else {}
         if results is not None:
-            self.record.update(job.name, status="finished", returncode=outcome.returncode, wall_time_s=wall, bleu=results["bleu"], ppl=results["ppl"], **slurm)
-            print(f"{count} {job.name}: finished in {outcome.wall_time_s:.0f} s: BLEU {results['bleu']:.2f}, PPL {results['ppl']:.2f}", flush=True)
+            self.record.update(
+                job.name,
+                status="finished",
+                returncode=outcome.returncode,
+                wall_time_s=wall,
+                bleu=results["bleu"],
+                ppl=results["ppl"],
+                **slurm,
+            )
+            print(
+                f"{count} {job.name}: finished in {outcome.wall_time_s:.0f} s: BLEU {results['bleu']:.2f}, PPL {results['ppl']:.2f}",
+                flush=True,
+            )
             return
         error = outcome.error if outcome.returncode != 0 else f"exited 0 without results.json: {_unfinished_reason(run)}"
         status = "cancelled" if outcome.slurm_state == "CANCELLED" else "failed"
         if status == "cancelled":
             error = f"{error}; {_unfinished_reason(run)}"
         self.failed.append(job.name)
-        self.record.update(job.name, status=status, returncode=outcome.returncode, wall_time_s=wall, error=error, log=str(run.path / "stderr.log"), **slurm)
+        self.record.update(
+            job.name,
+            status=status,
+            returncode=outcome.returncode,
+            wall_time_s=wall,
+            error=error,
+            log=str(run.path / "stderr.log"),
+            **slurm,
+        )
         how = "CANCELLED" if status == "cancelled" else f"FAILED (exit {outcome.returncode})"
         print(f"{count} {job.name}: {how}: {_last_line(error)}", flush=True)
 
@@ -158,8 +183,16 @@ class Reporter:
             how = "cancelled" if entry["status"] == "cancelled" else f"exit {entry['returncode']}"
             lines += [f"  {name} ({how}): {_last_line(entry['error'])}", f"    log: {entry['log']}"]
         cancelled = sum(self.record.index[name]["status"] == "cancelled" for name in self.failed)
-        how = "failed" if not cancelled else "were cancelled" if cancelled == len(self.failed) else f"failed or were cancelled ({cancelled} cancelled)"
-        raise SweepFailed(f"{len(self.failed)} of {len(trials)} trials {how} (their errors are in {self.record.path}):\n" + "\n".join(lines))
+        how = (
+            "failed"
+            if not cancelled
+            else "were cancelled"
+            if cancelled == len(self.failed)
+            else f"failed or were cancelled ({cancelled} cancelled)"
+        )
+        raise SweepFailed(
+            f"{len(self.failed)} of {len(trials)} trials {how} (their errors are in {self.record.path}):\n" + "\n".join(lines)
+        )
 
 
 def _last_line(text: str | None) -> str:
@@ -243,7 +276,9 @@ def _search(plan: Plan) -> dict[str, list[str]]:
     best = tune(plan.sweep, plan.directory, variants, report=lambda line: print(f"  {line}", flush=True))
     missing = [t.variant for t in variants if t.variant not in best]
     if missing:
-        raise SweepFailed(f"the search found no complete trial for {', '.join(missing)} (all pruned or failed); see {plan.directory / 'search'}")
+        raise SweepFailed(
+            f"the search found no complete trial for {', '.join(missing)} (all pruned or failed); see {plan.directory / 'search'}"
+        )
     for name, settings in best.items():
         print(f"best {name}: {' '.join(settings)}", flush=True)
     return best
@@ -253,7 +288,10 @@ def _run(plan: Plan) -> int:
     before = _left_as_it_was(plan)
     record, jobs = prepare(plan)
     skipped = len(plan.trials) - len(jobs)
-    print(f"sweep {plan.sweep.name}: {len(plan.trials)} trials, {skipped} finished before (skipped), {len(jobs)} to run -> {plan.directory}", flush=True)
+    print(
+        f"sweep {plan.sweep.name}: {len(plan.trials)} trials, {skipped} finished before (skipped), {len(jobs)} to run -> {plan.directory}",
+        flush=True,
+    )
     reporter = Reporter(record, len(jobs))
     launcher = plan.sweep.launcher
     if jobs and isinstance(launcher, LocalLauncherSpec):
@@ -312,8 +350,10 @@ def render_plan(plan: Plan) -> str:
     from aiayn.builder.model.size import count_params
 
     launcher = plan.sweep.launcher
-    how = f"local, {launcher.parallel} at a time" if isinstance(launcher, LocalLauncherSpec) else (
-        f"submitit ({launcher.cluster}), {launcher.nodes} node(s) x {launcher.gpus_per_node} GPU(s) per trial"
+    how = (
+        f"local, {launcher.parallel} at a time"
+        if isinstance(launcher, LocalLauncherSpec)
+        else (f"submitit ({launcher.cluster}), {launcher.nodes} node(s) x {launcher.gpus_per_node} GPU(s) per trial")
     )
     rows = [("trial", "params", "action", "changes")]
     for trial, st in zip(plan.trials, plan.states):

@@ -113,11 +113,15 @@ def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> N
         for key in search.params:
             fixed = next((o for o in trial.overrides if o.partition("=")[0] == key), None)
             if fixed is not None:
-                raise UserError(f"{sweep_path}: search.params.{key}: the override {fixed} sets it too; the search chooses it: drop the override")
+                raise UserError(
+                    f"{sweep_path}: search.params.{key}: the override {fixed} sets it too; the search chooses it: drop the override"
+                )
         for setting in settings:
             drawn = [f"{key}={_value(value)}" for key, value in setting.items()]
             try:
-                spec = load_experiment(trial.experiment, [*trial.overrides, *drawn], source="by the search", model_of=source_model)
+                spec = load_experiment(
+                    trial.experiment, [*trial.overrides, *drawn], source="by the search", model_of=source_model
+                )
             except UserError as e:
                 last = str(e).splitlines()[-1].strip()
                 key = next((k for k in setting if last.startswith(k) or f"{k}=" in last), next(iter(setting)))
@@ -200,7 +204,9 @@ class Worker:
     seed: int  # train.seed of every trial: none of the sweep's seeds
     index: int = 0  # k of worker k: its sampler's seed is search.seed + k
 
-    def __call__(self, run: Callable[..., Outcome] | None = None, lock: Any = None, report: Callable[[str], None] = print) -> None:
+    def __call__(
+        self, run: Callable[..., Outcome] | None = None, lock: Any = None, report: Callable[[str], None] = print
+    ) -> None:
         search, journal = self.search, self.directory / JOURNAL
         studies = {t.variant: open_study(journal, t.variant, search, worker=self.index) for t in self.variants}
         by_variant = {t.variant: t for t in self.variants}
@@ -210,7 +216,9 @@ class Worker:
 
         def budget_left(name: str) -> bool:
             done = studies[name].get_trials(deepcopy=False)
-            counted = [t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")]
+            counted = [
+                t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")
+            ]
             return len(counted) < search.n_trials
 
         while True:
@@ -224,11 +232,19 @@ class Worker:
             run_dir = self.directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             # the variant's trial as the sweep makes it (seed and name last), with the trial's settings and seed
-            overrides = [*base.overrides[:-2], *params, *self.extra, f"train.seed={self.seed}", f"name={name}-trial{trial.number}"]
+            overrides = [
+                *base.overrides[:-2],
+                *params,
+                *self.extra,
+                f"train.seed={self.seed}",
+                f"name={name}-trial{trial.number}",
+            ]
             env = {ENV: json.dumps({"journal": str(journal), "study": name, "trial": trial.number, "metric": search.metric,
                                     "pruner": search.pruner.model_dump(mode="json"), "params": trial.params})}  # fmt: skip
             trial.set_user_attr("worker", os.environ.get("SLURM_JOB_ID") or f"pid {os.getpid()}")
-            outcome = run(Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env)
+            outcome = run(
+                Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env
+            )
             # nothing resumes a trial: its checkpoints go before the study hears of it, so that a
             # sweep killed in between leaves no finished trial with its checkpoints
             RunDir(run_dir).drop_checkpoints("none")

@@ -76,40 +76,57 @@ def search_section(directory: Path) -> str:
             lines += ["", note + "."]
         lines.append("")
     lines += ["| variant | finished | pruned | failed | best | settings |", "|---|---|---|---|---|---|"]
-    edges, importances, few = [], [], []
+    notes = _StudyNotes()
     for summary in optuna.get_all_study_summaries(storage(journal)):
-        study = optuna.load_study(study_name=summary.study_name, storage=storage(journal))
-        trials = study.get_trials(deepcopy=False)
+        lines.append(notes.row(optuna.load_study(study_name=summary.study_name, storage=storage(journal)), search))
+    return "\n".join([*lines, "", *notes.lines()])
+
+
+class _StudyNotes:
+    """What the search section says under its table: best values at an edge of their range, and
+    the parameters' importances (where enough trials finished)."""
+
+    def __init__(self) -> None:
+        self.edges: list[str] = []
+        self.importances: list[str] = []
+        self.few: list[str] = []
+
+    def row(self, study: Any, search: SearchSpec | None) -> str:
+        """The study's row of the table; its notes kept for `lines`."""
+        import optuna
+
+        name, trials = study.study_name, study.get_trials(deepcopy=False)
         complete = [t for t in trials if t.state.name == "COMPLETE"]
         pruned = sum(t.state.name == "PRUNED" for t in trials)
         if not complete:
-            lines.append(f"| {summary.study_name} | 0 | {pruned} | {len(trials) - pruned} |  |  |")
-            continue
+            return f"| {name} | 0 | {pruned} | {len(trials) - pruned} |  |  |"
         best = study.best_trial
-        settings = ", ".join(f"{k}={short(v)}" for k, v in best.params.items())
-        lines.append(f"| {summary.study_name} | {len(complete)} | {pruned} | {len(trials) - len(complete) - pruned} | {best.value:.2f} | {settings} |")
         for key, value in best.params.items():
             note = edge_note(search.params[key], value) if search is not None and key in search.params else None
             if note:
-                edges.append(f"{summary.study_name}'s {key}={short(value)} is {note}")
+                self.edges.append(f"{name}'s {key}={short(value)} is {note}")
         if len(complete) < MIN_FOR_IMPORTANCE:
-            few.append(f"{summary.study_name} ({len(complete)})")
-            continue
-        try:
-            found = optuna.importance.get_param_importances(study)
-        except (RuntimeError, ValueError, ImportError) as e:
-            importances.append(f"{summary.study_name}: not computed ({e})")
+            self.few.append(f"{name} ({len(complete)})")
         else:
-            importances.append(f"{summary.study_name}: " + ", ".join(f"{k} {v:.2f}" for k, v in found.items()))
-    lines.append("")
-    if edges:
-        lines += ["Edges: " + "; ".join(edges) + ".", ""]
-    if importances:
-        lines += ["Importances (Optuna's fANOVA): " + "; ".join(importances) + ".", ""]
-    if few:
-        lines += [
-            f"Importances: not shown for {', '.join(few)}: fewer than {MIN_FOR_IMPORTANCE} finished trials, on which an "
-            "importance says little.",
-            "",
-        ]
-    return "\n".join(lines)
+            try:
+                found = optuna.importance.get_param_importances(study)
+            except (RuntimeError, ValueError, ImportError) as e:
+                self.importances.append(f"{name}: not computed ({e})")
+            else:
+                self.importances.append(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in found.items()))
+        settings = ", ".join(f"{k}={short(v)}" for k, v in best.params.items())
+        return f"| {name} | {len(complete)} | {pruned} | {len(trials) - len(complete) - pruned} | {best.value:.2f} | {settings} |"
+
+    def lines(self) -> list[str]:
+        lines = []
+        if self.edges:
+            lines += ["Edges: " + "; ".join(self.edges) + ".", ""]
+        if self.importances:
+            lines += ["Importances (Optuna's fANOVA): " + "; ".join(self.importances) + ".", ""]
+        if self.few:
+            lines += [
+                f"Importances: not shown for {', '.join(self.few)}: fewer than {MIN_FOR_IMPORTANCE} finished trials, on which an "
+                "importance says little.",
+                "",
+            ]
+        return lines

@@ -58,12 +58,16 @@ def _check_place(directory: Path, cache: Path) -> None:
     folder where a file does (refused before any run is translated)."""
     for folder in [cache.parent, *cache.parent.parents]:
         if folder.exists() and not folder.is_dir():
-            raise UserError(f"{folder} is a file where aiayn keeps the split scores' translations (a folder); move it away, or delete it")
+            raise UserError(
+                f"{folder} is a file where aiayn keeps the split scores' translations (a folder); move it away, or delete it"
+            )
         if folder == directory:
             break
     for suffix in (".hyp", ".ref", ".json"):
         if cache.with_suffix(suffix).is_dir():
-            raise UserError(f"{cache.with_suffix(suffix)} is a folder where aiayn keeps a file of the split scores; move it away, or delete it")
+            raise UserError(
+                f"{cache.with_suffix(suffix)} is a folder where aiayn keeps a file of the split scores; move it away, or delete it"
+            )
 
 
 def bleu_of(pair: tuple[list[str], list[str]], signature: str | None) -> float:
@@ -95,6 +99,12 @@ def score_runs(directory: Path, run_dirs: list[Path], split: str, *, report: Cal
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(cache.with_suffix(".hyp"), "".join(h.replace("\n", " ") + "\n" for h in hyps))
         write_text_atomic(cache.with_suffix(".ref"), "".join(r.replace("\n", " ") + "\n" for r in refs))
-        record: dict[str, Any] = {"run": str(run_dir), "split": split, "data": where, "model": loaded.what, "results": _digest(run_dir)}
+        record: dict[str, Any] = {
+            "run": str(run_dir),
+            "split": split,
+            "data": where,
+            "model": loaded.what,
+            "results": _digest(run_dir),
+        }
         write_json(cache.with_suffix(".json"), record)
         report(f"scored {run_dir} on {split} ({len(refs)} sentences, {loaded.what}) [{k}/{len(todo)}]")

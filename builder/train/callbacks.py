@@ -145,6 +145,8 @@ def _heads_figure(weights: torch.Tensor, queries: list[str], keys: list[str]) ->
         ax.set_title(f"head {head}", fontsize=8)
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
         ax.set_yticks(range(len(queries)), queries if head % cols == 0 else [], fontsize=6)
-    figure.subplots_adjust(left=0.7 / figure.get_figwidth(), right=0.9, bottom=0.7 / figure.get_figheight(), top=0.92, wspace=0.12, hspace=0.35)
+    figure.subplots_adjust(
+        left=0.7 / figure.get_figwidth(), right=0.9, bottom=0.7 / figure.get_figheight(), top=0.92, wspace=0.12, hspace=0.35
+    )
     figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     return figure

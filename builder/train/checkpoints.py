@@ -45,7 +45,13 @@ def step_checkpoint_name(step: int) -> str:
 
 class StepCheckpoints(L.Callback):
     def __init__(
-        self, run: RunDir, *, every_n_train_steps: int | None, every_n_minutes: float | None, keep_last: int, every_n_epochs: int | None = None
+        self,
+        run: RunDir,
+        *,
+        every_n_train_steps: int | None,
+        every_n_minutes: float | None,
+        keep_last: int,
+        every_n_epochs: int | None = None,
     ) -> None:
         self.run, self.every, self.minutes, self.keep = run, every_n_train_steps, every_n_minutes, keep_last
         self.epochs = every_n_epochs
@@ -55,7 +61,9 @@ class StepCheckpoints(L.Callback):
     def on_train_start(self, trainer: L.Trainer, task: L.LightningModule) -> None:
         self.saved_step, self._saved_at = trainer.global_step, time.monotonic()
 
-    def on_train_batch_end(self, trainer: L.Trainer, task: L.LightningModule, outputs: object, batch: object, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, task: L.LightningModule, outputs: object, batch: object, batch_idx: int
+    ) -> None:
         step = trainer.global_step
         if step == self.saved_step:  # no optimizer step since (gradient accumulation), or saved already
             return

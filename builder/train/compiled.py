@@ -30,7 +30,10 @@ def compile_mode(setting: bool | str, device: torch.device) -> tuple[str | None,
         return None, None
     mode = "default" if setting is True else str(setting)
     if mode == "reduce-overhead" and device.type != "cuda":
-        return "default", f"train.compile: reduce-overhead records CUDA graphs, which a {device.type} run has not; compiling with mode default"
+        return (
+            "default",
+            f"train.compile: reduce-overhead records CUDA graphs, which a {device.type} run has not; compiling with mode default",
+        )
     return mode, None
 
 
@@ -40,7 +43,9 @@ class StaticStepLoss:
     compile again for every new token count)."""
 
     def __init__(self, model: EncoderDecoder, *, eps: float, pad_id: int, fused: bool, **compile_options: Any) -> None:
-        def step_loss(src: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_rows: Tensor, src_rows: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        def step_loss(
+            src: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_rows: Tensor, src_rows: Tensor | None
+        ) -> tuple[Tensor, Tensor, Tensor]:
             batch = Batch(src, tgt_in, tgt_out, src.new_empty(0), 0, 0, tgt_rows, src_rows)  # ids and counts unread
             return batch_loss(model, batch, eps=eps, pad_id=pad_id, loss=smoothed_nll_fusable, fused=fused)
 

@@ -33,7 +33,7 @@ from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.attributes import callbacks_of
 from aiayn.builder.train.board import BLEU, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
-from aiayn.builder.train.checks import check_memory, check_resumable
+from aiayn.builder.train.checks import Resumable, check_memory, check_resumable
 from aiayn.builder.train.init_from import config_note, load_source, start_from, with_source_pipeline
 from aiayn.builder.train.pruning import Pruning
 from aiayn.builder.train.requeue import SIGNAL, in_slurm_job
@@ -65,7 +65,9 @@ def fit(
             torch.distributed.destroy_process_group()
 
 
-def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]) -> dict[str, Any] | None:
+def _fit(
+    spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool, callbacks: list[L.Callback]
+) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     source = None if resume else load_source(spec)  # a resumed run's weights are its own checkpoint's
     spec = with_source_pipeline(spec, source.loaded.spec if source else stored_spec(run.config) if resume else None)
@@ -76,32 +78,21 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     device, max_tokens = trainer.strategy.root_device, batching(spec, trainer.world_size)[0]
     check_memory(spec, device, max_tokens)
     if device.type == "cpu":
-        processes = len(trainer.device_ids)
-        threads = cpu_threads(spec.train.cpu_threads, processes_here=processes)
-        torch.set_num_threads(threads)
-        note = threads_note(threads, processes_here=processes) if trainer.is_global_zero and adaptive else None
-        if note:
-            print(note, flush=True)
+        _set_threads(spec, trainer, adaptive=bool(adaptive))
     resumable = check_resumable(spec, run, resume=resume)
     if trainer.is_global_zero:
         for caution in spec.cautions:
             print(f"warning: {caution}", file=sys.stderr, flush=True)
     checkpoint = run.resume_checkpoint if resume else None
     # the data and the model before the run directory: a refusal of either leaves nothing behind
-    data = make_datamodule(spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda", tokenizers=source and source.tokenizers)
+    data = make_datamodule(
+        spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda", tokenizers=source and source.tokenizers
+    )
     experiment = spec.model_dump(mode="json")
     task = TranslationTask(experiment, plugins=plugins_used(experiment))
     started_from = start_from(task.model, source) if source else (run.status() or {}).get("init_from") if resume else None
     created = not run.path.exists()
-    if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)
-        hold_run(run.path, doing="resume it" if resume else "train again (a new run takes the next version)")
-    os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
-    sessions = Sessions(run, resumed=resume, step=resumable.step, changed=resumable.changed)
-    if trainer.is_global_zero:
-        for stale in run.checkpoints.glob(".*.tmp"):  # what a killed save left half-written
-            stale.unlink()
-        write_config(spec, run, experiment_path, note=config_note(started_from) if started_from else None)
-        sessions.write("running", resumed_from=str(checkpoint) if checkpoint else None, **({"init_from": started_from} if started_from else {}))
+    sessions = _open_run(spec, run, experiment_path, trainer, resumable, checkpoint, started_from)
     start = time.perf_counter()
     with _recording_failures(run, trainer, sessions, remove_on_user_error=created):
         check_vocabulary(
@@ -124,6 +115,39 @@ def _fit(spec: ExperimentSpec, run: RunDir, experiment_path: Path, resume: bool,
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     with _time_limit_signal_ignored():  # the evaluation may still end before the limit
         return _finalise(spec, run, trainer, task, data, sessions, wall, stopped, started_from)
+
+
+def _set_threads(spec: ExperimentSpec, trainer: L.Trainer, *, adaptive: bool) -> None:
+    """The threads of a CPU run (train.cpu_threads), said where auto took fewer than its share."""
+    processes = len(trainer.device_ids)
+    threads = cpu_threads(spec.train.cpu_threads, processes_here=processes)
+    torch.set_num_threads(threads)
+    note = threads_note(threads, processes_here=processes) if trainer.is_global_zero and adaptive else None
+    if note:
+        print(note, flush=True)
+
+
+def _open_run(
+    spec: ExperimentSpec, run: RunDir, experiment_path: Path, trainer: L.Trainer, resumable: Resumable, checkpoint: Path | None,
+    started_from: Any,
+) -> "Sessions":  # fmt: skip
+    """Hold the run (rank 0), point the processes Lightning launches at it, write its config and
+    status.json: the first writes of a run, after every refusal."""
+    resume = checkpoint is not None
+    if trainer.is_global_zero:  # the run is this process's until it ends (its ranks are its own)
+        hold_run(run.path, doing="resume it" if resume else "train again (a new run takes the next version)")
+    os.environ[RUN_DIR_ENV] = str(run.path)  # processes Lightning launches join this run
+    sessions = Sessions(run, resumed=resume, step=resumable.step, changed=resumable.changed)
+    if trainer.is_global_zero:
+        for stale in run.checkpoints.glob(".*.tmp"):  # what a killed save left half-written
+            stale.unlink()
+        write_config(spec, run, experiment_path, note=config_note(started_from) if started_from else None)
+        sessions.write(
+            "running",
+            resumed_from=str(checkpoint) if checkpoint else None,
+            **({"init_from": started_from} if started_from else {}),
+        )
+    return sessions
 
 
 class Sessions:
@@ -152,8 +176,15 @@ class Sessions:
 
 
 def _finalise(
-    spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: TranslationTask, data: Any, sessions: Sessions, wall: float,
-    stopped: dict[str, Any] | None, started_from: dict[str, Any] | None,
+    spec: ExperimentSpec,
+    run: RunDir,
+    trainer: L.Trainer,
+    task: TranslationTask,
+    data: Any,
+    sessions: Sessions,
+    wall: float,
+    stopped: dict[str, Any] | None,
+    started_from: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None

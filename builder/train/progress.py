@@ -157,7 +157,9 @@ def quiet_lightning() -> Iterator[None]:
         # aiayn logs by optimizer step and prints its own lines, whatever the epoch's length
         warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging interval")
         # a checkpoint of aiayn 0.1 carries the state of the ModelCheckpoint that StepCheckpoints replaced
-        warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint")
+        warnings.filterwarnings(
+            "ignore", message=r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint"
+        )
         # on a SLURM login node: aiayn's own way onto the cluster is `aiayn sweep --launcher slurm`,
         # and Lightning's hint names `srun python -c ...`, not the command the user ran
         warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")
@@ -170,6 +172,8 @@ def quiet_lightning() -> Iterator[None]:
                 logger.setLevel(level)
 
 
-def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+def _one_line_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     """A warning as one line, without the framework's file and line."""
     print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)

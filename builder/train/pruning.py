@@ -34,7 +34,9 @@ class Pruning(L.Callback):
             s = self.setting
             optuna.logging.set_verbosity(optuna.logging.WARNING)
             store = storage(s["journal"])
-            study = optuna.load_study(study_name=s["study"], storage=store, pruner=make_pruner(PrunerSpec.model_validate(s["pruner"])))
+            study = optuna.load_study(
+                study_name=s["study"], storage=store, pruner=make_pruner(PrunerSpec.model_validate(s["pruner"]))
+            )
             trial_id = store.get_trial_id_from_study_id_trial_number(store.get_study_id_from_name(s["study"]), s["trial"])
             self.trial = optuna.trial.Trial(study, trial_id)
         return self.trial

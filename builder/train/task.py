@@ -81,7 +81,9 @@ class TranslationTask(L.LightningModule):
         if self.compiled_loss is not None:
             loss, nll, _ = self.compiled_loss(batch)
         else:
-            loss, nll, _ = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused)
+            loss, nll, _ = batch_loss(
+                self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused
+            )
         n = batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
         total, targets = self._window
@@ -135,7 +137,9 @@ class TranslationTask(L.LightningModule):
     # ---- validation: loss and perplexity here, BLEU and pictures in callbacks -----------------
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        loss, nll, count = batch_loss(self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused)
+        loss, nll, count = batch_loss(
+            self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused
+        )
         self._val_sums.append(torch.stack([loss.detach(), nll.detach(), count.to(loss.dtype)]))
 
     def on_validation_epoch_end(self) -> None:

@@ -28,7 +28,9 @@ def check_cpu_threads(setting: int | str) -> None:
     OpenMP aborts the process on absurd counts): refused before anything runs."""
     cores = usable_cores()
     if setting != "auto" and int(setting) > cores:
-        raise UserError(f"{OPTION} ({setting}) is more than the {cores} cores this process may use; set it to at most {cores}, or to auto")
+        raise UserError(
+            f"{OPTION} ({setting}) is more than the {cores} cores this process may use; set it to at most {cores}, or to auto"
+        )
 
 
 def threads_note(threads: int, *, processes_here: int = 1) -> str | None:
@@ -56,7 +58,9 @@ class AdaptiveThreads(L.Callback):
             self.threads, self.cores = torch.get_num_threads(), max(1, usable_cores() // max(1, len(trainer.device_ids)))
             self._last = CpuTimes.now()
 
-    def on_train_batch_end(self, trainer: L.Trainer, task: L.LightningModule, outputs: object, batch: object, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, task: L.LightningModule, outputs: object, batch: object, batch_idx: int
+    ) -> None:
         if self._last is None:
             return
         now = CpuTimes.now()

@@ -111,7 +111,9 @@ def batching(spec: ExperimentSpec, world_size: int) -> tuple[int, int]:
 
 def early_stopping(spec: EarlyStoppingSpec) -> EarlyStopping:
     """Lightning's EarlyStopping, checked after each validation (not at an epoch's end, which has none)."""
-    return EarlyStopping(monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta, mode="min", check_on_train_epoch_end=False)
+    return EarlyStopping(
+        monitor=spec.monitor, patience=spec.patience, min_delta=spec.min_delta, mode="min", check_on_train_epoch_end=False
+    )
 
 
 def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Callback] = ()) -> L.Trainer:
@@ -135,9 +137,12 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
         logger=logger,
         enable_checkpointing=False,  # no ModelCheckpoint: StepCheckpoints writes them
         callbacks=[
-            checkpoints, *([RequeueAtStepEnd(checkpoints)] if slurm else []), ValidationTranslations(),
+            checkpoints,
+            *([RequeueAtStepEnd(checkpoints)] if slurm else []),
+            ValidationTranslations(),
             *([early_stopping(stopping)] if stopping else []),
-            *([ConsoleProgress()] if t.enable_progress_bar else []), *callbacks,
+            *([ConsoleProgress()] if t.enable_progress_bar else []),
+            *callbacks,
         ],  # fmt: skip
         # in a SLURM job, RequeueAtStepEnd saves and requeues before the time limit, not Lightning
         plugins=[AtomicCheckpointIO(), *([SLURMEnvironment(auto_requeue=False)] if slurm else [])],

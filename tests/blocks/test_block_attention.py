@@ -86,11 +86,7 @@ def test_attention_weights_match_torch(kind):
     x = torch.randn(3, 6, D_MODEL)
     memory = torch.randn(3, 8, D_MODEL) if kind == "cross" else x
     pad = _padding([8, 5, 2], 8) if kind == "cross" else _padding([6, 4, 3], 6)
-    ctx = (
-        LayerContext(memory=memory, memory_padding_mask=pad)
-        if kind == "cross"
-        else LayerContext(self_padding_mask=pad)
-    )
+    ctx = LayerContext(memory=memory, memory_padding_mask=pad) if kind == "cross" else LayerContext(self_padding_mask=pad)
     w = ours.attention_weights(x, ctx)
     assert w.shape == (3, H, 6, memory.size(1))
     assert_close(w.sum(-1), torch.ones(3, H, 6))
@@ -175,7 +171,9 @@ def test_constructor_and_misuse_messages():
     with pytest.raises(ValueError, match=r"^cross-attention needs the encoder output in ctx.memory, got None$"):
         cross(torch.randn(1, 2, 8), LayerContext())
     bidirectional = attention_of("self", d_model=8, h=2, d_k=4, d_v=4)
-    with pytest.raises(ValueError, match=r"^incremental decoding needs a causal mask: a self-attention whose queries read later positions"):
+    with pytest.raises(
+        ValueError, match=r"^incremental decoding needs a causal mask: a self-attention whose queries read later positions"
+    ):
         bidirectional(torch.randn(1, 2, 8), LayerContext(state=DecoderState()))
     with pytest.raises(ValueError, match=r"^indices must be 1-D, got shape \(2, 1\)$"):
         DecoderState().reorder(torch.zeros(2, 1, dtype=torch.long))

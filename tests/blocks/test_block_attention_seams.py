@@ -99,12 +99,16 @@ def test_an_identity_position_transform_changes_nothing(kind):
         assert_close(moved(x, ctx), plain(x, ctx))
 
 
-@pytest.mark.parametrize("seams", [
-    {"score_bias": Bias(torch.randn(H, 9, 9))},
-    {"positions": Scale()},
-    {"kv_heads": 2, "score_bias": Bias(torch.randn(1, 9, 9))},
-    {"kv_heads": 1, "positions": Scale(), "score_bias": Bias(torch.randn(H, 9, 9))},
-], ids=["bias", "positions", "gqa+bias", "mqa+positions+bias"])
+@pytest.mark.parametrize(
+    "seams",
+    [
+        {"score_bias": Bias(torch.randn(H, 9, 9))},
+        {"positions": Scale()},
+        {"kv_heads": 2, "score_bias": Bias(torch.randn(1, 9, 9))},
+        {"kv_heads": 1, "positions": Scale(), "score_bias": Bias(torch.randn(H, 9, 9))},
+    ],
+    ids=["bias", "positions", "gqa+bias", "mqa+positions+bias"],
+)
 @pytest.mark.parametrize("kind", ["self", "causal_self", "cross"])
 def test_the_maps_are_the_softmax_of_the_forwards_scores(kind, seams):
     if kind == "cross":
@@ -123,7 +127,11 @@ def test_the_maps_are_the_softmax_of_the_forwards_scores(kind, seams):
         group = H // module.kv_heads
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         T, S = q.size(2), k.size(2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(DK) + seams["score_bias"](T, S) if "score_bias" in seams else q @ k.transpose(-2, -1) / math.sqrt(DK)
+        scores = (
+            q @ k.transpose(-2, -1) / math.sqrt(DK) + seams["score_bias"](T, S)
+            if "score_bias" in seams
+            else q @ k.transpose(-2, -1) / math.sqrt(DK)
+        )
         keys = ctx.memory_padding_mask if kind == "cross" else ctx.self_padding_mask
         if keys is not None:
             scores = scores.masked_fill(keys[:, None, None, :], float("-inf"))
@@ -147,7 +155,13 @@ def test_grouped_kv_heads_equal_full_attention_with_the_kv_heads_repeated(kind, 
             d = DK if name == "k" else DV
             weight, bias = (t.view(kv_heads, d, *t.shape[1:]).repeat_interleave(group, 0).flatten(0, 1) for t in w[name])
             fused = full.w_kv if kind == "cross" else full.w_qkv
-            rows = slice(0, H * DK) if kind == "cross" and name == "k" else slice(H * DK, 2 * H * DK) if name == "k" else slice(-H * DV, None)
+            rows = (
+                slice(0, H * DK)
+                if kind == "cross" and name == "k"
+                else slice(H * DK, 2 * H * DK)
+                if name == "k"
+                else slice(-H * DV, None)
+            )
             fused.weight[rows], fused.bias[rows] = weight, bias
         (full.w_q if kind == "cross" else full.w_qkv).weight[: H * DK] = w["q"][0]
         (full.w_q if kind == "cross" else full.w_qkv).bias[: H * DK] = w["q"][1]
@@ -192,7 +206,10 @@ def test_seam_messages():
         attention_of("self", d_model=D, h=4, d_k=4, d_v=4, kv_heads=3)
     with pytest.raises(ValueError, match=r"^kv_heads \(0\) must be >= 1$"):
         attention_of("self", d_model=D, h=4, d_k=4, d_v=4, kv_heads=0)
-    with pytest.raises(ValueError, match=r"^Scale turns queries and keys by their positions in one sequence, but cross-attention takes "
-                       r"its keys from the encoder memory; give it to self-attention$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Scale turns queries and keys by their positions in one sequence, but cross-attention takes "
+        r"its keys from the encoder memory; give it to self-attention$",
+    ):
         attention_of("cross", d_model=D, h=4, d_k=4, d_v=4, qk=[Scale()])
     assert "kv_heads=2" in repr(attention_of("self", d_model=D, h=4, d_k=4, d_v=4, kv_heads=2))

@@ -68,10 +68,7 @@ def test_learned_positions_rows_and_error_text():
     learned = LearnedPositionalEmbedding(max_len=6, d_model=4)
     assert_close(learned(3, offset=2), learned.table.weight[2:5])
     assert learned(6).shape == (6, 4)
-    message = (
-        "position 7 requested but learned positions cover only 0..5 (max_len=6); "
-        "raise max_len or shorten the input"
-    )
+    message = "position 7 requested but learned positions cover only 0..5 (max_len=6); raise max_len or shorten the input"
     with pytest.raises(ValueError) as error:
         learned(3, offset=5)
     assert str(error.value) == message
@@ -108,6 +105,4 @@ def test_output_projection_tied_uses_the_same_parameter():
 def test_output_projection_tied_shape_message():
     with pytest.raises(ValueError) as error:
         OutputProjection(d_model=6, vocab_size=12, tied_weight=nn.Embedding(11, 6).weight)
-    assert str(error.value) == (
-        "tied_weight has shape (11, 6) but the projection needs (vocab_size, d_model) = (12, 6)"
-    )
+    assert str(error.value) == ("tied_weight has shape (11, 6) but the projection needs (vocab_size, d_model) = (12, 6)")

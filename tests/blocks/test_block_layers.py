@@ -75,8 +75,14 @@ def _padding(lengths: list[int], T: int) -> torch.Tensor:
 def test_encoder_layer_matches_torch(norm_first):
     ref = _randomise(
         nn.TransformerEncoderLayer(
-            D_MODEL, H, D_FF, dropout=0.1, activation="relu", layer_norm_eps=EPS,
-            batch_first=True, norm_first=norm_first,
+            D_MODEL,
+            H,
+            D_FF,
+            dropout=0.1,
+            activation="relu",
+            layer_norm_eps=EPS,
+            batch_first=True,
+            norm_first=norm_first,
         )
     )
     ours = _encoder_layer_from(ref, norm_first)
@@ -90,29 +96,29 @@ def test_encoder_layer_matches_torch(norm_first):
 def test_decoder_layer_matches_torch(norm_first):
     ref = _randomise(
         nn.TransformerDecoderLayer(
-            D_MODEL, H, D_FF, dropout=0.1, activation="relu", layer_norm_eps=EPS,
-            batch_first=True, norm_first=norm_first,
+            D_MODEL,
+            H,
+            D_FF,
+            dropout=0.1,
+            activation="relu",
+            layer_norm_eps=EPS,
+            batch_first=True,
+            norm_first=norm_first,
         )
     )
     ours = _decoder_layer_from(ref, norm_first)
     x, memory = torch.randn(3, 6, D_MODEL), torch.randn(3, 8, D_MODEL)
     tgt_pad, mem_pad = _padding([6, 6, 4], 6), _padding([8, 3, 5], 8)
     causal = torch.ones(6, 6, dtype=torch.bool).triu(1)  # True = may not attend
-    expected = ref(
-        x, memory, tgt_mask=causal, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=mem_pad
-    )
+    expected = ref(x, memory, tgt_mask=causal, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=mem_pad)
     ctx = LayerContext(self_padding_mask=tgt_pad, memory=memory, memory_padding_mask=mem_pad)
     assert_close(ours(x, ctx), expected)
 
 
 def test_pre_norm_stack_with_final_norm_matches_torch_encoder():
-    ref_layer = nn.TransformerEncoderLayer(
-        D_MODEL, H, D_FF, dropout=0.0, layer_norm_eps=EPS, batch_first=True, norm_first=True
-    )
+    ref_layer = nn.TransformerEncoderLayer(D_MODEL, H, D_FF, dropout=0.0, layer_norm_eps=EPS, batch_first=True, norm_first=True)
     ref = _randomise(
-        nn.TransformerEncoder(
-            ref_layer, num_layers=2, norm=nn.LayerNorm(D_MODEL, eps=EPS), enable_nested_tensor=False
-        )
+        nn.TransformerEncoder(ref_layer, num_layers=2, norm=nn.LayerNorm(D_MODEL, eps=EPS), enable_nested_tensor=False)
     )
     final_norm = nn.LayerNorm(D_MODEL, eps=EPS)
     final_norm.load_state_dict(ref.norm.state_dict())

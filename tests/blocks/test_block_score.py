@@ -37,7 +37,12 @@ def test_the_forward_is_the_weights_attention_weights_returns(name, parts):
     for ctx in (LayerContext(), LayerContext(self_padding_mask=PADDING)):
         weights = module.attention_weights(x, ctx)  # (B, h, T, S)
         p = module.projections()
-        v = (x @ p["v"][0].T + p["v"][1]).view(2, 6, module.kv_heads, 6).transpose(1, 2).repeat_interleave(4 // module.kv_heads, dim=1)
+        v = (
+            (x @ p["v"][0].T + p["v"][1])
+            .view(2, 6, module.kv_heads, 6)
+            .transpose(1, 2)
+            .repeat_interleave(4 // module.kv_heads, dim=1)
+        )
         out = (weights @ v).transpose(1, 2).reshape(2, 6, 24) @ p["o"][0].T + p["o"][1]
         real = ~PADDING if ctx.self_padding_mask is not None else torch.ones(2, 6, dtype=torch.bool)
         assert_close(module(x, ctx)[real], out[real])  # a padded query whose window holds only padding reads nothing

@@ -161,8 +161,12 @@ def test_pad_id_message():
     model = make_model()
     with pytest.raises(ValueError, match=r"^pad_id \(-1\) must be a token id >= 0$"):
         EncoderDecoder(
-            src_embed=model.src_embed, tgt_embed=model.tgt_embed, encoder=model.encoder,
-            decoder=model.decoder, generator=model.generator, pad_id=-1,
+            src_embed=model.src_embed,
+            tgt_embed=model.tgt_embed,
+            encoder=model.encoder,
+            decoder=model.decoder,
+            generator=model.generator,
+            pad_id=-1,
         )
 
 

@@ -54,7 +54,9 @@ def test_rotary_is_transformers_llama_rotary(fraction, offset):
     d_k, base = 16, 500.0
     dims = int(d_k * fraction)
     q, k = torch.randn(2, 4, 5, d_k), torch.randn(2, 2, 5, d_k)  # 4 query heads, 2 K/V heads
-    config = llama.LlamaConfig(hidden_size=4 * dims, num_attention_heads=4, head_dim=dims, rope_parameters={"rope_type": "default", "rope_theta": base})
+    config = llama.LlamaConfig(
+        hidden_size=4 * dims, num_attention_heads=4, head_dim=dims, rope_parameters={"rope_type": "default", "rope_theta": base}
+    )
     positions = torch.arange(offset, offset + 5)[None].expand(2, 5)
     cos, sin = llama.LlamaRotaryEmbedding(config)(q, positions)
     theirs_q, theirs_k = llama.apply_rotary_pos_emb(q[..., :dims], k[..., :dims], cos, sin)  # NeoX/Phi: the first dims rotate
@@ -107,8 +109,12 @@ def test_alibi_in_attention_is_minus_slope_times_distance(kind):
 def test_t5_buckets_are_transformers(bidirectional, num_buckets, max_distance):
     t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
     relative = torch.arange(-300, 300)[None, :]
-    theirs = t5.T5Attention._relative_position_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
-    assert torch.equal(t5_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance), theirs)
+    theirs = t5.T5Attention._relative_position_bucket(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    assert torch.equal(
+        t5_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance), theirs
+    )
 
 
 def test_t5_bias_looks_up_one_table_for_the_last_queries():

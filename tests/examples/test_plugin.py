@@ -51,10 +51,17 @@ def test_the_installed_plugin_is_in_the_schema_counted_and_trains(site, tmp_path
     d, h, dk, dff, V = 32, 2, 16, 64, 300
     attention = d * h * 3 * dk + h * 3 * dk + h * dk * d + d
     ffn, norms = d * dff + dff + dff * d + d, 2 * d
-    assert {"block": "encoder.layer[0] scaled_attention", "params_each": attention + h, "count": 1, "params": attention + h} in info["blocks"]
+    assert {
+        "block": "encoder.layer[0] scaled_attention",
+        "params_each": attention + h,
+        "count": 1,
+        "params": attention + h,
+    } in info["blocks"]
     assert info["params"] == V * d + (attention + h + ffn + 2 * norms) + (2 * attention + h + ffn + 3 * norms)
 
-    trained = aiayn(site, tmp_path, "train", str(PLUGIN / "scaled.yaml"), *TINY, "trainer.max_steps=2", f"data.cache_dir={tmp_path / 'cache'}")
+    trained = aiayn(
+        site, tmp_path, "train", str(PLUGIN / "scaled.yaml"), *TINY, "trainer.max_steps=2", f"data.cache_dir={tmp_path / 'cache'}"
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     run = tmp_path / "runs" / "demo-scaled-attention" / "version_0"
     results = json.loads((run / "results.json").read_text())
@@ -76,8 +83,12 @@ def test_a_score_step_and_a_text_step_from_outside_train_and_decode(site, tmp_pa
     schema = json.loads(aiayn(site, tmp_path, "schema").stdout)
     assert schema["$defs"]["ReluScoresSpec"]["properties"]["type"]["const"] == "relu"
     assert schema["$defs"]["NfkcSpec"]["properties"]["type"]["const"] == "nfkc"
-    relu = ["model.encoder.layer[0].score={type: relu}", "model.decoder.layer[0].score={type: relu}", "model.decoder.layer[0].softcap=5",
-            "data.pipeline=[nfkc, lowercase]"]
+    relu = [
+        "model.encoder.layer[0].score={type: relu}",
+        "model.decoder.layer[0].score={type: relu}",
+        "model.decoder.layer[0].softcap=5",
+        "data.pipeline=[nfkc, lowercase]",
+    ]
     trained = aiayn(site, tmp_path, "train", str(ROOT / "experiments" / "demo.yaml"), *TINY, *relu, "trainer.max_steps=2",
                     f"data.cache_dir={tmp_path / 'cache'}")  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]

@@ -16,7 +16,9 @@ SHIPPED = sorted(p.relative_to(EXPERIMENTS).as_posix() for p in EXPERIMENTS.rglo
 V = 37000
 
 # Table 3 of the paper: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positional, train steps
-BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100_000)
+BASE = dict(
+    N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100_000
+)
 ROWS = {
     "base.yaml": {},
     "big.yaml": dict(d_model=1024, d_ff=4096, h=16, P_drop=0.3, train_steps=300_000),

@@ -33,7 +33,13 @@ def test_the_multi30k_variants_sweep_lists_its_trials_with_their_parameters(tmp_
 
 @pytest.mark.slow
 def test_the_demo_variants_sweep_trains_and_its_table_tells_them_apart(tmp_path):
-    short = ["trainer.max_steps=15", "data.n_train=600", "data.n_valid=20", "data.n_test=20", "train.validation.bleu_max_sentences=20"]
+    short = [
+        "trainer.max_steps=15",
+        "data.n_train=600",
+        "data.n_valid=20",
+        "data.n_test=20",
+        "train.validation.bleu_max_sentences=20",
+    ]
     code, out = run("sweep", str(EXPERIMENTS / "variants.sweep.yaml"), *short, "--runs", str(tmp_path))
     assert code == 0, out
     code, table = run("results", str(tmp_path / "demo-variants"), "--base", "base")
@@ -41,7 +47,15 @@ def test_the_demo_variants_sweep_trains_and_its_table_tells_them_apart(tmp_path)
     lines = table.splitlines()
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     at = head.index("positional")
-    assert head[at : at + 7] == ["positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "model.{encoder,decoder}.add_norm.placement"]
+    assert head[at : at + 7] == [
+        "positional",
+        "norm",
+        "ffn",
+        "kv_heads",
+        "rotary",
+        "position_bias",
+        "model.{encoder,decoder}.add_norm.placement",
+    ]
     cells = {row[0]: row[at : at + 7] for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:10])}
     assert cells == {
         "base": ["sinusoidal", "", "", "", "", "", "post"],

@@ -25,7 +25,9 @@ def error_of(*overrides: str) -> str:
 
 
 def test_add_norm_eps_of_release_0_1_is_the_layer_norms_eps():
-    assert AddNormSpec.model_validate({"placement": "pre", "eps": 1e-5}) == AddNormSpec(placement="pre", norm=LayerNormSpec(eps=1e-5))
+    assert AddNormSpec.model_validate({"placement": "pre", "eps": 1e-5}) == AddNormSpec(
+        placement="pre", norm=LayerNormSpec(eps=1e-5)
+    )
     assert AddNormSpec().norm == LayerNormSpec(eps=1e-6)
     spec = load_experiment(BASE, ["model.encoder.add_norm.norm.eps=1e-5"])
     assert (spec.model.encoder.add_norm.norm.eps, spec.model.decoder.add_norm.norm.eps) == (1e-5, 1e-6)
@@ -58,7 +60,12 @@ def test_sub_layer_specs_say_what_they_are():
     assert [s.reads_memory for s in (self_, causal, cross, ffn)] == [False, False, True, False]
     assert [s.looks_ahead for s in (self_, causal, cross, ffn)] == [True, False, False, False]
     assert [s.table3 for s in (causal, ffn)] == [{"h": 2, "d_k": 3, "d_v": 4}, {"d_ff": 8}]
-    assert [s.export_as for s in (self_, causal, cross, ffn)] == ["self_attention", "causal_self_attention", "cross_attention", "feed_forward"]
+    assert [s.export_as for s in (self_, causal, cross, ffn)] == [
+        "self_attention",
+        "causal_self_attention",
+        "cross_attention",
+        "feed_forward",
+    ]
     assert LayerNormSpec().export_as == "layer_norm"
 
 
@@ -126,7 +133,9 @@ def test_every_t5_bias_that_validates_buckets_every_distance_into_its_table(stac
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # a division by zero in numpy or torch would warn, not raise
-                buckets = t5_bucket(relative, bidirectional=stack == "encoder", num_buckets=num_buckets, max_distance=max_distance)
+                buckets = t5_bucket(
+                    relative, bidirectional=stack == "encoder", num_buckets=num_buckets, max_distance=max_distance
+                )
             assert 0 <= int(buckets.min()) and int(buckets.max()) < num_buckets, (num_buckets, max_distance)
 
 
@@ -144,11 +153,17 @@ def test_static_shapes_and_cuda_graph_modes_are_checked():
         "  data.static_shapes.bucket_boundaries: [20, 10] must be 1 to 7 widths in ascending order (with the longest "
         "pair's, at most 8 shapes) (set on the command line: data.static_shapes.bucket_boundaries=[20,10])"
     )
-    assert "data.static_shapes.num_buckets: input should be less than or equal to 8" in error_of("data.static_shapes.num_buckets=9")
+    assert "data.static_shapes.num_buckets: input should be less than or equal to 8" in error_of(
+        "data.static_shapes.num_buckets=9"
+    )
     assert error_of("train.compile=reduce_overhead").endswith(
         "  train.compile: 'reduce_overhead' is not true, false or one of torch.compile's modes default, reduce-overhead, "
         "max-autotune, max-autotune-no-cudagraphs; did you mean 'reduce-overhead'? (set on the command line: train.compile=reduce_overhead)"
     )
     spec = load_experiment(BASE, ["train.compile=reduce-overhead", "data.static_shapes={num_buckets: 6}"])
-    assert (spec.train.compile, spec.data.static_shapes.num_buckets, spec.data.static_shapes.packed) == ("reduce-overhead", 6, True)
+    assert (spec.train.compile, spec.data.static_shapes.num_buckets, spec.data.static_shapes.packed) == (
+        "reduce-overhead",
+        6,
+        True,
+    )
     assert load_experiment(BASE, ["train.compile=true"]).train.compile is True

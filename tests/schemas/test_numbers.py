@@ -43,7 +43,9 @@ def error_of(*overrides: str) -> str:
 )  # fmt: skip
 def test_a_number_beyond_reason_is_refused_by_name(override, message):
     key = override.partition("=")[0]
-    where = f" (set on the command line: {override})" if message.startswith(f"{key}:") else ""  # a whole layer set: no key to name
+    where = (
+        f" (set on the command line: {override})" if message.startswith(f"{key}:") else ""
+    )  # a whole layer set: no key to name
     assert error_of(override) == f"  {message}{where}"
 
 

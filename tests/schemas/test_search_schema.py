@@ -16,8 +16,16 @@ def search(**fields) -> dict:
 
 
 def test_a_search_block():
-    s = sweep(search=search(params={**FACTOR, "train.lr_schedule.warmup_steps": {"type": "int", "low": 50, "high": 400, "step": 50}}))
-    assert (s.search.n_trials, s.search.sampler, s.search.metric, s.search.direction, s.search.pruner.type) == (8, "tpe", "bleu", "maximize", "median")
+    s = sweep(
+        search=search(params={**FACTOR, "train.lr_schedule.warmup_steps": {"type": "int", "low": 50, "high": 400, "step": 50}})
+    )
+    assert (s.search.n_trials, s.search.sampler, s.search.metric, s.search.direction, s.search.pruner.type) == (
+        8,
+        "tpe",
+        "bleu",
+        "maximize",
+        "median",
+    )
     assert SearchSpec.model_validate(search(metric="ppl")).direction == "minimize"
     grid = SearchSpec.model_validate(
         {"params": {"a.b": {"type": "categorical", "choices": ["post", "pre"]}, "c.d": {"type": "int", "low": 1, "high": 5, "step": 2}},
@@ -47,7 +55,9 @@ def test_an_unknown_distribution_names_the_choices(tmp_path, capsys):
     from aiayn.builder.cli import main
 
     path = tmp_path / "s.sweep.yaml"
-    path.write_text("name: s\nbase: base.yaml\nsearch:\n  params:\n    train.lr_schedule.factor: {type: loguniform, low: 0.1, high: 1}\n")
+    path.write_text(
+        "name: s\nbase: base.yaml\nsearch:\n  params:\n    train.lr_schedule.factor: {type: loguniform, low: 0.1, high: 1}\n"
+    )
     assert main(["sweep", str(path), "--dry-run"]) == 2
     assert capsys.readouterr().err == (
         f"aiayn sweep: error: {path} is not a valid sweep (1 error):\n"

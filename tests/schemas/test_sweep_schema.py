@@ -22,7 +22,9 @@ def field_error(**fields) -> tuple[str, str]:
 
 
 def test_variant_shorthands():
-    s = sweep(variants=["table3/a_h1.yaml", ["dims.h=2", "dims.d_k=256"], {}, None, {"name": "wide", "overrides": ["dims.d_ff=4096"]}])
+    s = sweep(
+        variants=["table3/a_h1.yaml", ["dims.h=2", "dims.d_k=256"], {}, None, {"name": "wide", "overrides": ["dims.d_ff=4096"]}]
+    )
     assert s.variants == (
         VariantSpec(experiment="table3/a_h1.yaml"),
         VariantSpec(overrides=("dims.h=2", "dims.d_k=256")),
@@ -53,7 +55,9 @@ def test_launchers_are_tagged_by_type():
     s = sweep(launcher={"type": "slurm", "partition": "gpu", "gpus_per_node": 4, "additional": {"account": "nlp"}})
     assert s.launcher == SlurmLauncherSpec(partition="gpu", gpus_per_node=4, additional={"account": "nlp"})
     assert s.launcher.cluster == "slurm" and s.launcher.nodes == 1
-    assert sweep(launcher={"type": "local", "parallel": 3, "gpus_per_trial": 0}).launcher == LocalLauncherSpec(parallel=3, gpus_per_trial=0)
+    assert sweep(launcher={"type": "local", "parallel": 3, "gpus_per_trial": 0}).launcher == LocalLauncherSpec(
+        parallel=3, gpus_per_trial=0
+    )
 
 
 def test_repeated_seed():
@@ -65,7 +69,11 @@ def test_no_seeds():
 
 
 def test_empty_grid_values():
-    assert field_error(grid={"dims.h": []}) == ((), "grid.dims.h", "an empty list of values would make no trial; give at least one")
+    assert field_error(grid={"dims.h": []}) == (
+        (),
+        "grid.dims.h",
+        "an empty list of values would make no trial; give at least one",
+    )
 
 
 def test_grid_key_must_be_dotted():
@@ -73,8 +81,16 @@ def test_grid_key_must_be_dotted():
 
 
 def test_seed_and_name_belong_to_the_sweep():
-    assert field_error(grid={"train.seed": [1, 2]}) == ((), "grid.train.seed", "the grid sets train.seed, which use the sweep's `seeds: [...]`")
-    assert field_error(overrides=["name=x"]) == ((), "overrides[0]", "override 'name=x' sets name, which trials are named by the sweep")
+    assert field_error(grid={"train.seed": [1, 2]}) == (
+        (),
+        "grid.train.seed",
+        "the grid sets train.seed, which use the sweep's `seeds: [...]`",
+    )
+    assert field_error(overrides=["name=x"]) == (
+        (),
+        "overrides[0]",
+        "override 'name=x' sets name, which trials are named by the sweep",
+    )
     assert field_error(variants=[["dims.h=2", "train.seed=3"]]) == (
         ("variants", 0),
         "overrides[1]",

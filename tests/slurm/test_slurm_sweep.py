@@ -96,7 +96,9 @@ def test_a_job_array_with_a_cancelled_trial_and_its_rerun(tmp_path, cluster):
     )
     assert f"b-seed1: CANCELLED: {record['b-seed1']['error']}" in out
     script = (tmp_path / "runs" / "s" / "submitit" / array / f"{array}_submission.sh").read_text().splitlines()
-    assert {"#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=USR1@120", "#SBATCH --ntasks-per-node=1"} <= set(script)
+    assert {"#SBATCH --array=0-2%2", "#SBATCH --requeue", "#SBATCH --signal=USR1@120", "#SBATCH --ntasks-per-node=1"} <= set(
+        script
+    )
     # array_parallelism 2: two tasks at a time
     tasks = {t: cluster.job(record[t]["job_id"]) for t in ("a-seed1", "b-seed1", "c-seed1")}
     assert {t["ArrayTaskThrottle"] for t in tasks.values()} == {"2"}
@@ -222,7 +224,14 @@ def test_a_search_on_slurm_shares_one_study_between_its_array_of_workers(tmp_pat
         f"launcher: {LAUNCHER}\n"
     )
     argv = [sys.executable, "-m", "aiayn", "sweep", str(sweep), *SHORT, "trainer.max_steps=20", "--runs", str(tmp_path / "runs")]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env={**cluster.env, "AIAYN_CACHE": str(tmp_path / "cache")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        env={**cluster.env, "AIAYN_CACHE": str(tmp_path / "cache")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     code, out, err = finish(proc)
     assert code == 0, out + err
     journal = tmp_path / "runs" / "s" / "study.journal"

@@ -75,7 +75,13 @@ class Planned:
 
 
 def prepare(
-    corpus: Corpus, out: Path, *, source: Path | None, rules: CleanRules | None, force: bool = False, workers: int = 1,
+    corpus: Corpus,
+    out: Path,
+    *,
+    source: Path | None,
+    rules: CleanRules | None,
+    force: bool = False,
+    workers: int = 1,
     pipeline: Sequence[TextStep] = (),
 ) -> Report:
     """Write `corpus` into `out` (see the module's docstring); `rules` None: no cleaning;

@@ -47,7 +47,7 @@ class Found:
     @contextmanager
     def open(self) -> Iterator[IO[bytes]]:
         if self.member is None:
-            with (gzip.open(self.file, "rb") if self.file.suffix == ".gz" else open(self.file, "rb")) as f:
+            with gzip.open(self.file, "rb") if self.file.suffix == ".gz" else open(self.file, "rb") as f:
                 yield cast(IO[bytes], f)
             return
         with tarfile.open(self.file, "r:*") as tar:

@@ -59,6 +59,8 @@ def register() -> None:
         ScaledAttentionSpec,
         slot="sublayer",
         build=build,
-        flops=lambda spec, d, length: aiayn.attention_flops(spec, d, length) + spec.h * spec.d_k,  # and a multiply per query value
+        flops=lambda spec, d, length: (
+            aiayn.attention_flops(spec, d, length) + spec.h * spec.d_k
+        ),  # and a multiply per query value
         activations=lambda spec, d: aiayn.attention_activations(spec, d) + spec.h * spec.d_k,  # the scaled queries
     )

@@ -18,7 +18,11 @@ class ReluScoresSpec(aiayn.ScoreSpec):
 
 class ReluScores(aiayn.ScoreStep):
     def normalize(self, scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        n = scores.new_tensor(float(scores.size(-1))) if allowed is None else allowed.sum(-1, keepdim=True).clamp(min=1).to(scores.dtype)
+        n = (
+            scores.new_tensor(float(scores.size(-1)))
+            if allowed is None
+            else allowed.sum(-1, keepdim=True).clamp(min=1).to(scores.dtype)
+        )
         return torch.relu(scores) / n  # relu(-inf) = 0: a key not read
 
 

@@ -75,7 +75,16 @@ def fails(expected: str, *argv: str, untouched: Path | None = None) -> None:
     ],
 )  # fmt: skip
 def test_a_trainer_this_machine_cannot_run(tmp_path, override, message):
-    fails(f"aiayn train: error: {message}\n", "train", DEMO, *TINY, override, "trainer.accelerator=cpu" if "devices" in override else "trainer.devices=1", "--runs", tmp_path / "runs")
+    fails(
+        f"aiayn train: error: {message}\n",
+        "train",
+        DEMO,
+        *TINY,
+        override,
+        "trainer.accelerator=cpu" if "devices" in override else "trainer.devices=1",
+        "--runs",
+        tmp_path / "runs",
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -90,7 +99,12 @@ def test_a_trainer_this_machine_cannot_run(tmp_path, override, message):
     ],
 )  # fmt: skip
 def test_settings_the_schema_refuses(override, line):
-    fails(f"aiayn validate: error: {DEMO} is not a valid experiment (1 error):\n  {line} (set on the command line: {override})\n", "validate", DEMO, override)
+    fails(
+        f"aiayn validate: error: {DEMO} is not a valid experiment (1 error):\n  {line} (set on the command line: {override})\n",
+        "validate",
+        DEMO,
+        override,
+    )
 
 
 # ---- shapes omegaconf cannot merge --------------------------------------------------------------
@@ -114,7 +128,9 @@ def test_a_list_where_a_mapping_belongs(write):
 def test_absurd_sizes_are_instant_to_refuse_and_refused_to_train(tmp_path):
     code, out, err = cli("show", DEMO, "dims.N=2000000000", "--json")  # counted in closed form: instant
     assert (code, out) == (2, "") and err.startswith("aiayn show: error: model: 9.26e+14 parameters need 13.2 PiB to train")
-    assert err.endswith("more than any machine holds (aiayn's bound: 1 PiB); the largest block is encoder.layer[1] feed_forward (2.63e+14): use smaller dims\n")
+    assert err.endswith(
+        "more than any machine holds (aiayn's bound: 1 PiB); the largest block is encoder.layer[1] feed_forward (2.63e+14): use smaller dims\n"
+    )
     huge = ["dims.d_ff=2048000000", "trainer.accelerator=cpu"]
     code, out, _ = cli("show", DEMO, *huge, "--json")
     need = json.loads(out)["memory_bytes"]["total"]
@@ -139,13 +155,51 @@ def test_paths_of_the_wrong_kind(run, tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("x\n")
     how = "set data.dir (or $AIAYN_DATA, which the shipped experiments read) to the folder of the corpus"
-    fails(f"aiayn train: error: data.dir {a_file} is a file, not a folder; {how}\n", "train", DEMO, "data.type=files", f"data.dir={a_file}")
-    fails(f"aiayn train: error: data.dir {tmp_path / 'none'} does not exist; {how}\n", "train", DEMO, "data.type=files", f"data.dir={tmp_path / 'none'}")
-    fails(f"aiayn train: error: --runs {a_file}: {a_file} is a file; give a folder for the run directories\n", "train", DEMO, "--runs", a_file)
+    fails(
+        f"aiayn train: error: data.dir {a_file} is a file, not a folder; {how}\n",
+        "train",
+        DEMO,
+        "data.type=files",
+        f"data.dir={a_file}",
+    )
+    fails(
+        f"aiayn train: error: data.dir {tmp_path / 'none'} does not exist; {how}\n",
+        "train",
+        DEMO,
+        "data.type=files",
+        f"data.dir={tmp_path / 'none'}",
+    )
+    fails(
+        f"aiayn train: error: --runs {a_file}: {a_file} is a file; give a folder for the run directories\n",
+        "train",
+        DEMO,
+        "--runs",
+        a_file,
+    )
     for verb, flag in (("translate", "--output"), ("evaluate", "--hyps")):
-        fails(f"aiayn {verb}: error: {flag} {tmp_path} is a folder; give the name of a file to write\n", verb, run, flag, tmp_path, untouched=run)
-    fails(f"aiayn average: error: --output {tmp_path} is a folder; give the name of a file to write\n", "average", run / "checkpoints" / "last.ckpt", "-o", tmp_path, untouched=run)
-    fails(f"aiayn average: error: --output {a_file / 'x.ckpt'}: {a_file} is a file, so nothing can be written under it\n", "average", run / "checkpoints" / "last.ckpt", "-o", a_file / "x.ckpt")
+        fails(
+            f"aiayn {verb}: error: {flag} {tmp_path} is a folder; give the name of a file to write\n",
+            verb,
+            run,
+            flag,
+            tmp_path,
+            untouched=run,
+        )
+    fails(
+        f"aiayn average: error: --output {tmp_path} is a folder; give the name of a file to write\n",
+        "average",
+        run / "checkpoints" / "last.ckpt",
+        "-o",
+        tmp_path,
+        untouched=run,
+    )
+    fails(
+        f"aiayn average: error: --output {a_file / 'x.ckpt'}: {a_file} is a file, so nothing can be written under it\n",
+        "average",
+        run / "checkpoints" / "last.ckpt",
+        "-o",
+        a_file / "x.ckpt",
+    )
 
 
 def test_average_never_overwrites_its_inputs_or_the_resume_point(run):
@@ -212,14 +266,25 @@ def test_a_failed_train_leaves_no_run_and_the_latest_run_is_the_last_with_a_chec
 def test_results_files_are_checked(run, change, why):
     path = run / "results.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
-    fails(f"aiayn results: error: {path}: not a results.json of `aiayn train`: {why}; delete it, or re-run that run\n", "results", run.parent.parent)
+    fails(
+        f"aiayn results: error: {path}: not a results.json of `aiayn train`: {why}; delete it, or re-run that run\n",
+        "results",
+        run.parent.parent,
+    )
 
 
 # ---- decoding limits ----------------------------------------------------------------------------
 
 
 def test_decoding_limits(run, tmp_path):
-    fails("aiayn translate: error: --alpha (inf): input should be a finite number\n", "translate", run, "--alpha", "inf", untouched=run)
+    fails(
+        "aiayn translate: error: --alpha (inf): input should be a finite number\n",
+        "translate",
+        run,
+        "--alpha",
+        "inf",
+        untouched=run,
+    )
     long = tmp_path / "long.en"
     long.write_text("one\n" + "seven " * 2000 + "\n")
     code, _, err = cli("translate", run, "--input", long)
@@ -246,9 +311,17 @@ def test_messages_name_the_real_cause(run, write, tmp_path):
     code, _, err = cli("train", DEMO, *TINY, "data.type=files", f"data.dir={blank}", "--runs", tmp_path / "runs")
     assert (code, err) == (2, f"aiayn train: error: {blank / 'train.de'}: all 2 lines are blank; it holds no sentences\n")
     (run / "checkpoints" / "last.ckpt").unlink()
-    fails(f"aiayn translate: error: {run} has no checkpoint to load ({run / 'checkpoints' / 'last.ckpt'} does not exist); has it trained yet?\n", "translate", run)
+    fails(
+        f"aiayn translate: error: {run} has no checkpoint to load ({run / 'checkpoints' / 'last.ckpt'} does not exist); has it trained yet?\n",
+        "translate",
+        run,
+    )
     code, _, err = cli("translate", run, "--beam")
-    assert code == 2 and err.startswith("usage: aiayn translate ") and err.endswith("aiayn translate: error: argument --beam: expected one argument\n")
+    assert (
+        code == 2
+        and err.startswith("usage: aiayn translate ")
+        and err.endswith("aiayn translate: error: argument --beam: expected one argument\n")
+    )
 
 
 def test_weights_that_do_not_fit_their_experiment_are_summed_up_in_one_line(run, tmp_path):
@@ -290,18 +363,62 @@ def test_no_output_is_an_input_or_a_runs_file(run, tmp_path):
     text.write_text("three books\n")
     reads = "which this command reads"
     owned = f"part of the run {run.resolve()}, which only its training writes; write to a new path"
-    fails(f"aiayn export: error: OUT {run / 'checkpoints'} lies inside {run}, {reads}; write outside it\n",
-          "export", run, "--to", "ctranslate2", run / "checkpoints", "--force", untouched=run)
-    fails(f"aiayn export: error: OUT {run / 'translations'} is {owned}\n",
-          "export", other, "--to", "ctranslate2", run / "translations", "--force", untouched=run)
-    fails(f"aiayn evaluate: error: --hyps {last} is one of the files this command reads; write to another path\n",
-          "evaluate", last, "--hyps", last, untouched=run)
-    fails(f"aiayn evaluate: error: --hyps {run / 'translations' / 'valid.hyp'} is {owned}\n",
-          "evaluate", other, "--hyps", run / "translations" / "valid.hyp", untouched=run)
-    fails(f"aiayn translate: error: --output {text} is one of the files this command reads; write to another path\n",
-          "translate", other, "-i", text, "-o", text, untouched=tmp_path)
-    fails(f"aiayn translate: error: --output {run / 'config.yaml'} lies inside {run}, {reads}; write outside it\n",
-          "translate", run, "-i", text, "-o", run / "config.yaml", untouched=run)
+    fails(
+        f"aiayn export: error: OUT {run / 'checkpoints'} lies inside {run}, {reads}; write outside it\n",
+        "export",
+        run,
+        "--to",
+        "ctranslate2",
+        run / "checkpoints",
+        "--force",
+        untouched=run,
+    )
+    fails(
+        f"aiayn export: error: OUT {run / 'translations'} is {owned}\n",
+        "export",
+        other,
+        "--to",
+        "ctranslate2",
+        run / "translations",
+        "--force",
+        untouched=run,
+    )
+    fails(
+        f"aiayn evaluate: error: --hyps {last} is one of the files this command reads; write to another path\n",
+        "evaluate",
+        last,
+        "--hyps",
+        last,
+        untouched=run,
+    )
+    fails(
+        f"aiayn evaluate: error: --hyps {run / 'translations' / 'valid.hyp'} is {owned}\n",
+        "evaluate",
+        other,
+        "--hyps",
+        run / "translations" / "valid.hyp",
+        untouched=run,
+    )
+    fails(
+        f"aiayn translate: error: --output {text} is one of the files this command reads; write to another path\n",
+        "translate",
+        other,
+        "-i",
+        text,
+        "-o",
+        text,
+        untouched=tmp_path,
+    )
+    fails(
+        f"aiayn translate: error: --output {run / 'config.yaml'} lies inside {run}, {reads}; write outside it\n",
+        "translate",
+        run,
+        "-i",
+        text,
+        "-o",
+        run / "config.yaml",
+        untouched=run,
+    )
     fails(f"aiayn average: error: --output {run / 'mean.ckpt'} lies inside {run}, {reads}; write outside it\n",
           "average", "--last", "1", run, "-o", run / "mean.ckpt", untouched=run)  # fmt: skip
 
@@ -325,16 +442,58 @@ def test_no_output_is_made_inside_a_run_even_where_nothing_is_yet(run, tmp_path)
     shutil.copytree(run, other)
     new_ckpt = run / "checkpoints" / "step99999999.ckpt"
     owned = f"part of the run {run.resolve()}, which only its training writes; write to a new path\n"
-    fails(f"aiayn average: error: --output {new_ckpt} is {owned}", "average", other / "checkpoints" / "last.ckpt", "-o", new_ckpt, untouched=run)
-    fails(f"aiayn show: error: --figure {run / 'checkpoints' / 'model.svg'} is {owned}",
-          "show", DEMO, "--figure", run / "checkpoints" / "model.svg", untouched=run)
-    fails(f"aiayn translate: error: --output {run / 'translations' / 'new.de'} is {owned}",
-          "translate", other, "-i", text, "-o", run / "translations" / "new.de", untouched=run)
-    fails(f"aiayn evaluate: error: --hyps {run / 'test.hyp'} is {owned}", "evaluate", other, "--hyps", run / "test.hyp", untouched=run)
-    fails(f"aiayn export: error: OUT {run / 'ct2' / 'model'} is {owned}",
-          "export", other, "--to", "ctranslate2", run / "ct2" / "model", untouched=run)
-    fails(f"aiayn data: error: DIR {run / 'corpus'} is {owned}",
-          "data", "multi30k", run / "corpus", "--from", tmp_path / "nowhere", untouched=run)
+    fails(
+        f"aiayn average: error: --output {new_ckpt} is {owned}",
+        "average",
+        other / "checkpoints" / "last.ckpt",
+        "-o",
+        new_ckpt,
+        untouched=run,
+    )
+    fails(
+        f"aiayn show: error: --figure {run / 'checkpoints' / 'model.svg'} is {owned}",
+        "show",
+        DEMO,
+        "--figure",
+        run / "checkpoints" / "model.svg",
+        untouched=run,
+    )
+    fails(
+        f"aiayn translate: error: --output {run / 'translations' / 'new.de'} is {owned}",
+        "translate",
+        other,
+        "-i",
+        text,
+        "-o",
+        run / "translations" / "new.de",
+        untouched=run,
+    )
+    fails(
+        f"aiayn evaluate: error: --hyps {run / 'test.hyp'} is {owned}",
+        "evaluate",
+        other,
+        "--hyps",
+        run / "test.hyp",
+        untouched=run,
+    )
+    fails(
+        f"aiayn export: error: OUT {run / 'ct2' / 'model'} is {owned}",
+        "export",
+        other,
+        "--to",
+        "ctranslate2",
+        run / "ct2" / "model",
+        untouched=run,
+    )
+    fails(
+        f"aiayn data: error: DIR {run / 'corpus'} is {owned}",
+        "data",
+        "multi30k",
+        run / "corpus",
+        "--from",
+        tmp_path / "nowhere",
+        untouched=run,
+    )
     fails(f"aiayn results: error: {run} is a run directory, which only its training writes, and the table is written into DIR; "
           f"give the folder of its runs, {run.resolve().parent}\n", "results", run, untouched=run)  # fmt: skip
 
@@ -380,7 +539,13 @@ def test_translate_n_best_scores_and_alignments_refused(trained, tmp_path):
         "aiayn translate: error: --n-best (3) is more than the beam size (2): a search keeps 2 hypotheses a sentence; raise --beam to at least 3\n",
         *common, "--n-best", "3", untouched=tmp_path,
     )  # fmt: skip
-    fails("aiayn translate: error: --n-best: expected a whole number >= 1, got int 0\n", *common, "--n-best", "0", untouched=tmp_path)
+    fails(
+        "aiayn translate: error: --n-best: expected a whole number >= 1, got int 0\n",
+        *common,
+        "--n-best",
+        "0",
+        untouched=tmp_path,
+    )
     fails(
         "aiayn translate: error: --alignments counts the words of the run's tokenized output; drop --detokenize\n",
         *common, "--alignments", "--detokenize", untouched=tmp_path,
@@ -399,7 +564,18 @@ def test_score_refusals(trained, tmp_path):
     blank.write_text("she sold eight apples\n \n")
     out = tmp_path / "scores.txt"
     out.write_text("kept\n")
-    fails(f"aiayn score: error: --tgt {tmp_path / 'none.txt'}: no such file\n", "score", trained, "--src", src, "--tgt", tmp_path / "none.txt", "-o", out, untouched=tmp_path)
+    fails(
+        f"aiayn score: error: --tgt {tmp_path / 'none.txt'}: no such file\n",
+        "score",
+        trained,
+        "--src",
+        src,
+        "--tgt",
+        tmp_path / "none.txt",
+        "-o",
+        out,
+        untouched=tmp_path,
+    )
     fails(
         f"aiayn score: error: parallel corpus is misaligned: {src} has 2 lines but {short} has 1; line N of one file must translate line N of the other\n",
         "score", trained, "--src", src, "--tgt", short, "-o", out, untouched=tmp_path,
@@ -408,7 +584,20 @@ def test_score_refusals(trained, tmp_path):
         f"aiayn score: error: --src {blank}, line 2 is blank: there is nothing to score its target against; drop that pair\n",
         "score", trained, "--src", blank, "--tgt", tgt, "-o", out, untouched=tmp_path,
     )  # fmt: skip
-    fails("aiayn score: error: --alpha (-1.0): input should be greater than or equal to 0\n", "score", trained, "--src", src, "--tgt", tgt, "--alpha", "-1", "-o", out, untouched=tmp_path)
+    fails(
+        "aiayn score: error: --alpha (-1.0): input should be greater than or equal to 0\n",
+        "score",
+        trained,
+        "--src",
+        src,
+        "--tgt",
+        tgt,
+        "--alpha",
+        "-1",
+        "-o",
+        out,
+        untouched=tmp_path,
+    )
     code, written, err = cli("score", trained, "--src", src, "--tgt", tgt)
     assert code == 0, err
     assert [len(line.split("\t")) for line in written.splitlines()] == [3, 3]

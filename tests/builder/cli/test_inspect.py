@@ -46,9 +46,17 @@ def test_schema_is_json_schema_with_tagged_layers(capsys):
     stack = schema["$defs"]["StackSpec"]["properties"]["layer"]["items"]
     assert stack["discriminator"]["propertyName"] == "type"
     assert set(stack["discriminator"]["mapping"]) == {
-        "self_attention", "causal_self_attention", "cross_attention", "feed_forward", "gated_feed_forward", "sliding_window_attention"
+        "self_attention",
+        "causal_self_attention",
+        "cross_attention",
+        "feed_forward",
+        "gated_feed_forward",
+        "sliding_window_attention",
     }
-    assert schema["$defs"]["AttentionSpec" if "AttentionSpec" in schema["$defs"] else "SelfAttentionSpec"]["additionalProperties"] is False
+    assert (
+        schema["$defs"]["AttentionSpec" if "AttentionSpec" in schema["$defs"] else "SelfAttentionSpec"]["additionalProperties"]
+        is False
+    )
 
 
 def test_validate_checks_what_train_would_refuse_unless_schema_only(tmp_path, capsys):

@@ -76,7 +76,20 @@ def test_translate_files_and_overrides(run, loaded, tmp_path, capsys):
     greedy = [greedy_search(loaded.model, source_tensor([x], 0), bos_id=1, eos_id=2, max_len_b=3)[0] for x in ids]
     assert [h for line, h in zip(LINES, hyps) if line.strip()] == tok.decode_batch(greedy)
     decode = DecodeSpec(beam=2, alpha=1.0, length_penalty="fairseq", max_len_b=4)
-    args = ["translate", str(run), "-i", str(src), "--beam", "2", "--alpha", "1", "--length-penalty", "fairseq", "--max-len-b", "4"]
+    args = [
+        "translate",
+        str(run),
+        "-i",
+        str(src),
+        "--beam",
+        "2",
+        "--alpha",
+        "1",
+        "--length-penalty",
+        "fairseq",
+        "--max-len-b",
+        "4",
+    ]
     assert main(args) == 0
     assert capsys.readouterr().out.split("\n")[:-1] == one_by_one(loaded, LINES, decode)
 
@@ -198,15 +211,13 @@ def test_slim_copy_translates_like_the_original(run, tmp_path, stdin, capsys):
 def test_tokenized_bleu_splits_compounds():
     split = tokenized_bleu(["a well-known man"], ["a well known man"])["tok_bleu"]
     plain = tokenized_bleu(["a well known man"], ["a well known man"])["tok_bleu"]
-    expected = sacrebleu.corpus_bleu(
-        ["a well ##AT##-##AT## known man"], [["a well known man"]], tokenize="intl"
-    ).score
+    expected = sacrebleu.corpus_bleu(["a well ##AT##-##AT## known man"], [["a well known man"]], tokenize="intl").score
     assert plain == pytest.approx(100.0)
     assert split == pytest.approx(expected, abs=0.005) and expected < 60.0
 
 
 def test_literature_bleu_is_lowercased_bleu_of_moses_tokens():
-    hyp, ref = "Ein Mann, der \"Hallo\" sagt.", "ein mann , der \" hallo \" sagt ."
+    hyp, ref = 'Ein Mann, der "Hallo" sagt.', 'ein mann , der " hallo " sagt .'
     result = literature_bleu([hyp], [ref], "de")
     assert result == {
         "lc_bleu": 100.0,  # punctuation split off by Moses and case ignored: the same tokens

@@ -44,8 +44,7 @@ def test_second_call_hits_the_cache(tokenizer, corpus, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     src, tgt = encode_cached(tokenizer, *corpus, cache)
     assert calls == [2, 2]
-    assert src.tolists() == [tokenizer.encode("she bought three books"),
-                             tokenizer.encode("i know that he sold seven cars")]
+    assert src.tolists() == [tokenizer.encode("she bought three books"), tokenizer.encode("i know that he sold seven cars")]
     assert tgt.tolists()[1] == tokenizer.encode("ich weiß, dass er sieben Autos verkaufte")
     files = list(cache.iterdir())
     assert len(files) == 1 and files[0].name.startswith("train-") and files[0].is_dir()
@@ -184,7 +183,10 @@ def test_missing_file(tokenizer, corpus, tmp_path):
 def test_unwritable_cache_dir(tokenizer, corpus, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(UserError, match=r"cannot write the token cache .*file/train-[0-9a-f]{32} \(File exists\); point the cache directory at a writable place$"):
+    with pytest.raises(
+        UserError,
+        match=r"cannot write the token cache .*file/train-[0-9a-f]{32} \(File exists\); point the cache directory at a writable place$",
+    ):
         encode_cached(tokenizer, *corpus, blocker)
 
 

@@ -45,7 +45,9 @@ def test_collate_other_special_ids():
 
 def test_rows_are_the_non_padding_tokens_with_a_multiple():
     rng = np.random.default_rng(0)
-    examples = [Example(i, rng.integers(3, 9, m), rng.integers(3, 9, n)) for i, (m, n) in enumerate([(4, 5), (9, 0), (1, 11), (3, 2)])]
+    examples = [
+        Example(i, rng.integers(3, 9, m), rng.integers(3, 9, n)) for i, (m, n) in enumerate([(4, 5), (9, 0), (1, 11), (3, 2)])
+    ]
     batch = TranslationCollator(pad_id=PAD, bos_id=BOS, eos_id=EOS, pad_to_multiple=8)(examples)
     assert batch.tgt_out.shape == (4, 16) and batch.src.shape == (4, 16)
     assert torch.equal(batch.tgt_rows, batch.tgt_out.flatten().ne(PAD).nonzero().squeeze(1))

@@ -87,8 +87,7 @@ def test_different_line_counts(tmp_path, read):
     with pytest.raises(UserError) as e:
         read(src, tgt)
     assert str(e.value) == (
-        f"parallel corpus is misaligned: {src} has 3 lines but {tgt} has 2; "
-        "line N of one file must translate line N of the other"
+        f"parallel corpus is misaligned: {src} has 3 lines but {tgt} has 2; line N of one file must translate line N of the other"
     )
 
 
@@ -98,8 +97,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     with pytest.raises(UserError) as e:
         read_parallel(src, tgt)
     assert str(e.value) == (
-        f"{src}, line 3: invalid UTF-8 (byte 0xe9); the corpus must be UTF-8 text: "
-        "re-encode it, e.g. `iconv -f latin1 -t utf-8`"
+        f"{src}, line 3: invalid UTF-8 (byte 0xe9); the corpus must be UTF-8 text: re-encode it, e.g. `iconv -f latin1 -t utf-8`"
     )
 
 

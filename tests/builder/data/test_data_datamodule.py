@@ -25,8 +25,14 @@ DEMO = (400, 50, 40)
 
 
 def make(run_dir, **kw) -> TranslationDataModule:
-    args = {"run_dir": run_dir, "demo": DEMO, "vocab_size": 300, "max_tokens": 160,
-            "cache_dir": run_dir.parent / "cache", "seed": 3} | kw
+    args = {
+        "run_dir": run_dir,
+        "demo": DEMO,
+        "vocab_size": 300,
+        "max_tokens": 160,
+        "cache_dir": run_dir.parent / "cache",
+        "seed": 3,
+    } | kw
     return TranslationDataModule(**args)
 
 
@@ -40,7 +46,12 @@ def dm(tmp_path):
 def test_demo_setup(dm, tmp_path):
     run = tmp_path / "run"
     assert sorted(p.name for p in (run / "data").iterdir()) == [
-        "test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"
+        "test.de",
+        "test.en",
+        "train.de",
+        "train.en",
+        "valid.de",
+        "valid.en",
     ]
     assert Tokenizer.load(run / "tokenizer.json") == dm.src_tokenizer
     assert dm.src_tokenizer is dm.tgt_tokenizer and dm.vocab_size == dm.src_vocab_size == 300
@@ -88,9 +99,13 @@ def test_resume_reuses_tokenizer_and_cache(dm, tmp_path, monkeypatch):
 def test_files_with_separate_vocabularies(dm, tmp_path):
     data = tmp_path / "run" / "data"
     files = TranslationDataModule(
-        run_dir=tmp_path / "run2", train=(data / "train.en", data / "train.de"),
-        valid=(data / "valid.en", data / "valid.de"), vocab_size=200, shared_vocab=False,
-        max_tokens=100, max_len=9,
+        run_dir=tmp_path / "run2",
+        train=(data / "train.en", data / "train.de"),
+        valid=(data / "valid.en", data / "valid.de"),
+        vocab_size=200,
+        shared_vocab=False,
+        max_tokens=100,
+        max_len=9,
     )
     files.setup("fit")
     assert sorted(p.name for p in (tmp_path / "run2").iterdir()) == ["tokenizer.src.json", "tokenizer.tgt.json"]
@@ -163,9 +178,16 @@ def fit(dm: TranslationDataModule, max_steps: int, ckpt_path=None, every=None) -
     dm.prepare_tokenizers()
     model = Recorder(dm.vocab_size)
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=max_steps, logger=False, enable_progress_bar=False,
-        enable_model_summary=False, use_distributed_sampler=False, limit_val_batches=0,
-        num_sanity_val_steps=0, default_root_dir=dm.run_dir,
+        accelerator="cpu",
+        devices=1,
+        max_steps=max_steps,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        default_root_dir=dm.run_dir,
         # a checkpoint written during the epoch, as the run's periodic checkpoints are
         callbacks=[ModelCheckpoint(dirpath=dm.run_dir / "ckpt", filename="{step}", every_n_train_steps=every, save_top_k=-1)],
     )
@@ -175,7 +197,9 @@ def fit(dm: TranslationDataModule, max_steps: int, ckpt_path=None, every=None) -
     return model
 
 
-@pytest.mark.filterwarnings("ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*")
+@pytest.mark.filterwarnings(
+    "ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*"
+)
 @pytest.mark.filterwarnings("error:.*resuming from a checkpoint")
 @pytest.mark.parametrize(("num_workers", "stop"), [(0, 25), (2, 25), (0, 50)])
 def test_lightning_resumes_mid_epoch_where_it_stopped(tmp_path, num_workers, stop):
@@ -207,7 +231,9 @@ class SaveInsideStep(L.Callback):
             trainer.save_checkpoint(self.path)
 
 
-@pytest.mark.filterwarnings("ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*")
+@pytest.mark.filterwarnings(
+    "ignore:.*(validation_step|callbacks used to create the checkpoint|LeafSpec|exists and is not empty).*"
+)
 @pytest.mark.parametrize("stop", [25, 41])
 def test_a_save_inside_a_step_resumes_at_that_step(tmp_path, stop):
     reference = fit(make(tmp_path / "ref"), max_steps=60)
@@ -269,7 +295,13 @@ def test_experiment_sets_the_tokenizer_sample(tmp_path, override, expected):
 
 
 def test_an_experiment_with_source_eos_trains_and_scores_on_sources_that_end_with_it(tmp_path):
-    overrides = ["data.n_train=200", "data.n_valid=20", "data.n_test=20", "dims.vocab_size=200", f"data.cache_dir={tmp_path / 'cache'}"]
+    overrides = [
+        "data.n_train=200",
+        "data.n_valid=20",
+        "data.n_test=20",
+        "dims.vocab_size=200",
+        f"data.cache_dir={tmp_path / 'cache'}",
+    ]
     batches = {}
     for eos in (False, True):
         spec = load_experiment(EXPERIMENTS / "demo.yaml", [*overrides, f"model.source_eos={str(eos).lower()}"])

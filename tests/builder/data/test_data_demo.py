@@ -50,31 +50,43 @@ def test_numbers(n, en, de):
 @pytest.mark.parametrize(
     ("template", "p", "en", "de"),
     [
-        (0, parts("she", "bought", "book", 321), "she bought three hundred twenty-one books",
-         "sie kaufte dreihunderteinundzwanzig Bücher"),
-        (3, parts("he", "sold", "car", 7), "i know that he sold seven cars",
-         "ich weiß, dass er sieben Autos verkaufte"),
+        (
+            0,
+            parts("she", "bought", "book", 321),
+            "she bought three hundred twenty-one books",
+            "sie kaufte dreihunderteinundzwanzig Bücher",
+        ),
+        (3, parts("he", "sold", "car", 7), "i know that he sold seven cars", "ich weiß, dass er sieben Autos verkaufte"),
         # verb number agreement: sie kaufte (she) / sie kauften (they); strong verbs too
         (0, parts("they", "bought", "apple", 12), "they bought twelve apples", "sie kauften zwölf Äpfel"),
-        (0, parts("the children", "saw", "house", 40), "the children saw forty houses",
-         "die Kinder sahen vierzig Häuser"),
+        (0, parts("the children", "saw", "house", 40), "the children saw forty houses", "die Kinder sahen vierzig Häuser"),
         # the accusative "one" takes the noun's gender
         (0, parts("i", "found", "dog", 1), "i found one dog", "ich fand einen Hund"),
         (0, parts("i", "found", "cat", 1), "i found one cat", "ich fand eine Katze"),
         (0, parts("i", "found", "picture", 1), "i found one picture", "ich fand ein Bild"),
         # perfect: auxiliary second, participle last; haben agrees with the subject
         (1, parts("i", "painted", "chair", 2), "i have painted two chairs", "ich habe zwei Stühle gemalt"),
-        (1, parts("my sister", "carried", "bottle", 1), "my sister has carried one bottle",
-         "meine Schwester hat eine Flasche getragen"),
-        (1, parts("we", "counted", "ball", 55), "we have counted fifty-five balls",
-         "wir haben fünfundfünfzig Bälle gezählt"),
+        (
+            1,
+            parts("my sister", "carried", "bottle", 1),
+            "my sister has carried one bottle",
+            "meine Schwester hat eine Flasche getragen",
+        ),
+        (1, parts("we", "counted", "ball", 55), "we have counted fifty-five balls", "wir haben fünfundfünfzig Bälle gezählt"),
         # a fronted adverb puts the verb before the subject
-        (2, parts("the teacher", "ordered", "table", 300, adverb=1),
-         "last year the teacher ordered three hundred tables",
-         "letztes Jahr bestellte der Lehrer dreihundert Tische"),
+        (
+            2,
+            parts("the teacher", "ordered", "table", 300, adverb=1),
+            "last year the teacher ordered three hundred tables",
+            "letztes Jahr bestellte der Lehrer dreihundert Tische",
+        ),
         # subordinate perfect: participle, then the auxiliary, at the very end
-        (4, parts("they", "sold", "flower", 1, matrix=1), "he said that they have sold one flower",
-         "er sagte, dass sie eine Blume verkauft haben"),
+        (
+            4,
+            parts("they", "sold", "flower", 1, matrix=1),
+            "he said that they have sold one flower",
+            "er sagte, dass sie eine Blume verkauft haben",
+        ),
     ],
 )
 def test_golden_pairs(template, p, en, de):
@@ -99,7 +111,9 @@ def test_golden_first_pairs_of_seed_1234():
 def test_splits_sizes_aligned_and_disjoint():
     data = generate_demo(3000, 300, 300, seed=0)
     assert {k: (len(en), len(de)) for k, (en, de) in data.items()} == {
-        "train": (3000, 3000), "valid": (300, 300), "test": (300, 300)
+        "train": (3000, 3000),
+        "valid": (300, 300),
+        "test": (300, 300),
     }
     pairs = {k: set(zip(en, de)) for k, (en, de) in data.items()}
     assert sum(map(len, pairs.values())) == 3600  # distinct within and across splits
@@ -140,6 +154,4 @@ def test_write_demo(tmp_path):
     mtime = (tmp_path / "test.de").stat().st_mtime_ns
     write_demo(tmp_path, n_train=5, n_valid=2, n_test=2, seed=1)  # same text: files untouched
     assert (tmp_path / "test.de").stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test.de", "test.en", "train.de", "train.en", "valid.de", "valid.en"]

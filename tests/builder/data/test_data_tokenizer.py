@@ -64,9 +64,7 @@ def test_separate_vocabularies_are_two_tokenizers(demo):
     en, de = demo["train"]
     src, tgt = train_tokenizer(en, 300), train_tokenizer(de, 300)
     assert "Bücher" not in "".join(src.hf.get_vocab())
-    assert tgt.decode(tgt.encode("ich weiß, dass er sieben Autos verkaufte")) == (
-        "ich weiß, dass er sieben Autos verkaufte"
-    )
+    assert tgt.decode(tgt.encode("ich weiß, dass er sieben Autos verkaufte")) == ("ich weiß, dass er sieben Autos verkaufte")
 
 
 def test_unknown_characters_become_unk(demo_tokenizer):
@@ -104,9 +102,7 @@ def test_load_foreign_tokenizer_without_our_specials(demo_tokenizer, tmp_path):
     path.write_text(demo_tokenizer.to_json().replace('"<pad>"', '"[PAD]"'), encoding="utf-8")
     with pytest.raises(UserError) as e:
         Tokenizer.load(path)
-    assert str(e.value) == (
-        f"{path}: special token '<pad>' must have id 0, found None; use a tokenizer trained by aiayn"
-    )
+    assert str(e.value) == (f"{path}: special token '<pad>' must have id 0, found None; use a tokenizer trained by aiayn")
 
 
 def test_vocab_size_too_small():

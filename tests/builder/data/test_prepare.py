@@ -415,5 +415,16 @@ def test_a_damaged_download_is_a_message(tmp_path, damage):
     train = repo / "data" / "task1" / "raw" / "train.en.gz"
     whole = train.read_bytes()
     train.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else b"<html>404 Not Found</html>\n")
-    reason = "Compressed file ended before the end-of-stream marker was reached" if damage == "truncated" else "Not a gzipped file (b'<h')"
-    fails(f"{train} cannot be read ({reason}); is the download whole? download it again", "multi30k", tmp_path / "m", "--from", repo, leaves=tmp_path)
+    reason = (
+        "Compressed file ended before the end-of-stream marker was reached"
+        if damage == "truncated"
+        else "Not a gzipped file (b'<h')"
+    )
+    fails(
+        f"{train} cannot be read ({reason}); is the download whole? download it again",
+        "multi30k",
+        tmp_path / "m",
+        "--from",
+        repo,
+        leaves=tmp_path,
+    )

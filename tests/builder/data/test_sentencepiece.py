@@ -34,7 +34,9 @@ def test_ids_are_the_librarys_own(joint, tmp_path):
     model = tmp_path / "m.model"
     model.write_bytes(joint.model)
     script = f"import sentencepiece as s; p = s.SentencePieceProcessor(model_file={str(model)!r}); print(p.encode({EN[:5]!r}))"
-    assert json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout) == joint.encode_batch(EN[:5])
+    assert json.loads(
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    ) == joint.encode_batch(EN[:5])
     assert all(joint.decode(joint.encode(s)) == s for s in EN[:300] + DE[:300])  # character_coverage 1.0: every letter kept
     assert 200 < joint.vocab_size <= 400 and Tokenizer.load(_saved(joint, tmp_path)) == joint  # fewer where the text runs out
     assert make(SentencePieceTokenizerSpec())[0] == joint  # deterministic
@@ -92,8 +94,9 @@ def test_a_model_of_other_ids_is_renumbered(tmp_path):
     import sentencepiece
 
     out = io.BytesIO()  # spm_train's defaults: <unk> 0, <s> 1, </s> 2, no <pad>
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(EN), model_writer=out, vocab_size=100, minloglevel=2,
-                                           hard_vocab_limit=False)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(EN), model_writer=out, vocab_size=100, minloglevel=2, hard_vocab_limit=False
+    )
     (tmp_path / "default.model").write_bytes(out.getvalue())
     tokenizer = from_model_file(tmp_path / "default.model")
     sp = sentencepiece.SentencePieceProcessor(model_proto=out.getvalue())

@@ -53,7 +53,9 @@ def test_the_pipeline_makes_the_literatures_text_on_every_line_of_every_split():
     assert found == KNOWN
     # the one the README names: a period moved out of the closing quote
     valid = TextPipeline(LITERATURE, "de").lines(lines(RAW / "valid.de"))[655]
-    assert valid.endswith("gayer than tea . &quot;") and lines(TOK / "val.lc.norm.tok.de")[655].endswith("gayer than tea &quot; .")
+    assert valid.endswith("gayer than tea . &quot;") and lines(TOK / "val.lc.norm.tok.de")[655].endswith(
+        "gayer than tea &quot; ."
+    )
 
 
 def test_each_step_and_the_detokenizer():
@@ -62,7 +64,7 @@ def test_each_step_and_the_detokenizer():
     assert TextPipeline([NormalizePunctuationStep()], "en")(line) == 'A man\'s "Hook-em" sign, 6:51 & more.'
     moses = TextPipeline(LITERATURE, "en")
     assert moses(line) == "a man &apos;s &quot; hook-em &quot; sign , 6 : 51 &amp; more ."
-    assert moses.detokenize(moses(line)) == "a man's \"hook-em\" sign, 6: 51 & more."
+    assert moses.detokenize(moses(line)) == 'a man\'s "hook-em" sign, 6: 51 & more.'
     dashes = TextPipeline([MosesTokenizeStep(escape=False, aggressive_dash_splits=True)], "en")
     assert dashes(line) == 'A man \u2019 s " Hook @-@ em " sign , 6 : 51 & more .'  # no normalising: \u2019 stays a token
     assert dashes.detokenize(dashes(line)) == 'A man \u2019 s "Hook-em" sign, 6: 51 & more.'
@@ -76,7 +78,10 @@ def test_steps_by_name_with_options_and_refusals():
     assert parse_steps(["lowercase", "normalize_punctuation"]) == (LowercaseStep(), NormalizePunctuationStep())
     with pytest.raises(UserError) as e:
         parse_steps(["lowercse"])
-    assert str(e.value) == "'lowercse' is not a text pipeline step (lowercase, normalize_punctuation, moses_tokenize); did you mean 'lowercase'?"
+    assert (
+        str(e.value)
+        == "'lowercse' is not a text pipeline step (lowercase, normalize_punctuation, moses_tokenize); did you mean 'lowercase'?"
+    )
     with pytest.raises(UserError) as e:
         parse_steps(["lowercase", "lowercase"])
     assert str(e.value) == "lowercase appears more than once in ['lowercase', 'lowercase']; each step runs once"
@@ -98,9 +103,9 @@ def test_a_bad_step_in_yaml_is_a_message_at_its_key(tmp_path, capsys):
 
 def test_processed_files_are_cached_by_content_and_steps(tmp_path):
     raw = tmp_path / "train.en"
-    raw.write_text("Hello, World!\nA \"quote\".\n")
+    raw.write_text('Hello, World!\nA "quote".\n')
     lower = processed_file(raw, TextPipeline([LowercaseStep()], "en"), tmp_path / "cache")
-    assert lower.read_text() == "hello, world!\na \"quote\".\n"
+    assert lower.read_text() == 'hello, world!\na "quote".\n'
     stamp = lower.stat().st_mtime_ns
     assert processed_file(raw, TextPipeline([LowercaseStep()], "en"), tmp_path / "cache") == lower
     assert lower.stat().st_mtime_ns == stamp  # read from the cache, not written again
@@ -142,7 +147,6 @@ def test_a_corpus_that_aiayn_data_processed_is_read_as_it_is_or_refused(tmp_path
         check_not_tokenized((), train, tmp_path)
 
 
-
 @pytest.mark.parametrize(
     ("content", "why"),
     [
@@ -168,6 +172,7 @@ def test_a_prepared_json_in_another_shape_is_named_not_guessed(tmp_path, content
     (tmp_path / "prepared.json").write_text('{"corpus": "multi30k", "pipeline": []}')  # written without a pipeline: raw text
     with pytest.raises(UserError, match="looks tokenized already"):
         check_not_tokenized(tuple(LITERATURE), train, tmp_path)
+
 
 TEXT = ["low lower lowest", "new newer newest", "wide wider widest", "the lowest and the newest"] * 3
 

@@ -69,10 +69,16 @@ def test_a_registered_step_is_parsed_applied_keyed_and_undone(registered):
 def test_a_step_after_a_tokenizing_one_and_a_misspelled_one_are_messages(registered):
     with pytest.raises(UserError) as e:
         parse_steps(["split_digits", "nfkc"])
-    assert str(e.value) == "nfkc comes after split_digits in ['split_digits', 'nfkc']; tokenize last, as Moses' scripts do (lowercase, normalize_punctuation, moses_tokenize)"
+    assert (
+        str(e.value)
+        == "nfkc comes after split_digits in ['split_digits', 'nfkc']; tokenize last, as Moses' scripts do (lowercase, normalize_punctuation, moses_tokenize)"
+    )
     with pytest.raises(UserError) as e:
         parse_steps(["nfkd"])
-    assert str(e.value) == "'nfkd' is not a text pipeline step (lowercase, normalize_punctuation, moses_tokenize, nfkc, split_digits); did you mean 'nfkc'?"
+    assert (
+        str(e.value)
+        == "'nfkd' is not a text pipeline step (lowercase, normalize_punctuation, moses_tokenize, nfkc, split_digits); did you mean 'nfkc'?"
+    )
 
 
 def test_a_corpus_with_a_steps_marks_is_refused_as_processed_already(registered, tmp_path):
@@ -91,4 +97,6 @@ def test_a_tokenizing_step_without_undo_is_refused(registered):
     aiayn.register(SplitDigitsStep, slot="text_step", build=lambda spec, lang: str.split)
     with pytest.raises(UserError) as e:
         TextPipeline(parse_steps(["split_digits"]), "en")
-    assert str(e.value) == "the text step 'split_digits' tokenizes, but its registration makes no undo(line): detokenizing needs one"
+    assert (
+        str(e.value) == "the text step 'split_digits' tokenizes, but its registration makes no undo(line): detokenizing needs one"
+    )

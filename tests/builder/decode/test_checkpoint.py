@@ -29,8 +29,17 @@ from tests.conftest import EXPERIMENTS
 
 # the demo experiment, shrunk: one layer of width 16, a 50-token vocabulary, a 12-pair corpus
 SMALL = [
-    "dims.d_model=16", "dims.N=1", "dims.vocab_size=50", "dims.d_ff=32", "dims.h=2", "dims.d_k=8", "dims.d_v=8",
-    "data.n_train=200", "data.n_valid=5", "data.n_test=7", "decode.max_len_b=5",
+    "dims.d_model=16",
+    "dims.N=1",
+    "dims.vocab_size=50",
+    "dims.d_ff=32",
+    "dims.h=2",
+    "dims.d_k=8",
+    "dims.d_v=8",
+    "data.n_train=200",
+    "data.n_valid=5",
+    "data.n_test=7",
+    "decode.max_len_b=5",
 ]
 WHAT = "give a .ckpt written by `aiayn train` or `aiayn average`"
 
@@ -156,9 +165,15 @@ def test_a_lightning_checkpoint_loads_with_weights_only(tmp_path):
     experiment = small_experiment("trainer.max_steps=2")
     task = TranslationTask(experiment)
     pair = Example(0, np.array([5, 6, 7], np.int32), np.array([8, 9], np.int32))
-    loader = torch.utils.data.DataLoader([[pair, pair]] * 2, batch_size=None, collate_fn=TranslationCollator(pad_id=0, bos_id=1, eos_id=2))
+    loader = torch.utils.data.DataLoader(
+        [[pair, pair]] * 2, batch_size=None, collate_fn=TranslationCollator(pad_id=0, bos_id=1, eos_id=2)
+    )
     trainer = L.Trainer(
-        max_steps=2, logger=False, enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+        max_steps=2,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
         callbacks=[L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True)],
     )
     trainer.fit(task, train_dataloaders=loader)
@@ -276,9 +291,7 @@ def test_averaged_checkpoint_is_accepted_anywhere(tmp_path):
     run = make_run(tmp_path, steps=(1, 2, 3))
     out = tmp_path / "elsewhere" / "avg.ckpt"
     assert main(["average", "--last", "2", str(run), "-o", str(out)]) == 0
-    assert load_checkpoint(out)["aiayn"]["averaged_from"] == [
-        str(run / "checkpoints" / f"step{s:08d}.ckpt") for s in (2, 3)
-    ]
+    assert load_checkpoint(out)["aiayn"]["averaged_from"] == [str(run / "checkpoints" / f"step{s:08d}.ckpt") for s in (2, 3)]
     loaded = load_for_inference(out)  # no run directory around it: the tokenizer is stored inside
     assert loaded.src_tokenizer == demo_tokenizer() and loaded.checkpoint == out
 

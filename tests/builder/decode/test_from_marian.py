@@ -37,7 +37,9 @@ def marian_folder(folder: Path, **config) -> Path:
     en, de = generate_demo(400, 1, 1, 3)["train"]
     tok = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
     tok.pre_tokenizer, tok.decoder = pre_tokenizers.Whitespace(), decoders.BPEDecoder(suffix="</w>")
-    tok.train_from_iterator(en + de, trainers.BpeTrainer(vocab_size=120, special_tokens=["</s>", "<unk>"], end_of_word_suffix="</w>"))
+    tok.train_from_iterator(
+        en + de, trainers.BpeTrainer(vocab_size=120, special_tokens=["</s>", "<unk>"], end_of_word_suffix="</w>")
+    )
     tok.add_special_tokens(["<pad>"])  # the last id, as in opus-mt
     tok.post_processor = TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 0)])
     V = tok.get_vocab_size()
@@ -71,7 +73,11 @@ def test_a_marian_model_reads_in_with_its_log_probabilities_and_outputs(folder):
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     model = loaded.spec.model
     assert (model.d_model, model.encoder.num_layers, model.decoder.num_layers, model.source_eos) == (16, 2, 1, True)
-    assert (model.embedding.vocab_size, model.embedding.share, model.encoder.layer[1].activation) == (hf.config.vocab_size + 1, "all", "silu")
+    assert (model.embedding.vocab_size, model.embedding.share, model.encoder.layer[1].activation) == (
+        hf.config.vocab_size + 1,
+        "all",
+        "silu",
+    )
     to_marian = marian_ids(loaded)
     en = generate_demo(8, 1, 1, 11)["train"][0]
     sources = [s[:6] for s in loaded.src_tokenizer.encode_batch(en)]
@@ -89,7 +95,9 @@ def test_a_marian_model_reads_in_with_its_log_probabilities_and_outputs(folder):
             ids = to_marian[torch.tensor(src)][None]
             out = hf.generate(input_ids=ids, num_beams=beam, length_penalty=1.0, early_stopping=True, do_sample=False,
                               max_length=1 + len(src) + 5)[0].tolist()[1:]  # fmt: skip
-            assert to_marian[torch.tensor(hyp, dtype=torch.long)].tolist() == (out[: out.index(0)] if 0 in out else out), f"beam {beam}"
+            assert to_marian[torch.tensor(hyp, dtype=torch.long)].tolist() == (out[: out.index(0)] if 0 in out else out), (
+                f"beam {beam}"
+            )
 
 
 def test_translate_reads_the_folder(folder, capsys, monkeypatch):
@@ -132,7 +140,10 @@ def test_what_aiayn_cannot_hold_is_refused_by_name(folder, tmp_path):
     (spm / "source.spm").write_bytes(b"")
     with pytest.raises(UserError) as e:
         load_for_inference(spm)
-    assert str(e.value) == f"{spm}: opus-mt's tokenizer is source.spm, target.spm, vocab.json, and target.spm and vocab.json are missing"
+    assert (
+        str(e.value)
+        == f"{spm}: opus-mt's tokenizer is source.spm, target.spm, vocab.json, and target.spm and vocab.json are missing"
+    )
     for key, value, message in [
         ("activation_function", "tanh", "activation_function 'tanh'; aiayn has gelu, relu, silu, swish"),
         ("decoder_vocab_size", 50, "separate source and target vocabularies (vocab_size 121, decoder_vocab_size 50); aiayn reads Marian models with one vocabulary"),
@@ -152,7 +163,9 @@ def test_a_run_starts_from_a_marian_model_with_its_experiments_model(folder, tmp
     shown = yaml.safe_load(capsys.readouterr().out.split("\n\n")[0])
     assert shown["model"] == loaded.spec.model.model_dump(mode="json")
     experiment = tmp_path / "ft.yaml"
-    experiment.write_text(yaml.safe_dump({"extends": DEMO, "name": "marian-ft", "model": shown["model"], "init_from": str(folder)}))
+    experiment.write_text(
+        yaml.safe_dump({"extends": DEMO, "name": "marian-ft", "model": shown["model"], "init_from": str(folder)})
+    )
     args = tiny(tmp_path, "trainer.max_steps=2", "trainer.val_check_interval=null", "--runs", str(tmp_path / "runs"))
     assert main(["train", str(experiment), *args]) == 0, capsys.readouterr().err
     record = json.loads((tmp_path / "runs" / "marian-ft" / "version_0" / "results.json").read_text())["init_from"]

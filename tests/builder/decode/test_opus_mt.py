@@ -70,10 +70,15 @@ def test_log_probabilities_and_outputs_are_generates(folder):
     torch.testing.assert_close(ours[..., 1:], theirs[..., marian[1:]], atol=2e-5, rtol=1e-5)
     for beam, count in ((1, 20), (4, 6)):
         decode = DecodeSpec(beam=beam, alpha=1.0, length_penalty="fairseq", max_len_b=8)
-        for src, hyp in zip(with_source_eos(loaded.model, sources[:count]), translate_ids(loaded.model, sources[:count], decode, bos_id=1, eos_id=2)):
+        for src, hyp in zip(
+            with_source_eos(loaded.model, sources[:count]),
+            translate_ids(loaded.model, sources[:count], decode, bos_id=1, eos_id=2),
+        ):
             out = hf.generate(input_ids=marian[torch.tensor(src)][None], num_beams=beam, length_penalty=1.0, early_stopping=True,
                               do_sample=False, max_length=1 + len(src) + 8)[0].tolist()[1:]  # fmt: skip
-            assert marian[torch.tensor(hyp, dtype=torch.long)].tolist() == (out[: out.index(0)] if 0 in out else out), f"beam {beam}"
+            assert marian[torch.tensor(hyp, dtype=torch.long)].tolist() == (out[: out.index(0)] if 0 in out else out), (
+                f"beam {beam}"
+            )
 
 
 def hf_translate(folder: Path, sentences: list[str], max_len_b: int) -> list[str]:
@@ -141,7 +146,9 @@ def test_ctranslate2_export_carries_the_sentencepiece_models(folder, tmp_path):
 def test_show_says_how_the_folder_tokenizes(folder, capsys):
     assert main(["show", str(folder), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["tokenizer"].startswith("separate sentencepiece tokenizers over one vocabulary (opus-mt's way); SentencePiece model of ")
+    assert info["tokenizer"].startswith(
+        "separate sentencepiece tokenizers over one vocabulary (opus-mt's way); SentencePiece model of "
+    )
 
 
 def damaged(folder: Path, tmp_path: Path, name: str, change) -> Path:
@@ -178,7 +185,9 @@ def test_damaged_folders_are_messages(folder, tmp_path):
 def test_the_sweep_of_three_ways_plans_on_the_folder(folder, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPUS_MT", str(folder))
     monkeypatch.setenv("FINETUNE_DATA", str(tmp_path))
-    assert main(["sweep", str(EXPERIMENTS / "finetune-opus-mt.sweep.yaml"), "--dry-run", "--runs", str(tmp_path / "runs")]) == 0, capsys.readouterr().err
+    assert (
+        main(["sweep", str(EXPERIMENTS / "finetune-opus-mt.sweep.yaml"), "--dry-run", "--runs", str(tmp_path / "runs")]) == 0
+    ), capsys.readouterr().err
     out = capsys.readouterr().out
     params = load_for_inference(folder).model.state_dict()
     assert all(name in out for name in ("full", "frozen-encoder", "decoder-mqa")), out

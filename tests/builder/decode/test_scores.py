@@ -88,11 +88,21 @@ def test_forced_scoring_of_the_beams_output_gives_the_beams_score(src, length_pe
     one. Hypotheses cut at the length limit (no EOS) are scored without EOS, as the search did."""
     model = float_model()
     decode = DecodeSpec(beam=4, alpha=alpha, length_penalty=length_penalty, max_len_b=4, max_tokens=30)
-    found = beam_hypotheses(model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=4, length_penalty=length_penalty, n_best=4)
+    found = beam_hypotheses(
+        model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=4, length_penalty=length_penalty, n_best=4
+    )
     sources = [[t for t in row if t != PAD] for row in src.tolist()]
     flat = [(i, h) for i, hyps in enumerate(found) for h in hyps]
     assert {h.ended for _, h in flat} == {True, False}  # both kinds are checked
-    forced = score_ids(model, [sources[i] for i, _ in flat], [h.ids for _, h in flat], decode, bos_id=BOS, eos_id=EOS, ended=[h.ended for _, h in flat])
+    forced = score_ids(
+        model,
+        [sources[i] for i, _ in flat],
+        [h.ids for _, h in flat],
+        decode,
+        bos_id=BOS,
+        eos_id=EOS,
+        ended=[h.ended for _, h in flat],
+    )
     for (_, h), s in zip(flat, forced):
         assert s.score == pytest.approx(h.score, abs=1e-4)
         assert s.log_prob == pytest.approx(h.log_prob, abs=1e-4)

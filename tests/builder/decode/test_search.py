@@ -89,9 +89,7 @@ def test_greedy_cached_equals_uncached(random_model, src):
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_beam_cached_equals_uncached(random_model, src, alpha):
     cached = beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=6)
-    reference = beam_search(
-        random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=6, use_cache=False
-    )
+    reference = beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=4, alpha=alpha, max_len_b=6, use_cache=False)
     assert cached == reference
     assert len({len(hyp) for hyp in cached}) > 1
 
@@ -194,9 +192,7 @@ def test_fairseq_length_penalty_closed_form():
     assert length_penalty(3, 1.0, "fairseq") == 3.0
     assert length_penalty(7, 0.0, "fairseq") == 1.0
     assert length_penalty(3, 1.0, "gnmt") == pytest.approx(8 / 6)  # the default form, named
-    torch.testing.assert_close(
-        length_penalty(torch.tensor([1.0, 4.0, 9.0]), 0.5, "fairseq"), torch.tensor([1.0, 2.0, 3.0])
-    )
+    torch.testing.assert_close(length_penalty(torch.tensor([1.0, 4.0, 9.0]), 0.5, "fairseq"), torch.tensor([1.0, 2.0, 3.0]))
     with pytest.raises(ValueError, match=r"^length_penalty \('nmt'\) must be one of \['fairseq', 'gnmt'\]$"):
         length_penalty(3, 1.0, "nmt")
 
@@ -216,9 +212,7 @@ def test_fairseq_length_penalty_changes_the_pick():
     assert short / 2**0.6 < long / 4**0.6
     for use_cache in (True, False):
         gnmt = beam_search(model, src, bos_id=BOS, eos_id=EOS, alpha=0.6, use_cache=use_cache)
-        fairseq = beam_search(
-            model, src, bos_id=BOS, eos_id=EOS, alpha=0.6, length_penalty="fairseq", use_cache=use_cache
-        )
+        fairseq = beam_search(model, src, bos_id=BOS, eos_id=EOS, alpha=0.6, length_penalty="fairseq", use_cache=use_cache)
         assert (gnmt, fairseq) == ([[4]], [[4, 5, 7]])
     with pytest.raises(ValueError, match=r"^length_penalty \('average'\) must be one of \['fairseq', 'gnmt'\]$"):
         beam_search(model, src, bos_id=BOS, eos_id=EOS, length_penalty="average")
@@ -249,7 +243,6 @@ def test_learned_positions_cap_the_output_length():
         beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
     ):
         assert [len(hyp) for hyp in hyps] == [64]  # not 30 + 50: there is no position 64
-
 
 
 def _decode_three_then_one(model, src, tgt, reorder) -> torch.Tensor:
@@ -297,7 +290,6 @@ def test_beams_move_without_touching_the_memory_cache(random_model):
 
     logits = _decode_three_then_one(random_model, src, tgt, drop_the_first_sentence)
     torch.testing.assert_close(logits, random_model(src[[3, 2]], tgt[[3, 2], :4])[:, 3])
-
 
 
 @torch.no_grad()

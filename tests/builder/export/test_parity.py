@@ -50,11 +50,17 @@ CT2_CASES = {  # name: (overrides, positional section or None)
         LEARNED,
     ),
     "rmsnorm, swiglu": ((*RMS, *GATED("silu")), None),
-    "pre-norm rmsnorm, geglu without biases": ((*PRE_NORM, *RMS, *GATED("gelu"), "model.encoder.layer.1.bias=false", "model.decoder.layer.2.bias=false"), None),
+    "pre-norm rmsnorm, geglu without biases": (
+        (*PRE_NORM, *RMS, *GATED("gelu"), "model.encoder.layer.1.bias=false", "model.decoder.layer.2.bias=false"),
+        None,
+    ),
     "multi-query attention (kv_heads 1 of h 2), relu": (tuple(f"model.{s}.layer.{i}.kv_heads=1" for s, i in KV), None),
     "reglu": (GATED("relu"), None),
     "rotary on half of each head, no absolute positions": (("model.positional=none", *ROTARY), None),
-    "rotary on the encoder only, grouped kv": (("model.positional=none", "model.encoder.layer.0.rotary={fraction: 1.0, base: 100}", "model.encoder.layer.0.kv_heads=1"), None),
+    "rotary on the encoder only, grouped kv": (
+        ("model.positional=none", "model.encoder.layer.0.rotary={fraction: 1.0, base: 100}", "model.encoder.layer.0.kv_heads=1"),
+        None,
+    ),
     "sources ending with </s> (fairseq's)": (("model.source_eos=true",), None),
 }
 MARIAN_CASES = {
@@ -126,7 +132,9 @@ def test_marian_logits_and_outputs_are_aiayns(tmp_path, overrides):
     ids = sources(loaded)
     for beam in (1, 4):
         ours = aiayn_outputs(loaded, ids, beam=beam, alpha=0.6, max_len_b=MAX_LEN_B)
-        assert hf_outputs(hf, with_source_eos(loaded.model, ids), beam=beam, alpha=0.6, max_len_b=MAX_LEN_B) == ours, f"beam {beam}"
+        assert hf_outputs(hf, with_source_eos(loaded.model, ids), beam=beam, alpha=0.6, max_len_b=MAX_LEN_B) == ours, (
+            f"beam {beam}"
+        )
 
 
 @pytest.mark.parametrize("source_eos", [False, True], ids=["no specials", "source_eos"])

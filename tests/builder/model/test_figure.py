@@ -85,7 +85,15 @@ def test_a_heterogeneous_pre_norm_stack_draws_each_different_layer(write, tmp_pa
     ]  # fmt: skip
     encoder = texts[texts.index("Encoder (N=4)") : texts.index("Decoder (N=4)")]
     first = encoder[encoder.index("⊕") + 1 :][:7]
-    assert first == ["RMSNorm", "128 params", "Multi-Head Attention", "h=4, d_k=32, d_v=32", "66,048 params", "Add", "RMSNorm"]  # pre-norm
+    assert first == [
+        "RMSNorm",
+        "128 params",
+        "Multi-Head Attention",
+        "h=4, d_k=32, d_v=32",
+        "66,048 params",
+        "Add",
+        "RMSNorm",
+    ]  # pre-norm
     assert "h=2, d_k=64, d_v=64, 1 K/V heads" in texts and encoder[-2:] == ["final RMSNorm", "128 params"]
     assert "d_ff=341" in texts and "ffn=swiglu" not in texts  # the name says SwiGLU once
 
@@ -102,7 +110,11 @@ def test_a_plugin_block_is_labelled_by_its_registration(write, tmp_path):
         texts = svg_texts(path)
     finally:
         unregister(ScaledGatedAttentionSpec)
-    assert sublayers_and_counts(texts, {"scaled gated attention (2 heads)", "Feed Forward"})[:3] == ["scaled gated attention (2 heads)", "Feed Forward", "1×"]
+    assert sublayers_and_counts(texts, {"scaled gated attention (2 heads)", "Feed Forward"})[:3] == [
+        "scaled gated attention (2 heads)",
+        "Feed Forward",
+        "1×",
+    ]
     assert "h=2, d_k=8, d_v=12" in texts  # what the spec says of itself (table3)
 
 
@@ -139,5 +151,7 @@ def test_a_window_and_qk_norm_are_named_in_the_figure():
         "model.decoder.layer[0]={type: sliding_window_attention, h: 4, d_k: 32, d_v: 32, window: 8}", "model.encoder.layer[0].qk_norm=true",
     ]).model  # fmt: skip
     texts = layout(spec).texts()
-    assert "Masked Multi-Head Attention (window 8)" in texts and "h=4, d_k=32, d_v=32" in texts  # the window said once, in the name
+    assert (
+        "Masked Multi-Head Attention (window 8)" in texts and "h=4, d_k=32, d_v=32" in texts
+    )  # the window said once, in the name
     assert "h=4, d_k=32, d_v=32, QK-norm" in texts

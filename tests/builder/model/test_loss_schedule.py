@@ -19,7 +19,11 @@ def test_noam_closed_form():
     # the peak is at warmup: d^-0.5 * w^-0.5
     assert noam_lr(4000, d_model=d, warmup_steps=w) == pytest.approx(1 / math.sqrt(512 * 4000))
     assert noam_lr(4000, d_model=d, warmup_steps=w, factor=2.0) == pytest.approx(2 / math.sqrt(512 * 4000))
-    assert noam_lr(2000, d_model=d, warmup_steps=w) < noam_lr(4000, d_model=d, warmup_steps=w) > noam_lr(8000, d_model=d, warmup_steps=w)
+    assert (
+        noam_lr(2000, d_model=d, warmup_steps=w)
+        < noam_lr(4000, d_model=d, warmup_steps=w)
+        > noam_lr(8000, d_model=d, warmup_steps=w)
+    )
 
 
 def test_label_smoothing_by_hand():
@@ -84,7 +88,9 @@ def test_chunked_loss_equals_the_reference_with_gradients(monkeypatch, dtype, ch
 @pytest.mark.parametrize("src_lengths", [(4, 2, 7), (5, 5, 5)], ids=["padded_sources", "sources_without_padding"])
 def test_batch_loss_on_the_non_padding_rows_equals_the_loss_of_all_logits(src_lengths):
     rng = np.random.default_rng(1)
-    examples = [Example(i, rng.integers(3, 13, n), rng.integers(3, 13, m)) for i, (n, m) in enumerate(zip(src_lengths, (6, 1, 3)))]
+    examples = [
+        Example(i, rng.integers(3, 13, n), rng.integers(3, 13, m)) for i, (n, m) in enumerate(zip(src_lengths, (6, 1, 3)))
+    ]
     batch = TranslationCollator(pad_id=0, bos_id=1, eos_id=2)(examples)
     sums, grads = [], []
     for full in (False, True):
@@ -115,7 +121,9 @@ def test_chunked_loss_is_pytorchs_label_smoothing_over_v_classes():
     V, eps = 11, 0.2
     logits, target = torch.randn(2, 6, V), torch.randint(1, V, (2, 6))
     loss, _, _ = smoothed_nll_chunked(logits, target, eps=eps, pad_id=0)
-    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, V), target.reshape(-1), label_smoothing=eps * V / (V - 1), reduction="sum")
+    ref = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, V), target.reshape(-1), label_smoothing=eps * V / (V - 1), reduction="sum"
+    )
     torch.testing.assert_close(loss, ref)
 
 

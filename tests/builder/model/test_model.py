@@ -41,7 +41,12 @@ VARIANTS = [
     ["model.encoder.final_norm=true"],
     ["model.positional.type=learned", "model.positional.max_len=300"],
     ["model.encoder.layer[0].bias=false", "model.decoder.layer[2].bias=false"],
-    ["model.encoder.layer[1].type=self_attention", "model.encoder.layer[1].h=1", "model.encoder.layer[1].d_k=4", "model.encoder.layer[1].d_v=6"],
+    [
+        "model.encoder.layer[1].type=self_attention",
+        "model.encoder.layer[1].h=1",
+        "model.encoder.layer[1].d_k=4",
+        "model.encoder.layer[1].d_v=6",
+    ],
     ["model.decoder.num_layers=3", "model.decoder.overrides={1: [{type: cross_attention, h: 1, d_k: 4, d_v: 4}]}"],
 ]
 

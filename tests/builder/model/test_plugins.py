@@ -59,7 +59,9 @@ def aiayn(site: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_a_plugins_norm_is_validated_shown_and_in_the_schema(tmp_path):
     site = distribution(tmp_path, "scale-norm", "scale_norm", SCALE_NORM, "scale = scale_norm:register")
-    done = aiayn(site, "show", DEMO, "model.encoder.add_norm.norm.type=scale_norm", "model.decoder.add_norm.norm.type=scale_norm", "--json")
+    done = aiayn(
+        site, "show", DEMO, "model.encoder.add_norm.norm.type=scale_norm", "model.decoder.add_norm.norm.type=scale_norm", "--json"
+    )
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
     assert {"block": "encoder.layer add & norm (ScaleNorm x2)", "params_each": 2, "count": 2, "params": 4} in info["blocks"]
@@ -77,7 +79,9 @@ def test_a_plugins_norm_is_validated_shown_and_in_the_schema(tmp_path):
 
 
 def test_a_plugin_that_fails_to_import_is_one_line(tmp_path):
-    site = distribution(tmp_path, "broken-plugin", "broken_plugin", "import nonexistent_dependency\n", "broken = broken_plugin:register")
+    site = distribution(
+        tmp_path, "broken-plugin", "broken_plugin", "import nonexistent_dependency\n", "broken = broken_plugin:register"
+    )
     done = aiayn(site, "validate", DEMO)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
@@ -97,7 +101,7 @@ def test_a_plugin_that_takes_a_registered_type_is_one_line(tmp_path):
     )
 
 
-BROKEN_NORM = '''
+BROKEN_NORM = """
 from typing import Literal
 
 import aiayn
@@ -110,7 +114,7 @@ class BrokenNormSpec(aiayn.NormSpec):
 
 def register():
     aiayn.register(BrokenNormSpec, slot="norm", build=lambda spec, ctx: ctx.d_model // spec.groups)
-'''
+"""
 
 
 def test_a_block_that_fails_to_build_from_a_valid_spec_is_a_bug_line_and_leaves_no_run(tmp_path):

@@ -74,14 +74,23 @@ def test_a_training_step_with_the_fused_loss_equals_the_unfused_one(tmp_path):
     from aiayn.builder.run.config import load_experiment
     from tests.conftest import EXPERIMENTS
 
-    spec = load_experiment(EXPERIMENTS / "demo.yaml", ["dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1", "dims.vocab_size=300"])
+    spec = load_experiment(
+        EXPERIMENTS / "demo.yaml",
+        ["dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1", "dims.vocab_size=300"],
+    )
     torch.manual_seed(0)
     model = build_model(spec.model).eval()  # no dropout: both passes see the same function
     src = torch.randint(4, 300, (3, 7))
     tgt = torch.randint(4, 300, (3, 6))
     tgt[2, 4:] = PAD_ID
 
-    batch = SimpleNamespace(src=src, tgt_in=tgt, tgt_out=torch.roll(tgt, -1, 1), tgt_rows=(tgt != PAD_ID).flatten().nonzero().squeeze(1), src_rows=None)
+    batch = SimpleNamespace(
+        src=src,
+        tgt_in=tgt,
+        tgt_out=torch.roll(tgt, -1, 1),
+        tgt_rows=(tgt != PAD_ID).flatten().nonzero().squeeze(1),
+        src_rows=None,
+    )
 
     out = []
     for fuse in (False, True):

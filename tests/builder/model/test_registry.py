@@ -26,9 +26,20 @@ from tests.conftest import EXPERIMENTS, ROOT
 DEMO = EXPERIMENTS / "demo.yaml"
 D, H, DK, DV, DFF, V = 32, 2, 8, 12, 64, 300
 TINY = [
-    f"dims.d_model={D}", f"dims.d_ff={DFF}", f"dims.h={H}", f"dims.d_k={DK}", f"dims.d_v={DV}", "dims.N=1",
-    f"dims.vocab_size={V}", "data.n_train=400", "data.n_valid=8", "data.n_test=8", "train.tokens_per_step=800",
-    "trainer.enable_progress_bar=false", "decode.beam=2", "decode.max_len_b=5",
+    f"dims.d_model={D}",
+    f"dims.d_ff={DFF}",
+    f"dims.h={H}",
+    f"dims.d_k={DK}",
+    f"dims.d_v={DV}",
+    "dims.N=1",
+    f"dims.vocab_size={V}",
+    "data.n_train=400",
+    "data.n_valid=8",
+    "data.n_test=8",
+    "train.tokens_per_step=800",
+    "trainer.enable_progress_bar=false",
+    "decode.beam=2",
+    "decode.max_len_b=5",
 ]
 
 
@@ -71,7 +82,10 @@ def build_gated(spec: ScaledGatedAttentionSpec, ctx: aiayn.BuildContext) -> Scal
 
 
 def gated_flops(spec: ScaledGatedAttentionSpec, d_model: int, length: int) -> float:
-    attention = 2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model) + 2 * spec.h * (spec.d_k + spec.d_v) * length
+    attention = (
+        2 * (d_model * spec.h * (2 * spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
+        + 2 * spec.h * (spec.d_k + spec.d_v) * length
+    )
     return attention + 2 * d_model * d_model
 
 
@@ -86,7 +100,10 @@ def gated():
 
 
 def experiment(write, layer: str = f"{{type: scaled_gated_attention, h: {H}, d_k: {DK}, d_v: {DV}}}") -> Path:
-    return write("gated.yaml", f"extends: {DEMO}\nname: gated\nmodel:\n  encoder:\n    layer: [{layer}, {{type: feed_forward, d_ff: {DFF}}}]\n")
+    return write(
+        "gated.yaml",
+        f"extends: {DEMO}\nname: gated\nmodel:\n  encoder:\n    layer: [{layer}, {{type: feed_forward, d_ff: {DFF}}}]\n",
+    )
 
 
 def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_path, capsys, monkeypatch):
@@ -101,7 +118,12 @@ def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_pat
     ffn, norm = D * DFF + DFF + DFF * D + D, 2 * D
     decoder = 2 * mha + ffn + 3 * norm
     assert info["params"] == V * D + (gated_block + ffn + 2 * norm) + decoder
-    assert {"block": "encoder.layer[0] scaled_gated_attention", "params_each": gated_block, "count": 1, "params": gated_block} in info["blocks"]
+    assert {
+        "block": "encoder.layer[0] scaled_gated_attention",
+        "params_each": gated_block,
+        "count": 1,
+        "params": gated_block,
+    } in info["blocks"]
     assert info["paper"]["h"] == H and info["paper"]["d_k"] == DK
     spec = load_experiment(path, TINY)
     assert info["params"] == sum(p.numel() for p in build_model(spec.model).parameters())
@@ -177,14 +199,20 @@ def test_unregistered_again_the_type_is_unknown(write, capsys):
 
 def test_what_registering_refuses(gated):
     fine = dict(build=build_gated, flops=gated_flops, activations=lambda s, d: 0)
-    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: type 'scaled_gated_attention' is already registered by "
-                       r"tests.builder.model.test_registry; give ScaledGatedAttentionSpec another type name$"):
+    with pytest.raises(
+        aiayn.PluginError,
+        match=r"^aiayn.register: type 'scaled_gated_attention' is already registered by "
+        r"tests.builder.model.test_registry; give ScaledGatedAttentionSpec another type name$",
+    ):
         aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", **fine)
 
     class Again(aiayn.SublayerSpec):
         type: Literal["self_attention"] = "self_attention"
 
-    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: type 'self_attention' is already registered by aiayn; give Again another type name$"):
+    with pytest.raises(
+        aiayn.PluginError,
+        match=r"^aiayn.register: type 'self_attention' is already registered by aiayn; give Again another type name$",
+    ):
         aiayn.register(Again, slot="sublayer", **fine)
 
     class Untyped(aiayn.SublayerSpec):
@@ -194,7 +222,10 @@ def test_what_registering_refuses(gated):
         aiayn.register(Untyped, slot="sublayer", **fine)
     with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: Again must subclass aiayn.NormSpec to fill the norm slot$"):
         aiayn.register(Again, slot="norm", build=build_gated)
-    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step$"):
+    with pytest.raises(
+        aiayn.PluginError,
+        match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step$",
+    ):
         aiayn.register(Again, slot="sublayers", **fine)
     with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):
         aiayn.register(Again, slot="sublayer", build=build_gated)
@@ -207,9 +238,18 @@ def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
     with pytest.raises(Exception, match=r"^no block is registered for Unregistered; register it with aiayn.register$"):
         build(Unregistered(), BuildContext(d_model=8))
     unregister(ScaledGatedAttentionSpec)
-    aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=lambda spec, ctx: nn.Linear(8, 8), flops=gated_flops, activations=lambda s, d: 0)
-    with pytest.raises(aiayn.PluginError, match=r"^the builder of 'scaled_gated_attention' returned a Linear; a sub-layer's block "
-                       r"must subclass aiayn.Sublayer \(forward\(x, ctx\)\)$"):
+    aiayn.register(
+        ScaledGatedAttentionSpec,
+        slot="sublayer",
+        build=lambda spec, ctx: nn.Linear(8, 8),
+        flops=gated_flops,
+        activations=lambda s, d: 0,
+    )
+    with pytest.raises(
+        aiayn.PluginError,
+        match=r"^the builder of 'scaled_gated_attention' returned a Linear; a sub-layer's block "
+        r"must subclass aiayn.Sublayer \(forward\(x, ctx\)\)$",
+    ):
         build(ScaledGatedAttentionSpec(h=1, d_k=1, d_v=1), BuildContext(d_model=8))
 
 
@@ -256,7 +296,12 @@ def test_the_plugin_docs_gated_attention_registers_and_is_counted(write, capsys)
         assert main(["show", str(path), *TINY, "--json"]) == 0
         info = json.loads(capsys.readouterr().out)
         mha = D * H * (2 * DK + DV) + H * (2 * DK + DV) + H * DV * D + D
-        assert {"block": "encoder.layer[0] gated_attention", "params_each": mha + D * D + D, "count": 1, "params": mha + D * D + D} in info["blocks"]
+        assert {
+            "block": "encoder.layer[0] gated_attention",
+            "params_each": mha + D * D + D,
+            "count": 1,
+            "params": mha + D * D + D,
+        } in info["blocks"]
         assert info["params"] == sum(p.numel() for p in build_model(load_experiment(path, TINY).model).parameters())
     finally:
         unregister(plugin["GatedAttentionSpec"])

@@ -67,7 +67,9 @@ def test_a_score_builder_must_return_a_score_step(monkeypatch):
 
 def test_the_demo_trains_and_translates_with_a_softcap_on_every_attention(tmp_path):
     softcap = [f"{layer}.softcap=50" for layer in EVERY_ATTENTION]
-    code, _, err = cli("train", DEMO, *TINY, *softcap, "trainer.max_steps=2", f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs")
+    code, _, err = cli(
+        "train", DEMO, *TINY, *softcap, "trainer.max_steps=2", f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs"
+    )
     assert code == 0, err
     run = tmp_path / "runs" / "demo" / "version_0"
     assert (run / "config.yaml").read_text().count("softcap: 50.0") == 3  # 3 attentions in the one layer of each stack

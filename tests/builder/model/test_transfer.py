@@ -86,45 +86,77 @@ def test_a_new_block_starts_as_initialised_and_is_listed():
 @pytest.mark.parametrize(
     "overrides, convert, message",
     [
-        (["dims.d_ff=32"], (),
-         "init_from x: 12 differences between the source's weights and this model's (they must match by name and shape, or "
-         "differ as init_from.convert allows):\n"
-         "  encoder.layers.0.sublayers.1.sublayer.w_1.weight: the source's (24, 16), this model's (32, 16)\n"
-         "  encoder.layers.0.sublayers.1.sublayer.w_1.bias: the source's (24,), this model's (32,)\n"
-         "  encoder.layers.0.sublayers.1.sublayer.w_2.weight: the source's (16, 24), this model's (16, 32)\n"
-         "  encoder.layers.1.sublayers.1.sublayer.w_1.weight: the source's (24, 16), this model's (32, 16)\n"
-         "  encoder.layers.1.sublayers.1.sublayer.w_1.bias: the source's (24,), this model's (32,)\n"
-         "  and 7 more"),
-        (["dims.N=3"], (),
-         "init_from x: 2 differences between the source's weights and this model's (they must match by name and shape, or "
-         "differ as init_from.convert allows):\n"
-         "  encoder has 3 layers and the source 2: add layers to init_from.convert to start from its first 2 (the rest initialised as usual)\n"
-         "  decoder has 3 layers and the source 2: add layers to init_from.convert to start from its first 2 (the rest initialised as usual)"),
-        (["model.decoder.layer[1].kv_heads=2", "dims.N=1"], (),
-         "init_from x: 3 differences between the source's weights and this model's (they must match by name and shape, or "
-         "differ as init_from.convert allows):\n"
-         "  encoder has 1 layer and the source 2: add layers to init_from.convert to start from its first 1 (the others dropped)\n"
-         "  decoder has 1 layer and the source 2: add layers to init_from.convert to start from its first 1 (the others dropped)\n"
-         f"  {CROSS} has 2 K/V heads and the source 4: add kv_heads to init_from.convert to mean-pool each group's (GQA uptraining)"),
-        (["model.encoder.layer[0].qk_norm=true"], (),
-         "init_from x: 4 differences between the source's weights and this model's (they must match by name and shape, or "
-         "differ as init_from.convert allows):\n"
-         "  encoder.layers.0.sublayers.0.sublayer.qk.0.q_norm.weight: not in the source (add new_blocks to init_from.convert "
-         "to initialise it as usual)\n"
-         "  encoder.layers.0.sublayers.0.sublayer.qk.0.k_norm.weight: not in the source (add new_blocks to init_from.convert "
-         "to initialise it as usual)\n"
-         "  encoder.layers.1.sublayers.0.sublayer.qk.0.q_norm.weight: not in the source (add new_blocks to init_from.convert "
-         "to initialise it as usual)\n"
-         "  encoder.layers.1.sublayers.0.sublayer.qk.0.k_norm.weight: not in the source (add new_blocks to init_from.convert "
-         "to initialise it as usual)"),
-        ([], ("kv_heads",), "init_from.convert: kv_heads is named, but every attention has the source's number of K/V heads; drop it"),
+        (
+            ["dims.d_ff=32"],
+            (),
+            "init_from x: 12 differences between the source's weights and this model's (they must match by name and shape, or "
+            "differ as init_from.convert allows):\n"
+            "  encoder.layers.0.sublayers.1.sublayer.w_1.weight: the source's (24, 16), this model's (32, 16)\n"
+            "  encoder.layers.0.sublayers.1.sublayer.w_1.bias: the source's (24,), this model's (32,)\n"
+            "  encoder.layers.0.sublayers.1.sublayer.w_2.weight: the source's (16, 24), this model's (16, 32)\n"
+            "  encoder.layers.1.sublayers.1.sublayer.w_1.weight: the source's (24, 16), this model's (32, 16)\n"
+            "  encoder.layers.1.sublayers.1.sublayer.w_1.bias: the source's (24,), this model's (32,)\n"
+            "  and 7 more",
+        ),
+        (
+            ["dims.N=3"],
+            (),
+            "init_from x: 2 differences between the source's weights and this model's (they must match by name and shape, or "
+            "differ as init_from.convert allows):\n"
+            "  encoder has 3 layers and the source 2: add layers to init_from.convert to start from its first 2 (the rest initialised as usual)\n"
+            "  decoder has 3 layers and the source 2: add layers to init_from.convert to start from its first 2 (the rest initialised as usual)",
+        ),
+        (
+            ["model.decoder.layer[1].kv_heads=2", "dims.N=1"],
+            (),
+            "init_from x: 3 differences between the source's weights and this model's (they must match by name and shape, or "
+            "differ as init_from.convert allows):\n"
+            "  encoder has 1 layer and the source 2: add layers to init_from.convert to start from its first 1 (the others dropped)\n"
+            "  decoder has 1 layer and the source 2: add layers to init_from.convert to start from its first 1 (the others dropped)\n"
+            f"  {CROSS} has 2 K/V heads and the source 4: add kv_heads to init_from.convert to mean-pool each group's (GQA uptraining)",
+        ),
+        (
+            ["model.encoder.layer[0].qk_norm=true"],
+            (),
+            "init_from x: 4 differences between the source's weights and this model's (they must match by name and shape, or "
+            "differ as init_from.convert allows):\n"
+            "  encoder.layers.0.sublayers.0.sublayer.qk.0.q_norm.weight: not in the source (add new_blocks to init_from.convert "
+            "to initialise it as usual)\n"
+            "  encoder.layers.0.sublayers.0.sublayer.qk.0.k_norm.weight: not in the source (add new_blocks to init_from.convert "
+            "to initialise it as usual)\n"
+            "  encoder.layers.1.sublayers.0.sublayer.qk.0.q_norm.weight: not in the source (add new_blocks to init_from.convert "
+            "to initialise it as usual)\n"
+            "  encoder.layers.1.sublayers.0.sublayer.qk.0.k_norm.weight: not in the source (add new_blocks to init_from.convert "
+            "to initialise it as usual)",
+        ),
+        (
+            [],
+            ("kv_heads",),
+            "init_from.convert: kv_heads is named, but every attention has the source's number of K/V heads; drop it",
+        ),
         ([], ("layers",), "init_from.convert: layers is named, but both stacks have the source's numbers of layers; drop it"),
-        ([], ("new_blocks",), "init_from.convert: new_blocks is named, but every parameter of this model is in the source; drop it"),
-        (["model.decoder.layer[0].kv_heads=4", "dims.h=8", "dims.d_k=2"], ("kv_heads",),
-         "init_from.convert: kv_heads cannot make encoder.layers.0.sublayers.0.sublayer (h, d_k, d_v, bias (8, 2, 6, True) where "
-         "the source has (4, 4, 6, True))"),
+        (
+            [],
+            ("new_blocks",),
+            "init_from.convert: new_blocks is named, but every parameter of this model is in the source; drop it",
+        ),
+        (
+            ["model.decoder.layer[0].kv_heads=4", "dims.h=8", "dims.d_k=2"],
+            ("kv_heads",),
+            "init_from.convert: kv_heads cannot make encoder.layers.0.sublayers.0.sublayer (h, d_k, d_v, bias (8, 2, 6, True) where "
+            "the source has (4, 4, 6, True))",
+        ),
     ],
-    ids=["shape", "layers", "kv_heads_and_layers", "new_block", "kv_unneeded", "layers_unneeded", "new_blocks_unneeded", "kv_sizes"],
+    ids=[
+        "shape",
+        "layers",
+        "kv_heads_and_layers",
+        "new_block",
+        "kv_unneeded",
+        "layers_unneeded",
+        "new_blocks_unneeded",
+        "kv_sizes",
+    ],
 )
 def test_what_does_not_fit_is_refused_in_one_message(overrides, convert, message):
     target = model(*overrides, seed=2)
@@ -187,5 +219,9 @@ def test_show_counts_the_trainable_and_the_frozen():
     assert info["frozen"] == encoder + 40 * 16  # base ties the tables: tgt_embed's is the one table
     assert info["trainable"] == info["params"] - info["frozen"]
     lines = render(info).splitlines()
-    assert lines[lines.index(next(line for line in lines if line.startswith("total"))) + 2].split() == ["frozen", "(train.freeze)", f"{info['frozen']:,}"]
+    assert lines[lines.index(next(line for line in lines if line.startswith("total"))) + 2].split() == [
+        "frozen",
+        "(train.freeze)",
+        f"{info['frozen']:,}",
+    ]
     assert "frozen" not in summary(load_experiment(EXPERIMENTS / "base.yaml", SMALL))

@@ -15,7 +15,16 @@ from aiayn.builder.model.size import count_params, param_table
 from aiayn.builder.run.config import load_experiment
 from tests.conftest import EXPERIMENTS
 
-SMALL = ["dims.vocab_size=40", "dims.d_model=16", "dims.d_ff=24", "dims.h=4", "dims.d_k=4", "dims.d_v=6", "dims.N=2", "dims.P_drop=0.0"]
+SMALL = [
+    "dims.vocab_size=40",
+    "dims.d_model=16",
+    "dims.d_ff=24",
+    "dims.h=4",
+    "dims.d_k=4",
+    "dims.d_v=6",
+    "dims.N=2",
+    "dims.P_drop=0.0",
+]
 BOTH = ("encoder", "decoder")
 FFN = {"encoder": 1, "decoder": 2}
 VARIANTS = {
@@ -75,7 +84,11 @@ SRC = padded([[5, 6, 7, 8, 9, 10], [11, 12, 13]])
 @pytest.mark.parametrize("name", VARIANTS)
 def test_count_equals_numel(name):
     spec = load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, *VARIANTS[name]]).model
-    assert count_params(spec) == sum(p.numel() for p in build_model(spec).parameters()) == sum(e * n for _, e, n in param_table(spec))
+    assert (
+        count_params(spec)
+        == sum(p.numel() for p in build_model(spec).parameters())
+        == sum(e * n for _, e, n in param_table(spec))
+    )
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -127,8 +140,12 @@ def test_the_variants_compile_to_what_eager_computes(name):
 
 def test_a_stack_plans_one_rotary_table_for_each_setting_its_attentions_share():
     # the decoder's layer 1 rotates like layer 0 (same table); layer 2's base differs (a table of its own)
-    model = model_of("rope", "dims.N=3", "model.decoder.overrides={2: [{type: causal_self_attention, h: 4, d_k: 4, d_v: 6, "
-                     "rotary: {fraction: 0.5, base: 50}}, {type: cross_attention, h: 4, d_k: 4, d_v: 6}, {type: feed_forward, d_ff: 24}]}")
+    model = model_of(
+        "rope",
+        "dims.N=3",
+        "model.decoder.overrides={2: [{type: causal_self_attention, h: 4, d_k: 4, d_v: 6, "
+        "rotary: {fraction: 0.5, base: 50}}, {type: cross_attention, h: 4, d_k: 4, d_v: 6}, {type: feed_forward, d_ff: 24}]}",
+    )
     tables = {side: [next(iter(stack.layers[i].sublayers[0].sublayer.qk)) for i in range(3)]
               for side, stack in (("encoder", model.encoder), ("decoder", model.decoder))}  # fmt: skip
     assert tables["encoder"][0] is tables["encoder"][1] is tables["encoder"][2]
@@ -144,8 +161,15 @@ def test_summed_biases_add_each_ones_scores_and_name_a_nested_key():
     torch.testing.assert_close(summed(3, 5), alibi(3, 5) + t5(3, 5), rtol=0, atol=0)
     assert sum(p.numel() for p in summed.parameters()) == 8 * 4  # T5's table alone: buckets x heads
     with pytest.raises(UserError) as e:
-        load_experiment(EXPERIMENTS / "base.yaml", [*SMALL, "model.encoder.position_bias={type: sum, biases: [{type: alibi}, {type: t5, num_buckets: 2}]}"])
-    assert str(e.value).splitlines()[1].startswith("  model.encoder.position_bias.biases[1].num_buckets: 2 leaves no exact-distance bucket")
+        load_experiment(
+            EXPERIMENTS / "base.yaml",
+            [*SMALL, "model.encoder.position_bias={type: sum, biases: [{type: alibi}, {type: t5, num_buckets: 2}]}"],
+        )
+    assert (
+        str(e.value)
+        .splitlines()[1]
+        .startswith("  model.encoder.position_bias.biases[1].num_buckets: 2 leaves no exact-distance bucket")
+    )
 
 
 def test_qk_norm_comes_before_rotary_with_trained_gains():

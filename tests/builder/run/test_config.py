@@ -34,10 +34,16 @@ RELATIVE = "does not exist (extends is relative to the file that names it)"
 
 def test_missing_parent_names_the_path_tried_and_what_is_there(write, tmp_path):
     path = write("child.yaml", "extends: gone.yaml\nname: x\n")
-    assert error_of(path) == f"{path}: extends: {tmp_path.resolve() / 'gone.yaml'} {RELATIVE}; {tmp_path.resolve()} has no other YAML file"
+    assert (
+        error_of(path)
+        == f"{path}: extends: {tmp_path.resolve() / 'gone.yaml'} {RELATIVE}; {tmp_path.resolve()} has no other YAML file"
+    )
     write("parent.yaml", "name: p\n")
     near = write("near.yaml", "extends: parnet.yaml\nname: x\n")
-    assert error_of(near) == f"{near}: extends: {tmp_path.resolve() / 'parnet.yaml'} {RELATIVE}; did you mean {tmp_path.resolve() / 'parent.yaml'}?"
+    assert (
+        error_of(near)
+        == f"{near}: extends: {tmp_path.resolve() / 'parnet.yaml'} {RELATIVE}; did you mean {tmp_path.resolve() / 'parent.yaml'}?"
+    )
     far = write("far.yaml", "extends: zzz.yaml\nname: x\n")
     assert error_of(far) == (
         f"{far}: extends: {tmp_path.resolve() / 'zzz.yaml'} {RELATIVE}; YAML files in {tmp_path.resolve()}: child.yaml, near.yaml, parent.yaml"
@@ -47,7 +53,10 @@ def test_missing_parent_names_the_path_tried_and_what_is_there(write, tmp_path):
 def test_a_copied_file_is_not_offered_as_its_own_parent(write, tmp_path):
     """`extends: base.yaml` copied out of experiments/ into demo.yaml: not "did you mean demo.yaml"."""
     copy = write("demo.yaml", "extends: base.yaml\nname: x\n")
-    assert error_of(copy) == f"{copy}: extends: {tmp_path.resolve() / 'base.yaml'} {RELATIVE}; {tmp_path.resolve()} has no other YAML file"
+    assert (
+        error_of(copy)
+        == f"{copy}: extends: {tmp_path.resolve() / 'base.yaml'} {RELATIVE}; {tmp_path.resolve()} has no other YAML file"
+    )
     elsewhere = write("sub/x.yaml", "extends: ../nowhere/base.yaml\nname: x\n")
     assert error_of(elsewhere) == (
         f"{elsewhere}: extends: {tmp_path.resolve() / 'nowhere' / 'base.yaml'} {RELATIVE}; {tmp_path.resolve() / 'nowhere'} is not a folder"
@@ -123,7 +132,9 @@ def test_decoder_self_attention_must_be_causal():
 
 
 def test_override_index_out_of_range(write):
-    path = write("o.yaml", f"extends: {BASE}\nname: o\nmodel:\n  encoder:\n    overrides:\n      7: [{{type: feed_forward, d_ff: 8}}]\n")
+    path = write(
+        "o.yaml", f"extends: {BASE}\nname: o\nmodel:\n  encoder:\n    overrides:\n      7: [{{type: feed_forward, d_ff: 8}}]\n"
+    )
     assert error_of(path).endswith(
         "  model.encoder.overrides.7: layer index 7 is out of range for num_layers 6; use an index from 0 to 5"
     )
@@ -137,7 +148,10 @@ def test_accumulation_is_derived():
 
 def test_broken_interpolation_suggests_the_key(write):
     path = write("i.yaml", f"extends: {BASE}\nname: i\nmodel:\n  d_model: ${{dims.dmodel}}\n")
-    assert error_of(path) == f"{path}: model.d_model: ${{dims.dmodel}} refers to a key that does not exist; did you mean ${{dims.d_model}}?"
+    assert (
+        error_of(path)
+        == f"{path}: model.d_model: ${{dims.dmodel}} refers to a key that does not exist; did you mean ${{dims.d_model}}?"
+    )
 
 
 def test_unparsable_interpolation(write):
@@ -173,7 +187,9 @@ def test_a_retyped_node_does_not_keep_the_old_kinds_keys():
 
 def test_overrides_reach_every_interpolating_layer():
     spec = load_experiment(BASE, ["dims.h=16", "dims.d_k=32"])
-    heads = [(s.h, s.d_k) for stack in (spec.model.encoder, spec.model.decoder) for l in stack.layers for s in l if hasattr(s, "h")]
+    heads = [
+        (s.h, s.d_k) for stack in (spec.model.encoder, spec.model.decoder) for l in stack.layers for s in l if hasattr(s, "h")
+    ]
     assert set(heads) == {(16, 32)} and len(heads) == 18
 
 

@@ -22,7 +22,16 @@ HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcn
 @pytest.fixture
 def trained(tmp_path, monkeypatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    assert main(["train", DEMO, *tiny(tmp_path, "trainer.max_steps=2", "trainer.val_check_interval=null", "train.lr_schedule.warmup_steps=2")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                DEMO,
+                *tiny(tmp_path, "trainer.max_steps=2", "trainer.val_check_interval=null", "train.lr_schedule.warmup_steps=2"),
+            ]
+        )
+        == 0
+    )
     return tmp_path / "runs" / "demo" / "version_0"
 
 

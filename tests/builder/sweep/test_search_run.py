@@ -59,7 +59,9 @@ def test_tune_then_compare_survives_a_kill(tmp_path):
     directory, journal = tmp_path / "runs" / "tuned", tmp_path / "runs" / "tuned" / "study.journal"
     argv = [sys.executable, "-m", "aiayn", "sweep", str(path), "--runs", str(tmp_path / "runs")]
     env = {**os.environ, "AIAYN_CACHE": str(tmp_path / "cache")}
-    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    first = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 240
     while sum(len(t) for t in finished(journal).values()) < 2 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -67,7 +69,10 @@ def test_tune_then_compare_survives_a_kill(tmp_path):
     first.wait()
     before = {(name, t.number): t.state.name for name, trials in finished(journal).items() for t in trials}
     assert len(before) >= 2
-    stamps = {key: (directory / "search" / key[0] / f"trial{key[1]:03d}" / "version_0" / "status.json").stat().st_mtime_ns for key in before}
+    stamps = {
+        key: (directory / "search" / key[0] / f"trial{key[1]:03d}" / "version_0" / "status.json").stat().st_mtime_ns
+        for key in before
+    }
 
     again = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
@@ -112,5 +117,7 @@ def test_tune_then_compare_survives_a_kill(tmp_path):
     assert report.returncode == 0, report.stderr
     lines = report.stdout.splitlines()
     assert "## Search" in lines and any(line.startswith("| post-norm | ") for line in lines)
-    assert f"Importances: not shown for post-norm ({sum(t.state.name == 'COMPLETE' for t in after['post-norm'])})" in report.stdout
+    assert (
+        f"Importances: not shown for post-norm ({sum(t.state.name == 'COMPLETE' for t in after['post-norm'])})" in report.stdout
+    )
     assert lines[-1] == f"optuna-dashboard {journal}   # every trial, its curve and the importances"

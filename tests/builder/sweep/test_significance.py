@@ -174,13 +174,29 @@ def test_results_table_shows_the_difference_to_base_and_the_papers_direction(tmp
     for name, group, hyps, paper in trials:
         for seed in (1, 2, 3):  # three seeds alike: the interval is the sentences', but the seeds were resampled
             trial = f"{name}-seed{seed}"
-            put(root, trial, trial, ppl=5.0, bleu=round(bleu(hyps), 2), group=group, variant=name, reported={"bleu": paper}, seed=seed)
+            put(
+                root,
+                trial,
+                trial,
+                ppl=5.0,
+                bleu=round(bleu(hyps), 2),
+                group=group,
+                variant=name,
+                reported={"bleu": paper},
+                seed=seed,
+            )
             RunDir(root / trial / "version_0").write_translations("valid", hyps, REFS)
     lines = write_results(root).splitlines()
     cells = table_cells(lines)
     assert (cells["base"]["ΔBLEU [95% CI]"], cells["base"]["vs paper"]) == ("", "")
-    assert re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] 3/3 \*", cells["worse"]["ΔBLEU [95% CI]"]) and cells["worse"]["vs paper"] == "agrees"
-    assert re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] 3/3 \*", cells["better"]["ΔBLEU [95% CI]"]) and cells["better"]["vs paper"] == "disagrees"
+    assert (
+        re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] 3/3 \*", cells["worse"]["ΔBLEU [95% CI]"])
+        and cells["worse"]["vs paper"] == "agrees"
+    )
+    assert (
+        re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] 3/3 \*", cells["better"]["ΔBLEU [95% CI]"])
+        and cells["better"]["vs paper"] == "disagrees"
+    )
     assert (cells["close"]["ΔBLEU [95% CI]"], cells["close"]["vs paper"]) == ("+0.67 [-0.08, +1.89] 3/3", "n.s.")
     assert cells["flat"]["vs paper"] == "paper: no change"
     assert "paper PPL" not in cells["base"]  # empty in every row: left out (the CSV keeps it)
@@ -222,7 +238,9 @@ def test_any_variant_can_be_the_base_and_one_seed_is_marked(tmp_path, capsys):
     cells = table_cells(lines)
     assert list(cells["large"]) == ["variant", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional",
                                     "steps", "runs", "PPL", "BLEU", "ΔBLEU [95% CI]", "params ×10⁶"]  # no empty column  # fmt: skip
-    assert cells["large"]["ΔBLEU [95% CI]"] == "" and re.fullmatch(r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] ‡", cells["small"]["ΔBLEU [95% CI]"])
+    assert cells["large"]["ΔBLEU [95% CI]"] == "" and re.fullmatch(
+        r"-\d+\.\d\d \[-\d+\.\d\d, -\d+\.\d\d\] ‡", cells["small"]["ΔBLEU [95% CI]"]
+    )
     assert lines[-3].startswith("ΔBLEU: the row's BLEU minus that of large, the base row,")
     assert lines[-1] == (
         "‡ fewer than 3 seeds: with one, the interval covers the test set's sampling only, not another training run's; "
@@ -232,7 +250,9 @@ def test_any_variant_can_be_the_base_and_one_seed_is_marked(tmp_path, capsys):
     assert main(["results", str(root), "--base", "small"]) == 0
     lines = capsys.readouterr().out.splitlines()
     cells = table_cells(lines)
-    assert cells["small"]["ΔBLEU [95% CI]"] == "" and re.fullmatch(r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] ‡", cells["large"]["ΔBLEU [95% CI]"])
+    assert cells["small"]["ΔBLEU [95% CI]"] == "" and re.fullmatch(
+        r"\+\d+\.\d\d \[\+\d+\.\d\d, \+\d+\.\d\d\] ‡", cells["large"]["ΔBLEU [95% CI]"]
+    )
     assert any(line.startswith("ΔBLEU: the row's BLEU minus that of small, the base row,") for line in lines)
     assert main(["results", str(root), "--base", "medium"]) == 2
     assert (
@@ -251,7 +271,13 @@ def test_a_sweep_of_ones_own_is_measured_from_its_base_experiment(tmp_path):
             trial = f"{variant}-seed{seed}"
             put(root, trial, trial, ppl=5.0, bleu=round(bleu(hyps), 2), variant=variant, seed=seed)
             RunDir(root / trial / "version_0").write_translations("valid", hyps, REFS)
-            trials.append({"variant": variant, "experiment": "/x/demo.yaml", "overrides": ["reported=null", *own, f"train.seed={seed}", f"name={trial}"]})
+            trials.append(
+                {
+                    "variant": variant,
+                    "experiment": "/x/demo.yaml",
+                    "overrides": ["reported=null", *own, f"train.seed={seed}", f"name={trial}"],
+                }
+            )
     (root / "sweep.json").write_text(json.dumps({"name": "heads", "trials": trials}))
     lines = write_results(root).splitlines()
     cells = table_cells(lines)

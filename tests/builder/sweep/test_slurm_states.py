@@ -27,7 +27,13 @@ def test_scontrol_lines():
         "JobId=13 ArrayJobId=12 ArrayTaskId=0 JobName=s JobState=COMPLETED Reason=None\n"
         "JobId=20 JobName=single JobState=CANCELLED Reason=None\n"
     )
-    assert parse_scontrol(text) == {"12_1": "RUNNING", "12_2": "PENDING", "12_3": "PENDING", "12_0": "COMPLETED", "20": "CANCELLED"}
+    assert parse_scontrol(text) == {
+        "12_1": "RUNNING",
+        "12_2": "PENDING",
+        "12_3": "PENDING",
+        "12_0": "COMPLETED",
+        "20": "CANCELLED",
+    }
 
 
 def test_a_requeued_job_is_still_active_and_an_ended_one_is_not():
@@ -37,7 +43,11 @@ def test_a_requeued_job_is_still_active_and_an_ended_one_is_not():
 
 def test_tasks_per_node():
     assert SlurmLauncherSpec(gpus_per_node=4).tasks == 4 and SlurmLauncherSpec(gpus_per_node=0).tasks == 1
-    assert launcher_overrides(SlurmLauncherSpec(gpus_per_node=0, tasks_per_node=2))[1:] == ["trainer.accelerator=cpu", "trainer.devices=2", "trainer.num_nodes=1"]
+    assert launcher_overrides(SlurmLauncherSpec(gpus_per_node=0, tasks_per_node=2))[1:] == [
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.num_nodes=1",
+    ]
     assert field_error(launcher={"type": "slurm", "gpus_per_node": 4, "tasks_per_node": 2}) == (
         ("launcher", "slurm"), "tasks_per_node",
         "is 2 but gpus_per_node is 4; Lightning runs one task per GPU: leave tasks_per_node out, or set it to gpus_per_node",

@@ -44,8 +44,17 @@ def test_the_valid_winner_can_lose_on_test_and_the_table_shows_both(tmp_path):
             run = root / name / "version_0"
             RunDir(run).write_translations("valid", valid, REFS)
             cache_test_translations(root, run, test)
-            trials.append({"variant": variant, "seed": seed, "experiment": "/x/demo.yaml", "overrides": [f"train.seed={seed}", f"name={name}"]})
-    (root / "sweep.json").write_text(json.dumps({"name": "tuned", "search": SEARCH.model_dump(mode="json"), "trial_seed": 4, "trials": trials}))
+            trials.append(
+                {
+                    "variant": variant,
+                    "seed": seed,
+                    "experiment": "/x/demo.yaml",
+                    "overrides": [f"train.seed={seed}", f"name={name}"],
+                }
+            )
+    (root / "sweep.json").write_text(
+        json.dumps({"name": "tuned", "search": SEARCH.model_dump(mode="json"), "trial_seed": 4, "trials": trials})
+    )
     lines = write_results(root, base="lucky").splitlines()
     cells = table_cells(lines)
     mean = lambda cell: float(cell.split(" ± ")[0])  # noqa: E731
@@ -58,7 +67,9 @@ def test_the_valid_winner_can_lose_on_test_and_the_table_shows_both(tmp_path):
         "BLEU); the final runs' seeds 1, 2, 3 are none of the search's (its trials trained with seed 4); BLEU test and "
         "ΔBLEU are the test split's."
     ) in lines
-    assert any(line.startswith("ΔBLEU: the row's BLEU minus that of lucky, the base row, on the same test sentences") for line in lines)
+    assert any(
+        line.startswith("ΔBLEU: the row's BLEU minus that of lucky, the base row, on the same test sentences") for line in lines
+    )
     # a run trained further (its results.json rewritten) is no longer read from the cache
     run = root / "steady-seed1" / "version_0"
     assert translations(root, run, "test") is not None
@@ -80,7 +91,15 @@ def test_trials_never_train_with_a_final_seed():
 def trained_root(tmp_path_factory):
     """runs/demo/version_0 of a tiny demo run: a root of runs with one finished run."""
     root = tmp_path_factory.mktemp("split")
-    code, _, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "trainer.max_steps=2", f"data.cache_dir={root / 'cache'}", "--runs", root / "runs")
+    code, _, err = cli(
+        "train",
+        EXPERIMENTS / "demo.yaml",
+        *TINY,
+        "trainer.max_steps=2",
+        f"data.cache_dir={root / 'cache'}",
+        "--runs",
+        root / "runs",
+    )
     assert code == 0, err
     return root / "runs"
 
@@ -140,9 +159,15 @@ def test_a_file_where_the_cache_folder_goes_is_named(trained_root, tmp_path):
     (root / "scores" / "demo").write_text("")
     code, out, err = cli("results", root, "--split", "test")
     assert (code, out) == (2, "")
-    assert err == f"aiayn results: error: {root / 'scores' / 'demo'} is a file where aiayn keeps the split scores' translations (a folder); move it away, or delete it\n"
+    assert (
+        err
+        == f"aiayn results: error: {root / 'scores' / 'demo'} is a file where aiayn keeps the split scores' translations (a folder); move it away, or delete it\n"
+    )
     (root / "scores" / "demo").unlink()
     (root / "scores" / "demo" / "version_0" / "test.hyp").mkdir(parents=True)
     code, out, err = cli("results", root, "--split", "test")
-    assert err == f"aiayn results: error: {root / 'scores' / 'demo' / 'version_0' / 'test.hyp'} is a folder where aiayn keeps a file of the split scores; move it away, or delete it\n"
+    assert (
+        err
+        == f"aiayn results: error: {root / 'scores' / 'demo' / 'version_0' / 'test.hyp'} is a folder where aiayn keeps a file of the split scores; move it away, or delete it\n"
+    )
     assert sorted(p.name for p in (root / "scores" / "demo" / "version_0").iterdir()) == ["test.hyp"]  # nothing else written

@@ -56,7 +56,12 @@ def test_trials_are_variants_x_grid_x_seeds(sweep_file):
     ]
     assert len({t.config_hash for t in trials}) == 16
     t = trials[9]  # small-h2-d_k64, P_drop 0.0, seed 2
-    assert (t.name, t.variant, t.seed, t.experiment) == ("small-h2-d_k64-P_drop0.0-seed2", "small-h2-d_k64-P_drop0.0", 2, sweep_file.parent / "base.yaml")
+    assert (t.name, t.variant, t.seed, t.experiment) == (
+        "small-h2-d_k64-P_drop0.0-seed2",
+        "small-h2-d_k64-P_drop0.0",
+        2,
+        sweep_file.parent / "base.yaml",
+    )
     assert t.changes == ("dims.h=2", "dims.d_k=64", "dims.P_drop=0.0")
     assert t.overrides == (
         "reported=null",
@@ -68,7 +73,14 @@ def test_trials_are_variants_x_grid_x_seeds(sweep_file):
         "name=small-h2-d_k64-P_drop0.0-seed2",
     )
     spec = t.spec
-    assert (spec.name, spec.train.seed, spec.trainer.max_steps, spec.dims.h, spec.dims.d_k, spec.dims.P_drop) == (t.name, 2, 10, 2, 64, 0.0)
+    assert (spec.name, spec.train.seed, spec.trainer.max_steps, spec.dims.h, spec.dims.d_k, spec.dims.P_drop) == (
+        t.name,
+        2,
+        10,
+        2,
+        64,
+        0.0,
+    )
     assert spec.reported is None  # a changed experiment is not the paper's row
 
 
@@ -93,7 +105,9 @@ def test_hash_is_the_resolved_experiment():
     a, b = (expand(load_sweep(EXPERIMENTS / "demo.sweep.yaml"), EXPERIMENTS / "demo.sweep.yaml", o) for o in ([], ["dims.N=1"]))
     assert [t.config_hash for t in a] == [config_hash(t.spec) for t in a]
     assert len({t.config_hash for t in a + b}) == 12
-    assert [t.config_hash for t in a] == [t.config_hash for t in expand(load_sweep(EXPERIMENTS / "demo.sweep.yaml"), EXPERIMENTS / "demo.sweep.yaml")]
+    assert [t.config_hash for t in a] == [
+        t.config_hash for t in expand(load_sweep(EXPERIMENTS / "demo.sweep.yaml"), EXPERIMENTS / "demo.sweep.yaml")
+    ]
 
 
 # ---- errors ----------------------------------------------------------------------------
@@ -117,9 +131,14 @@ def test_unknown_keys_name_their_yaml_path(write):
 
 def test_cross_field_errors_name_their_path(write):
     path = write("bad.sweep.yaml", "name: s\nbase: base.yaml\nseeds: [2, 2]\n")
-    assert error_of(load_sweep, path) == f"{path} is not a valid sweep (1 error):\n  seeds: seed 2 is listed more than once; each seed makes one trial"
+    assert (
+        error_of(load_sweep, path)
+        == f"{path} is not a valid sweep (1 error):\n  seeds: seed 2 is listed more than once; each seed makes one trial"
+    )
     path = write("bad2.sweep.yaml", "name: s\nbase: base.yaml\nlauncher: {type: ssh}\n")
-    assert error_of(load_sweep, path) == f"{path} is not a valid sweep (1 error):\n  launcher: type 'ssh' is not one of local, slurm"
+    assert (
+        error_of(load_sweep, path) == f"{path} is not a valid sweep (1 error):\n  launcher: type 'ssh' is not one of local, slurm"
+    )
     path = write("bad3.sweep.yaml", "base: base.yaml\nvariants: [[dims.h=2, train.seed=3]]\n")
     assert error_of(load_sweep, path) == (
         f"{path} is not a valid sweep (2 errors):\n"
@@ -161,7 +180,10 @@ def test_two_variants_with_one_name(write):
 
 
 def test_bad_sweep_override(sweep_file):
-    assert error_of(load_sweep, sweep_file, ["launcher"]) == "override sweep.'launcher' is not sweep.KEY=VALUE, e.g. sweep.launcher.parallel=2"
+    assert (
+        error_of(load_sweep, sweep_file, ["launcher"])
+        == "override sweep.'launcher' is not sweep.KEY=VALUE, e.g. sweep.launcher.parallel=2"
+    )
 
 
 def test_cli_errors_exit_2(sweep_file, capsys):
@@ -237,7 +259,11 @@ def test_launcher_overrides():
     assert launcher_overrides(LocalLauncherSpec()) == ["trainer.enable_progress_bar=false"]
     assert launcher_overrides(LocalLauncherSpec(gpus_per_trial=0))[1:] == ["trainer.accelerator=cpu", "trainer.devices=1"]
     assert launcher_overrides(LocalLauncherSpec(gpus_per_trial=2))[1:] == ["trainer.accelerator=gpu", "trainer.devices=2"]
-    assert launcher_overrides(SlurmLauncherSpec(gpus_per_node=8, nodes=2))[1:] == ["trainer.accelerator=gpu", "trainer.devices=8", "trainer.num_nodes=2"]
+    assert launcher_overrides(SlurmLauncherSpec(gpus_per_node=8, nodes=2))[1:] == [
+        "trainer.accelerator=gpu",
+        "trainer.devices=8",
+        "trainer.num_nodes=2",
+    ]
 
 
 def test_trial_command(tmp_path):
@@ -263,7 +289,11 @@ def test_environment_defaults_yield_to_the_users(tmp_path, monkeypatch):
     code = "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['CUDA_VISIBLE_DEVICES'])"
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    run_job(Job("t", (sys.executable, "-c", code), tmp_path / "run", str(tmp_path)), {"CUDA_VISIBLE_DEVICES": "1"}, {"OMP_NUM_THREADS": "2"})
+    run_job(
+        Job("t", (sys.executable, "-c", code), tmp_path / "run", str(tmp_path)),
+        {"CUDA_VISIBLE_DEVICES": "1"},
+        {"OMP_NUM_THREADS": "2"},
+    )
     assert (tmp_path / "run" / "stdout.log").read_text() == "5 1\n"
 
 
@@ -271,7 +301,12 @@ def test_gpu_slots_are_never_shared(tmp_path):
     code = "import os, time; t = time.time(); time.sleep(0.3); print(os.environ['CUDA_VISIBLE_DEVICES'], t, time.time())"
     jobs = [Job(f"t{i}", (sys.executable, "-c", code), tmp_path / f"t{i}", str(tmp_path)) for i in range(5)]
     done = []
-    launch_local(jobs, LocalLauncherSpec(parallel=8, gpus_per_trial=2), lambda job, outcome: done.append((job.name, outcome.returncode)), gpus=["0", "1", "2", "3", "7"])
+    launch_local(
+        jobs,
+        LocalLauncherSpec(parallel=8, gpus_per_trial=2),
+        lambda job, outcome: done.append((job.name, outcome.returncode)),
+        gpus=["0", "1", "2", "3", "7"],
+    )
     assert sorted(done) == [(f"t{i}", 0) for i in range(5)]
     spans: dict[str, list[tuple[float, float]]] = {}
     for job in jobs:
@@ -293,7 +328,10 @@ def test_trials_per_gpu_packs_small_trials_onto_each_gpu(tmp_path):
         "sys.exit(0 if len(list(d.glob('t*'))) == 4 else 1)"
     )
     (tmp_path / "flags").mkdir()
-    jobs = [Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path)) for i in range(4)]
+    jobs = [
+        Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path))
+        for i in range(4)
+    ]
     done = []
     launcher = LocalLauncherSpec(parallel=8, gpus_per_trial=1, trials_per_gpu=2)
     launch_local(jobs, launcher, lambda job, outcome: done.append(outcome.returncode), gpus=["0", "1"])
@@ -325,7 +363,10 @@ def test_cpu_trials_see_no_gpu_share_the_cores_and_run_in_parallel(tmp_path, mon
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     (tmp_path / "flags").mkdir()
-    jobs = [Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path)) for i in range(2)]
+    jobs = [
+        Job(f"t{i}", (sys.executable, "-c", code, str(tmp_path / "flags"), f"t{i}"), tmp_path / f"t{i}", str(tmp_path))
+        for i in range(2)
+    ]
     done = []
     launch_local(jobs, LocalLauncherSpec(parallel=2, gpus_per_trial=0), lambda job, outcome: done.append(outcome.returncode))
     assert done == [0, 0]
@@ -336,11 +377,17 @@ def test_too_few_gpus(tmp_path, monkeypatch):
     jobs = [Job("t", (sys.executable, "-c", "pass"), tmp_path / "t", str(tmp_path))]
     with pytest.raises(UserError) as info:
         launch_local(jobs, LocalLauncherSpec(gpus_per_trial=2), lambda *a: None, gpus=["0"])
-    assert str(info.value) == "launcher.gpus_per_trial is 2 but 1 GPU(s) are visible (0); lower gpus_per_trial, or set it to 0 to train on CPU"
+    assert (
+        str(info.value)
+        == "launcher.gpus_per_trial is 2 but 1 GPU(s) are visible (0); lower gpus_per_trial, or set it to 0 to train on CPU"
+    )
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(UserError) as info:
         check(LocalLauncherSpec(gpus_per_trial=1))
-    assert str(info.value) == "launcher.gpus_per_trial is 1 but 0 GPU(s) are visible (none); lower gpus_per_trial, or set it to 0 to train on CPU"
+    assert (
+        str(info.value)
+        == "launcher.gpus_per_trial is 1 but 0 GPU(s) are visible (none); lower gpus_per_trial, or set it to 0 to train on CPU"
+    )
     check(LocalLauncherSpec(gpus_per_trial=0))
 
 
@@ -398,7 +445,18 @@ def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch
         (run_dir / "checkpoints").mkdir(parents=True)
         (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"")
         write_trial_record(trial, run_dir)
-    paper = {"N": 2, "d_model": 128, "d_ff": 512, "h": 4, "d_k": 32, "d_v": 32, "P_drop": 0.1, "eps_ls": 0.1, "positional": "sinusoidal", "train_steps": 10}
+    paper = {
+        "N": 2,
+        "d_model": 128,
+        "d_ff": 512,
+        "h": 4,
+        "d_k": 32,
+        "d_v": 32,
+        "P_drop": 0.1,
+        "eps_ls": 0.1,
+        "positional": "sinusoidal",
+        "train_steps": 10,
+    }
     results = {"params": 1, "paper": paper, "reported": None, "steps": 10, "bleu": 1.5, "ppl": 9.0}
     (finished / "results.json").write_text(json.dumps({**results, "name": trials[0].name}))
     given = []
@@ -422,11 +480,25 @@ def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch
         (trials[2].name, sweep_dir / trials[2].name / "version_0"),
         (trials[3].name, sweep_dir / trials[3].name / "version_0"),
     ]
-    assert given[1][2] == (str(trials[2].experiment), *trials[2].overrides, "trainer.enable_progress_bar=false", "--run-dir", str(given[1][1]))
+    assert given[1][2] == (
+        str(trials[2].experiment),
+        *trials[2].overrides,
+        "trainer.enable_progress_bar=false",
+        "--run-dir",
+        str(given[1][1]),
+    )
     record = json.loads((sweep_dir / "sweep.json").read_text())["trials"]
-    assert [(t["status"], t.get("bleu")) for t in record] == [("skipped", 1.5), ("finished", 2.5), ("failed", None), ("failed", None)]
+    assert [(t["status"], t.get("bleu")) for t in record] == [
+        ("skipped", 1.5),
+        ("finished", 2.5),
+        ("failed", None),
+        ("failed", None),
+    ]
     assert record[2]["error"] == "Traceback ...\nValueError: boom"
-    assert record[3]["error"] == "exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it"
+    assert (
+        record[3]["error"]
+        == "exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it"
+    )
     captured = capsys.readouterr()
     assert captured.out.splitlines()[0] == f"sweep s: 4 trials, 1 finished before (skipped), 3 to run -> {sweep_dir}"
     assert captured.out.splitlines()[1:4] == [
@@ -485,7 +557,10 @@ def test_a_submission_slurm_refuses_is_the_launchers_failure_and_leaves_nothing(
     """The controller answered sinfo, then sbatch failed (it went down between): submitit's
     FailedJobError is reported as the launcher's failure, and the trial folders go again."""
     path = fake_slurm(
-        tmp_path / "bin", sinfo="echo debug", srun="exit 0", sbatch=f"echo 'sbatch: error: Batch job submission failed: {UNREACHABLE}' >&2; exit 1"
+        tmp_path / "bin",
+        sinfo="echo debug",
+        srun="exit 0",
+        sbatch=f"echo 'sbatch: error: Batch job submission failed: {UNREACHABLE}' >&2; exit 1",
     )
     monkeypatch.setenv("PATH", path)
     runs = tmp_path / "runs"
@@ -495,6 +570,7 @@ def test_a_submission_slurm_refuses_is_the_launchers_failure_and_leaves_nothing(
         f"{UNREACHABLE}; nothing was submitted\n"
     )
     assert not runs.exists()
+
 
 @pytest.mark.parametrize("name", ["demo.search.sweep.yaml", "multi30k/tuned.sweep.yaml"])
 def test_the_shipped_searches_plan(name, tmp_path, capsys):

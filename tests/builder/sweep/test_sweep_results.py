@@ -14,14 +14,39 @@ from aiayn.builder.sweep.results import CSV_FIELDS, collect, write_results
 BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100000)
 
 
-def put(root, trial, name, *, ppl, bleu, version=0, params=63_082_496, group=None, reported=None, steps=100000, variant=None, current=None, seed=None, **paper):
+def put(
+    root,
+    trial,
+    name,
+    *,
+    ppl,
+    bleu,
+    version=0,
+    params=63_082_496,
+    group=None,
+    reported=None,
+    steps=100000,
+    variant=None,
+    current=None,
+    seed=None,
+    **paper,
+):
     run_dir = root / trial / f"version_{version}"
     run_dir.mkdir(parents=True)
     results = {
         "name": name,
         "params": params,
         "paper": {**BASE, **paper},
-        "reported": None if group is None else {"source": "Vaswani et al. 2017, Table 3", "group": group, "ppl": None, "bleu": None, "params_m": None, **(reported or {})},
+        "reported": None
+        if group is None
+        else {
+            "source": "Vaswani et al. 2017, Table 3",
+            "group": group,
+            "ppl": None,
+            "bleu": None,
+            "params_m": None,
+            **(reported or {}),
+        },
         "split": "valid",
         "bleu": bleu,
         "chrf": 50.0,
@@ -34,7 +59,9 @@ def put(root, trial, name, *, ppl, bleu, version=0, params=63_082_496, group=Non
     }
     (run_dir / "results.json").write_text(json.dumps(results))
     if variant is not None:
-        (root / trial / "trial.json").write_text(json.dumps({"trial": trial, "variant": variant, "run_dir": current or run_dir.name}))
+        (root / trial / "trial.json").write_text(
+            json.dumps({"trial": trial, "variant": variant, "run_dir": current or run_dir.name})
+        )
 
 
 @pytest.fixture
@@ -44,17 +71,91 @@ def sweep_dir(tmp_path):
     put(root, "base-seed1", "base-seed1", ppl=4.9, bleu=25.5, group="base", reported=paper_base, variant="base")
     put(root, "base-seed2", "base-seed2", ppl=5.1, bleu=26.1, group="base", reported=paper_base, variant="base")
     # trial.json names version_1: version_0 ran an older config of this trial and is not counted
-    put(root, "table3-a-h1-seed1", "table3-a-h1-seed1", ppl=99.0, bleu=1.0, group="A", variant="table3-a-h1", current="version_1", h=1, d_k=512, d_v=512)
-    put(root, "table3-a-h1-seed1", "table3-a-h1-seed1", version=1, ppl=5.3, bleu=24.8, group="A", reported={"ppl": 5.29, "bleu": 24.9}, variant="table3-a-h1", h=1, d_k=512, d_v=512)
-    put(root, "table3-a-h4-seed1", "table3-a-h4-seed1", ppl=5.0, bleu=25.6, group="A", reported={"ppl": 5.0, "bleu": 25.5}, variant="table3-a-h4", h=4, d_k=128, d_v=128)
-    put(root, "table3-c-n2-seed1", "table3-c-n2-seed1", ppl=6.1, bleu=23.5, params=33_656_832, group="C", reported={"ppl": 6.11, "bleu": 23.7, "params_m": 36}, variant="table3-c-n2", N=2)
-    put(root, "table3-e-learned-seed3", "table3-e-learned-seed3", ppl=4.95, bleu=25.75, params=63_606_784, group="E", reported={"ppl": 4.92, "bleu": 25.7}, positional="learned")
+    put(
+        root,
+        "table3-a-h1-seed1",
+        "table3-a-h1-seed1",
+        ppl=99.0,
+        bleu=1.0,
+        group="A",
+        variant="table3-a-h1",
+        current="version_1",
+        h=1,
+        d_k=512,
+        d_v=512,
+    )
+    put(
+        root,
+        "table3-a-h1-seed1",
+        "table3-a-h1-seed1",
+        version=1,
+        ppl=5.3,
+        bleu=24.8,
+        group="A",
+        reported={"ppl": 5.29, "bleu": 24.9},
+        variant="table3-a-h1",
+        h=1,
+        d_k=512,
+        d_v=512,
+    )
+    put(
+        root,
+        "table3-a-h4-seed1",
+        "table3-a-h4-seed1",
+        ppl=5.0,
+        bleu=25.6,
+        group="A",
+        reported={"ppl": 5.0, "bleu": 25.5},
+        variant="table3-a-h4",
+        h=4,
+        d_k=128,
+        d_v=128,
+    )
+    put(
+        root,
+        "table3-c-n2-seed1",
+        "table3-c-n2-seed1",
+        ppl=6.1,
+        bleu=23.5,
+        params=33_656_832,
+        group="C",
+        reported={"ppl": 6.11, "bleu": 23.7, "params_m": 36},
+        variant="table3-c-n2",
+        N=2,
+    )
+    put(
+        root,
+        "table3-e-learned-seed3",
+        "table3-e-learned-seed3",
+        ppl=4.95,
+        bleu=25.75,
+        params=63_606_784,
+        group="E",
+        reported={"ppl": 4.92, "bleu": 25.7},
+        positional="learned",
+    )
     put(root, "mine-seed1", "mine-seed1", ppl=7.25, bleu=20.0, params=1_053_696, steps=300, variant="mine", P_drop=0.0)
     put(root, "mine-seed2", "mine-seed2", ppl=7.75, bleu=21.0, params=1_053_696, steps=310, variant="mine", P_drop=0.0)
     # a plain `aiayn train` run beside the trials: no trial.json, grouped by its name
-    put(root / "extra", "big", "big", ppl=4.33, bleu=26.4, params=214_245_376, group="big", reported={"ppl": 4.33, "bleu": 26.4, "params_m": 213}, steps=300000, d_model=1024, d_ff=4096, h=16, P_drop=0.3)
+    put(
+        root / "extra",
+        "big",
+        "big",
+        ppl=4.33,
+        bleu=26.4,
+        params=214_245_376,
+        group="big",
+        reported={"ppl": 4.33, "bleu": 26.4, "params_m": 213},
+        steps=300000,
+        d_model=1024,
+        d_ff=4096,
+        h=16,
+        P_drop=0.3,
+    )
     order = ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "mine"]
-    (root / "sweep.json").write_text(json.dumps({"name": "table3", "trials": [{"name": f"{v}-seed1", "variant": v} for v in order]}))
+    (root / "sweep.json").write_text(
+        json.dumps({"name": "table3", "trials": [{"name": f"{v}-seed1", "variant": v} for v in order]})
+    )
     return root
 
 
@@ -90,14 +191,17 @@ def test_runs_scored_otherwise_never_share_the_bleu_column(sweep_dir, capsys):
     (tokenized / "results.json").write_text(json.dumps(record))
     assert main(["results", str(sweep_dir)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("aiayn results: error: the runs were scored in 2 ways, which one BLEU column cannot hold (sacreBLEU on detokenized text: ")
+    assert err.startswith(
+        "aiayn results: error: the runs were scored in 2 ways, which one BLEU column cannot hold (sacreBLEU on detokenized text: "
+    )
     assert err.endswith(
         f"; BLEU on the runs' tokenized text, lowercased: {tokenized}); give aiayn results a directory of runs scored alike "
         "(a sweep's, or one experiment's)"
     )
     assert main(["results", str(sweep_dir / "tiny")]) == 0
     assert capsys.readouterr().out.splitlines()[3:5] == [
-        "", "BLEU: BLEU on the runs' tokenized text, lowercased, sacreBLEU nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:2.6.0."
+        "",
+        "BLEU: BLEU on the runs' tokenized text, lowercased, sacreBLEU nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:2.6.0.",
     ]
 
 
@@ -109,7 +213,15 @@ def test_csv(sweep_dir):
         "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "uniform", "steps",
         "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
     ]  # fmt: skip
-    assert [r["variant"] for r in rows] == ["base", "table3-a-h4", "table3-a-h1", "table3-c-n2", "table3-e-learned", "mine", "big"]
+    assert [r["variant"] for r in rows] == [
+        "base",
+        "table3-a-h4",
+        "table3-a-h1",
+        "table3-c-n2",
+        "table3-e-learned",
+        "mine",
+        "big",
+    ]
     base = rows[0]
     assert {k: base[k] for k in ("group", "runs", "N", "d_model", "h", "steps", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials")} == {
         "group": "base", "runs": "2", "N": "6", "d_model": "512", "h": "8", "steps": "100000", "params": "63082496",
@@ -175,7 +287,11 @@ def test_settings_the_rows_differ_in_get_a_column_and_uneven_layers_a_mark(tmp_p
     root = tmp_path / "runs" / "norms"
     config = {"name": "x", "model": {"d_model": 512, "encoder": {"add_norm": {"placement": "post", "dropout": 0.1}, "num_layers": 6}},
               "train": {"seed": 1, "compile": False}}  # fmt: skip
-    for trial, placement, seed, uniform in (("post-seed1", "post", 1, True), ("post-seed2", "post", 2, True), ("pre-seed1", "pre", 1, False)):
+    for trial, placement, seed, uniform in (
+        ("post-seed1", "post", 1, True),
+        ("post-seed2", "post", 2, True),
+        ("pre-seed1", "pre", 1, False),
+    ):
         put(root, trial, trial, ppl=5.0, bleu=25.0, **({} if uniform else {"uniform": False}))
         run = {**config, "name": trial, "train": {"seed": seed, "compile": False}}
         run["model"] = {**config["model"], "encoder": {"add_norm": {"placement": placement, "dropout": 0.1}, "num_layers": 6}}
@@ -189,7 +305,10 @@ def test_settings_the_rows_differ_in_get_a_column_and_uneven_layers_a_mark(tmp_p
     assert text.splitlines()[-1] == "†: layers differ within a stack; Table 3's columns give the first layer's."
     with open(root / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["variant"], r["uniform"], r["model.encoder.add_norm.placement"]) for r in rows] == [("post", "true", "post"), ("pre", "false", "pre")]
+    assert [(r["variant"], r["uniform"], r["model.encoder.add_norm.placement"]) for r in rows] == [
+        ("post", "true", "post"),
+        ("pre", "false", "pre"),
+    ]
 
 
 def put_variant(root, name, *, placement, norm="layer_norm", seed=1, bleu=25.0):
@@ -243,7 +362,9 @@ def test_a_searched_value_prints_short_in_the_table_and_whole_in_the_csv(tmp_pat
         (root / trial / "version_0" / "config.yaml").write_text(yaml.safe_dump({"train": {"lr_schedule": {"factor": factor}}}))
     text = write_results(root)
     head, _, a, b = text.splitlines()[:4]
-    assert head.startswith("| variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | train.lr_schedule.factor |")
+    assert head.startswith(
+        "| variant | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positional | train.lr_schedule.factor |"
+    )
     assert a.startswith("| a | 6 | 512 | 2048 | 8 | 64 | 64 | 0.04403 | 0.1 | sinusoidal | 0.1235 |")
     assert b.startswith("| b | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 1.0 |")
     with open(root / "results.csv", newline="") as f:

@@ -66,12 +66,23 @@ def check_every_trial_finished_and_the_table_has_every_row(sweep_dir, out, plann
         results = json.loads((sweep_dir / name / "version_0" / "results.json").read_text())
         assert (results["name"], results["steps"], results["paper"]["train_steps"], results["reported"]) == (name, 4, 4, None)
     lines = (sweep_dir / "results.md").read_text().splitlines()
-    head, *rows = ([c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("|") and "---" not in line)
+    head, *rows = (
+        [c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("|") and "---" not in line
+    )
     cells = {row[0]: dict(zip(head, row)) for row in rows}
-    assert list(cells) == ["demo-h2", "demo-h4", "demo-h8"] and "group" not in head and "paper BLEU" not in head  # none in any row
+    assert (
+        list(cells) == ["demo-h2", "demo-h4", "demo-h8"] and "group" not in head and "paper BLEU" not in head
+    )  # none in any row
     for name, h in (("demo-h2", 2), ("demo-h4", 4), ("demo-h8", 8)):
         row = cells[name]
-        assert [row["h"], row["d_k"], row["d_v"], row["steps"], row["runs"], row["params ×10⁶"]] == [str(h), str(128 // h), str(128 // h), "4", "2", "0.95"]
+        assert [row["h"], row["d_k"], row["d_v"], row["steps"], row["runs"], row["params ×10⁶"]] == [
+            str(h),
+            str(128 // h),
+            str(128 // h),
+            "4",
+            "2",
+            "0.95",
+        ]
         assert row["model"] == f"[figure](figures/{name}.svg)"  # the variant's model, beside its row
         assert f"h={h}, d_k={128 // h}, d_v={128 // h}" in (sweep_dir / "figures" / f"{name}.svg").read_text()
         ppl, ppl_std = (float(x) for x in row["PPL"].split(" ± "))
@@ -112,15 +123,45 @@ def check_tensorboard_holds_every_trials_hparams_and_final_metrics(sweep_dir):
         start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
         hparams = {k: v.string_value or v.number_value for k, v in start.hparams.items()}
         h = int(name.split("-")[1][1:])
-        columns = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "train_steps", "params", "name", "seed"]
-        values = ["2", "128", "512", str(h), str(128 // h), str(128 // h), pytest.approx(0.1), pytest.approx(0.1),
-                  "sinusoidal", "4", str(results["params"]), name, name[-1]]  # integers as text: TensorBoard shows 512.00
+        columns = [
+            "N",
+            "d_model",
+            "d_ff",
+            "h",
+            "d_k",
+            "d_v",
+            "P_drop",
+            "eps_ls",
+            "positional",
+            "train_steps",
+            "params",
+            "name",
+            "seed",
+        ]
+        values = [
+            "2",
+            "128",
+            "512",
+            str(h),
+            str(128 // h),
+            str(128 // h),
+            pytest.approx(0.1),
+            pytest.approx(0.1),
+            "sinusoidal",
+            "4",
+            str(results["params"]),
+            name,
+            name[-1],
+        ]  # integers as text: TensorBoard shows 512.00
         names = [f"{i:02d} {column}" for i, column in enumerate(columns)]  # TensorBoard sorts by name: Table 3's order
         assert hparams == dict(zip(names, values))
         experiment = plugin_data_pb2.HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/experiment"])
         assert [(i.name, i.display_name) for i in experiment.experiment.hparam_infos] == list(zip(names, columns))
         assert [m.name.tag for m in experiment.experiment.metric_infos] == ["PPL/valid", "BLEU/valid"]
-        assert [m.display_name for m in experiment.experiment.metric_infos] == ["PPL (valid, 20 sentences)", "BLEU (valid, 20 sentences)"]
+        assert [m.display_name for m in experiment.experiment.metric_infos] == [
+            "PPL (valid, 20 sentences)",
+            "BLEU (valid, 20 sentences)",
+        ]
         assert events.Scalars("BLEU/valid")[-1].value == pytest.approx(results["bleu"], abs=1e-4)
         assert events.Scalars("PPL/valid")[-1].value == pytest.approx(results["ppl"], rel=1e-4)
         assert events.Scalars("BLEU/valid")[-1].step == 4

@@ -25,12 +25,20 @@ class Probe(L.Callback):
     def on_validation_end(self, trainer, task):
         if trainer.is_global_zero:
             metrics = trainer.callback_metrics
-            self.validations.append({"step": trainer.global_step, "ppl": float(metrics["PPL/valid"]), "loss": float(metrics["loss/valid"])})
+            self.validations.append(
+                {"step": trainer.global_step, "ppl": float(metrics["PPL/valid"]), "loss": float(metrics["loss/valid"])}
+            )
 
     def on_train_end(self, trainer, task):
         params = torch.cat([p.detach().flatten().double() for p in task.model.parameters()])
-        record = {"rank": trainer.global_rank, "world": trainer.world_size, "batches": self.batches,
-                  "param_sum": params.sum().item(), "param_abs": params.abs().sum().item(), "validations": self.validations}
+        record = {
+            "rank": trainer.global_rank,
+            "world": trainer.world_size,
+            "batches": self.batches,
+            "param_sum": params.sum().item(),
+            "param_abs": params.abs().sum().item(),
+            "validations": self.validations,
+        }
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 

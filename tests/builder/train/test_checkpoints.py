@@ -40,8 +40,13 @@ def test_keep_last_leaves_that_many_and_average_takes_the_newest(tmp_path, monke
     assert json.loads((run / "results.json").read_text())["averaged_checkpoints"] == ["step00000008.ckpt", "step00000009.ckpt"]
     capsys.readouterr()
     assert main(["average", "--last", "2", str(run), "-o", str(tmp_path / "mean.ckpt")]) == 0
-    assert capsys.readouterr().out.splitlines()[1:] == [f"  {run / 'checkpoints' / n}" for n in ("step00000008.ckpt", "step00000009.ckpt")]
-    a, b = checkpoint_params(run / "checkpoints" / "step00000008.ckpt"), checkpoint_params(run / "checkpoints" / "step00000009.ckpt")
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        f"  {run / 'checkpoints' / n}" for n in ("step00000008.ckpt", "step00000009.ckpt")
+    ]
+    a, b = (
+        checkpoint_params(run / "checkpoints" / "step00000008.ckpt"),
+        checkpoint_params(run / "checkpoints" / "step00000009.ckpt"),
+    )
     mean = checkpoint_params(tmp_path / "mean.ckpt")
     for k in a:
         torch.testing.assert_close(mean[k], (a[k] + b[k]) / 2)
@@ -65,7 +70,10 @@ def test_a_run_that_averaged_is_evaluated_translated_and_exported_as_its_average
     assert capsys.readouterr().err == f"aiayn translate: translated with {run / 'checkpoints' / 'averaged.ckpt'} ({mean})\n"
     pytest.importorskip("ctranslate2")
     assert main(["export", str(run), "--to", "ctranslate2", str(tmp_path / "ct2")]) == 0
-    assert capsys.readouterr().out == f"exported {run / 'checkpoints' / 'averaged.ckpt'} ({mean}) to {tmp_path / 'ct2'} (CTranslate2)\n"
+    assert (
+        capsys.readouterr().out
+        == f"exported {run / 'checkpoints' / 'averaged.ckpt'} ({mean}) to {tmp_path / 'ct2'} (CTranslate2)\n"
+    )
 
 
 def test_last_is_a_second_name_of_the_newest_step_file_not_a_copy(tmp_path, monkeypatch):
@@ -92,7 +100,10 @@ def test_last_is_a_copy_where_the_filesystem_has_no_hard_links(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "step.ckpt"]  # no temporary left
 
 
-@pytest.mark.parametrize("keep, left", [("all", ["averaged.ckpt", "last.ckpt", "step00000002.ckpt"]), ("last", ["averaged.ckpt", "last.ckpt"]), ("none", None)])
+@pytest.mark.parametrize(
+    "keep, left",
+    [("all", ["averaged.ckpt", "last.ckpt", "step00000002.ckpt"]), ("last", ["averaged.ckpt", "last.ckpt"]), ("none", None)],
+)
 def test_a_finished_run_keeps_what_the_sweep_says(tmp_path, keep, left):
     from aiayn.builder.run.rundir import RunDir
 

@@ -42,7 +42,9 @@ def fresh_dynamo():
 def test_no_compilation_after_warm_up_over_a_whole_epoch():
     buckets = bucket_widths(np.maximum(SRC, TGT), num_buckets=6, boundaries=None)
     sampler = TokenBatchSampler(SRC, TGT, max_tokens=MAX_TOKENS, seed=5, buckets=buckets)
-    collate = StaticCollator(bucket_shapes(sampler.batches, SRC, TGT, buckets, MAX_TOKENS, packed=True), pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    collate = StaticCollator(
+        bucket_shapes(sampler.batches, SRC, TGT, buckets, MAX_TOKENS, packed=True), pad_id=PAD, bos_id=BOS, eos_id=EOS
+    )
     torch.manual_seed(0)
     model = tiny_model(d_model=8, d_ff=8, n_enc=1, n_dec=1, dropout=0.1).train()
     backend = Counting()

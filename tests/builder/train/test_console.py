@@ -29,7 +29,10 @@ def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch,
     out, err = capsys.readouterr()
     assert err == ""  # no banner, tip, or deprecation warning
     lines = out.splitlines()
-    assert lines[0] == "tokenizer: shared BPE of 300 (asked 300; 254 merges, 296 types + 4 specials) -> runs/demo/version_0/tokenizer.json"
+    assert (
+        lines[0]
+        == "tokenizer: shared BPE of 300 (asked 300; 254 merges, 296 types + 4 specials) -> runs/demo/version_0/tokenizer.json"
+    )
     assert lines[1].startswith("train pairs: kept 400 of 400;")
     assert lines[2] == "training demo: 10 steps on cpu"
     status = r"step (\d+)/10  loss \d+\.\d{3}  lr \d\.\d\de-\d\d(  \d+\.\dk tok/s)?  ETA \d+s"
@@ -38,7 +41,9 @@ def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch,
     assert kinds == ["status", "status", "valid", "status", "status", "status", "valid"]
     steps = [int(re.match(r"step (\d+)", x).group(1)) for x in lines[3:-1]]
     assert steps == [2, 4, 5, 6, 8, 10, 10]
-    assert re.fullmatch(r"finished in \d+ s: BLEU \d+\.\d\d, PPL \d+\.\d\d on valid \(12 sentences\); runs/demo/version_0", lines[-1])
+    assert re.fullmatch(
+        r"finished in \d+ s: BLEU \d+\.\d\d, PPL \d+\.\d\d on valid \(12 sentences\); runs/demo/version_0", lines[-1]
+    )
 
 
 class Losses(L.Callback):

@@ -86,31 +86,51 @@ def test_before_its_first_step_a_fine_tuned_model_translates_exactly_as_its_sour
 
 
 def test_a_gqa_variant_is_uptrained_from_the_multi_head_run(source, tmp_path):
-    gqa = ["model.decoder.layer[0].kv_heads=1", "model.decoder.layer[1].kv_heads=1", f"init_from={{path: {source}, convert: [kv_heads]}}"]
+    gqa = [
+        "model.decoder.layer[0].kv_heads=1",
+        "model.decoder.layer[1].kv_heads=1",
+        f"init_from={{path: {source}, convert: [kv_heads]}}",
+    ]
     code, err = fine_tune(tmp_path, source, "trainer.max_steps=1", *gqa)
     assert code == 0, err
     record = json.loads((tmp_path / "runs" / "demo-ft" / "version_0" / "results.json").read_text())["init_from"]
-    assert record["pooled"] == ["decoder.layers.0.sublayers.0.sublayer: 2 -> 1 K/V heads", "decoder.layers.0.sublayers.1.sublayer: 2 -> 1 K/V heads"]
+    assert record["pooled"] == [
+        "decoder.layers.0.sublayers.0.sublayer: 2 -> 1 K/V heads",
+        "decoder.layers.0.sublayers.1.sublayer: 2 -> 1 K/V heads",
+    ]
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["init_from={missing}"], "init_from: {missing} does not exist; give a run directory (runs/<name>/version_<n>) or a .ckpt file"),
-        (["init_from={tmp}"],
-         "init_from: {tmp} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; give a run directory "
-         "(runs/<name>/version_<n>) or a .ckpt file"),
-        (["init_from={source}", "dims.vocab_size=200"],
-         "init_from {source}: its embeddings hold 300 tokens and this model's 200 (model.embedding.vocab_size); a run starts "
-         "from them with the same vocabulary: set dims.vocab_size=300 and the tokenizer is the source's (init_from.tokenizer: source)"),
-        (["init_from={{path: {source}, convert: [layers]}}"],
-         "init_from.convert: layers is named, but both stacks have the source's numbers of layers; drop it"),
-        (["init_from={source}", "train.freeze=[encoders.*]"],
-         "train.freeze: 'encoders.*' matches no parameter of the model; parameter names are as its state_dict has them (e.g. "
-         "src_embed.token.table.weight), and decoder.*, encoder.*, generator.*, src_embed.*, tgt_embed.* match whole parts"),
-        (["init_from={source}", "data.pipeline=[lowercase]"],
-         "data.pipeline [lowercase] differs from the pipeline of init_from's source [], whose tokenizer this run takes: drop "
-         "data.pipeline to take the source's, or set init_from.tokenizer: own to train a tokenizer of this pipeline's text"),
+        (
+            ["init_from={missing}"],
+            "init_from: {missing} does not exist; give a run directory (runs/<name>/version_<n>) or a .ckpt file",
+        ),
+        (
+            ["init_from={tmp}"],
+            "init_from: {tmp} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; give a run directory "
+            "(runs/<name>/version_<n>) or a .ckpt file",
+        ),
+        (
+            ["init_from={source}", "dims.vocab_size=200"],
+            "init_from {source}: its embeddings hold 300 tokens and this model's 200 (model.embedding.vocab_size); a run starts "
+            "from them with the same vocabulary: set dims.vocab_size=300 and the tokenizer is the source's (init_from.tokenizer: source)",
+        ),
+        (
+            ["init_from={{path: {source}, convert: [layers]}}"],
+            "init_from.convert: layers is named, but both stacks have the source's numbers of layers; drop it",
+        ),
+        (
+            ["init_from={source}", "train.freeze=[encoders.*]"],
+            "train.freeze: 'encoders.*' matches no parameter of the model; parameter names are as its state_dict has them (e.g. "
+            "src_embed.token.table.weight), and decoder.*, encoder.*, generator.*, src_embed.*, tgt_embed.* match whole parts",
+        ),
+        (
+            ["init_from={source}", "data.pipeline=[lowercase]"],
+            "data.pipeline [lowercase] differs from the pipeline of init_from's source [], whose tokenizer this run takes: drop "
+            "data.pipeline to take the source's, or set init_from.tokenizer: own to train a tokenizer of this pipeline's text",
+        ),
     ],
     ids=["missing", "not_a_run", "vocabulary", "needless_conversion", "freeze_nothing", "pipeline"],
 )
@@ -132,20 +152,29 @@ def test_a_sweep_uptrains_its_variants_from_one_source(tmp_path, monkeypatch):
     assert main(["train", DEMO, *tiny(tmp_path, *dims, "trainer.max_steps=2", "trainer.val_check_interval=null")]) == 0
     for name in ("base.yaml", "demo.yaml", "demo-gqa.yaml", "demo-gqa.sweep.yaml"):
         shutil.copy(EXPERIMENTS / name, tmp_path / name)
-    short = [*tiny(tmp_path, *dims, "trainer.max_steps=1", "trainer.val_check_interval=null", "train.validation.bleu=false"), "decode.beam=1"]
+    short = [
+        *tiny(tmp_path, *dims, "trainer.max_steps=1", "trainer.val_check_interval=null", "train.validation.bleu=false"),
+        "decode.beam=1",
+    ]
     out = io.StringIO()
     with redirect_stdout(out), redirect_stderr(io.StringIO()):
         assert main(["sweep", "demo-gqa.sweep.yaml", *short]) == 0, out.getvalue()
     pooled = {}
     for kv in (4, 2, 1):
-        record = json.loads((tmp_path / "runs" / "demo-uptrained" / f"demo-kv{kv}-seed1" / "version_0" / "results.json").read_text())["init_from"]
+        record = json.loads(
+            (tmp_path / "runs" / "demo-uptrained" / f"demo-kv{kv}-seed1" / "version_0" / "results.json").read_text()
+        )["init_from"]
         assert record["path"] == "runs/demo" and record["step"] == 2
         pooled[kv] = record.get("pooled", [])
     assert pooled[4] == [] and pooled[2][0] == "encoder.layers.0.sublayers.0.sublayer: 4 -> 2 K/V heads" and len(pooled[1]) == 3
     table = (tmp_path / "runs" / "demo-uptrained" / "results.md").read_text()
     header, _, *rows = table.splitlines()[:5]
     column = header.split(" | ").index("kv_heads")
-    assert [(r.split(" | ")[0], r.split(" | ")[column]) for r in rows] == [("| demo-kv4", ""), ("| demo-kv2", "2"), ("| demo-kv1", "1")]
+    assert [(r.split(" | ")[0], r.split(" | ")[column]) for r in rows] == [
+        ("| demo-kv4", ""),
+        ("| demo-kv2", "2"),
+        ("| demo-kv1", "1"),
+    ]
 
 
 def test_validate_checks_the_weights_go_in_as_train_would(source, tmp_path, capsys):

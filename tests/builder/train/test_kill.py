@@ -42,7 +42,15 @@ KILLED_IN_A_SAVE = textwrap.dedent("""
 
 
 def command(tmp_path: Path, *extra: str) -> list[str]:
-    return ["train", str(EXPERIMENTS / "demo.yaml"), *TINY, f"data.cache_dir={tmp_path / 'cache'}", "--runs", str(tmp_path / "runs"), *extra]
+    return [
+        "train",
+        str(EXPERIMENTS / "demo.yaml"),
+        *TINY,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "--runs",
+        str(tmp_path / "runs"),
+        *extra,
+    ]
 
 
 def environment(**extra: str) -> dict[str, str]:

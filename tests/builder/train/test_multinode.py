@@ -70,7 +70,15 @@ def run_nodes(tmp_path: Path, out: Path, args: list[str], *, timeout: float = 24
         for node in (0, 1):
             rendezvous = ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node),
                           "--master-addr", "127.0.0.1", "--master-port", str(port)]  # fmt: skip
-            command = [sys.executable, "-m", "torch.distributed.run", *rendezvous, "-m", "tests.builder.train.node_probe", str(out)]
+            command = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                *rendezvous,
+                "-m",
+                "tests.builder.train.node_probe",
+                str(out),
+            ]
             with (tmp_path / f"node{node}.log").open("w") as log:
                 procs.append(subprocess.Popen([*command, "train", DEMO, *args], cwd=tmp_path, env=env, stdout=log, stderr=log))
         for proc in procs:
@@ -104,7 +112,11 @@ def test_two_nodes_train_one_model_in_one_run_directory(tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs").rglob("version_*")) == ["version_0"]
     assert json.loads((run / "results.json").read_text())["steps"] == 3
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt", "step00000002.ckpt", "step00000003.ckpt"]  # the final step too
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "last.ckpt",
+        "step00000002.ckpt",
+        "step00000003.ckpt",
+    ]  # the final step too
     writers = {int(p.name.split(".")[-2]) for p in run.glob("events.out.tfevents.*")}
     assert writers == {ranks[0]["pid"]}
     assert "finished in" in log0 and "finished in" not in log1

@@ -54,19 +54,27 @@ def test_early_stopping_ends_a_finished_run_and_says_where(tmp_path, monkeypatch
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["train.early_stopping={patience: 10}", "trainer.val_check_interval=null"],
-         "train.early_stopping: patience 10 counts validations, but training never validates (trainer.val_check_interval "
-         "and trainer.check_val_every_n_epoch are null); set trainer.check_val_every_n_epoch=1 (fairseq validates once "
-         "an epoch) or a trainer.val_check_interval (set on the command line: train.early_stopping={patience: 10})"),
-        (["trainer.check_val_every_n_epoch=1"],
-         "trainer.check_val_every_n_epoch: validates every 1 epochs, and val_check_interval every 200 steps; set "
-         "trainer.val_check_interval=null to validate by epochs (set on the command line: trainer.check_val_every_n_epoch=1)"),
-        (["train.checkpoint.every_n_epochs=1", "train.checkpoint.every_n_train_steps=5"],
-         "train.checkpoint.every_n_epochs: set one of every_n_train_steps, every_n_minutes and every_n_epochs, not "
-         "every_n_train_steps (5) and every_n_epochs (1); set the others to null (set on the command line: "
-         "train.checkpoint.every_n_epochs=1)"),
-        (["train.early_stopping={monitor: BLEU/valid}"],
-         "train.early_stopping.monitor: input should be 'loss/valid' or 'PPL/valid', got 'BLEU/valid'"),
+        (
+            ["train.early_stopping={patience: 10}", "trainer.val_check_interval=null"],
+            "train.early_stopping: patience 10 counts validations, but training never validates (trainer.val_check_interval "
+            "and trainer.check_val_every_n_epoch are null); set trainer.check_val_every_n_epoch=1 (fairseq validates once "
+            "an epoch) or a trainer.val_check_interval (set on the command line: train.early_stopping={patience: 10})",
+        ),
+        (
+            ["trainer.check_val_every_n_epoch=1"],
+            "trainer.check_val_every_n_epoch: validates every 1 epochs, and val_check_interval every 200 steps; set "
+            "trainer.val_check_interval=null to validate by epochs (set on the command line: trainer.check_val_every_n_epoch=1)",
+        ),
+        (
+            ["train.checkpoint.every_n_epochs=1", "train.checkpoint.every_n_train_steps=5"],
+            "train.checkpoint.every_n_epochs: set one of every_n_train_steps, every_n_minutes and every_n_epochs, not "
+            "every_n_train_steps (5) and every_n_epochs (1); set the others to null (set on the command line: "
+            "train.checkpoint.every_n_epochs=1)",
+        ),
+        (
+            ["train.early_stopping={monitor: BLEU/valid}"],
+            "train.early_stopping.monitor: input should be 'loss/valid' or 'PPL/valid', got 'BLEU/valid'",
+        ),
     ],
     ids=["patience_without_validation", "steps_and_epochs", "two_checkpoint_triggers", "monitor"],
 )

@@ -23,7 +23,9 @@ def trained(tmp_path, monkeypatch) -> Path:
 
 
 def resume(tmp_path: Path, *overrides: str) -> int:
-    args = tiny(tmp_path, "trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=1", "trainer.log_every_n_steps=1")
+    args = tiny(
+        tmp_path, "trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=1", "trainer.log_every_n_steps=1"
+    )
     return main(["train", DEMO, *args, *overrides, "--resume"])
 
 
@@ -41,7 +43,9 @@ def test_a_longer_run_continues_at_its_step_and_is_recorded(trained, tmp_path):
     assert (one["started_at_step"], one["ended_at_step"], "changed" in one) == (0, 3, False)
     assert (two["started_at_step"], two["ended_at_step"]) == (3, 5)
     assert two["changed"] == {"trainer.max_steps": [3, 5], "decode.beam": [2, 1]}
-    assert one["wall_time_s"] == first["wall_time_s"] and results["wall_time_s"] == round(one["wall_time_s"] + two["wall_time_s"], 1)
+    assert one["wall_time_s"] == first["wall_time_s"] and results["wall_time_s"] == round(
+        one["wall_time_s"] + two["wall_time_s"], 1
+    )
     logged = []
     for path in set(trained.glob("events.out.tfevents.*")) - earlier:  # what the second process wrote
         events = EventAccumulator(str(path))

@@ -18,10 +18,20 @@ pytest.importorskip("sentencepiece")
 
 def test_the_demo_trains_and_translates_with_sentencepiece(tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
-    args = tiny(tmp_path, "data.tokenizer.type=sentencepiece", "trainer.max_steps=4", "trainer.val_check_interval=null", "--runs", str(runs))
+    args = tiny(
+        tmp_path,
+        "data.tokenizer.type=sentencepiece",
+        "trainer.max_steps=4",
+        "trainer.val_check_interval=null",
+        "--runs",
+        str(runs),
+    )
     assert main(["train", DEMO, *args]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert "tokenizer: SentencePiece unigram (300 pieces asked a model): joint: one sentencepiece tokenizer and one vocabulary" in out
+    assert (
+        "tokenizer: SentencePiece unigram (300 pieces asked a model): joint: one sentencepiece tokenizer and one vocabulary"
+        in out
+    )
     run = RunDir(runs / "demo" / "version_0")
     src, tgt = load_run_tokenizers(run)
     assert isinstance(src, SentencePieceTokenizer) and src is tgt

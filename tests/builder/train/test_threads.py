@@ -119,5 +119,8 @@ def test_a_run_starts_on_the_free_cores_and_says_so(tmp_path, monkeypatch, capsy
     assert calls[0] == 1
     assert "cpu: 1 of 2 threads: other processes keep the rest of the cores busy; looked at again every 5 s " \
            "(train.cpu_threads=N fixes it)" in capsys.readouterr().out  # fmt: skip
-    assert main(["train", DEMO, *tiny(tmp_path, "trainer.max_steps=1", "trainer.val_check_interval=null", "train.cpu_threads=2")]) == 0
+    assert (
+        main(["train", DEMO, *tiny(tmp_path, "trainer.max_steps=1", "trainer.val_check_interval=null", "train.cpu_threads=2")])
+        == 0
+    )
     assert calls[-1] == 2 and "cpu:" not in capsys.readouterr().out

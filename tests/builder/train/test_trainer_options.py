@@ -58,7 +58,9 @@ def test_gradient_clipping_changes_the_update_as_clip_grad_norm_does(tmp_path, m
     monkeypatch.chdir(tmp_path)
     recorder, fit = Recorder(), fitting.fit
     monkeypatch.setattr(fitting, "fit", lambda *a, callbacks=(), **k: fit(*a, callbacks=[*callbacks, recorder], **k))
-    args = tiny(tmp_path, "trainer.max_steps=3", "trainer.val_check_interval=null", "dims.P_drop=0.0", "trainer.gradient_clip_val=0.05")
+    args = tiny(
+        tmp_path, "trainer.max_steps=3", "trainer.val_check_interval=null", "dims.P_drop=0.0", "trainer.gradient_clip_val=0.05"
+    )
     assert main(["train", DEMO, *args]) == 0
     trained = checkpoint_params(tmp_path / "runs" / "demo" / "version_0" / "checkpoints" / "last.ckpt")
     spec = load_experiment(DEMO, args)
@@ -85,7 +87,9 @@ def test_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path):
     args = ["train", DEMO, *tiny(tmp_path, "trainer.max_steps=50", "trainer.val_check_interval=null",
                                  "train.checkpoint.every_n_train_steps=1", "train.lr_schedule.warmup_steps=10"), "--runs", str(tmp_path / "runs")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "aiayn", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiayn", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     run = tmp_path / "runs" / "demo" / "version_0"
     deadline = time.monotonic() + 120
     while not (run / "checkpoints" / "last.ckpt").is_file() and process.poll() is None and time.monotonic() < deadline:

@@ -20,10 +20,21 @@ from tests.conftest import EXPERIMENTS, ROOT
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
 TINY = [
-    "dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1",
-    "dims.vocab_size=300", "data.n_train=400", "data.n_valid=12", "data.n_test=12",
-    "train.tokens_per_step=800", "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
-    "decode.beam=2", "decode.max_len_b=5",
+    "dims.d_model=32",
+    "dims.d_ff=64",
+    "dims.h=2",
+    "dims.d_k=16",
+    "dims.d_v=16",
+    "dims.N=1",
+    "dims.vocab_size=300",
+    "data.n_train=400",
+    "data.n_valid=12",
+    "data.n_test=12",
+    "train.tokens_per_step=800",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    "decode.beam=2",
+    "decode.max_len_b=5",
 ]
 
 
@@ -54,8 +65,18 @@ def test_train_writes_a_finished_run(tmp_path, monkeypatch):
     events.Reload()
     tags = events.Tags()
     # What a researcher opens TensorBoard for sorts first (upper case before lower), no `epoch` chart
-    assert sorted(tags["scalars"]) == ["BLEU/valid", "PPL/train", "PPL/valid", "loss/train", "loss/valid", "lr",
-                                       "train/batch_tokens", "train/grad_norm", "train/tokens_per_s", "valid/chrF"]
+    assert sorted(tags["scalars"]) == [
+        "BLEU/valid",
+        "PPL/train",
+        "PPL/valid",
+        "loss/train",
+        "loss/valid",
+        "lr",
+        "train/batch_tokens",
+        "train/grad_norm",
+        "train/tokens_per_s",
+        "valid/chrF",
+    ]
     assert [e.step for e in events.Scalars("BLEU/valid")][-1] == 12  # the whole split, once, at the end
     assert tags["tensors"] == ["valid/samples/text_summary"]
     assert any(t.startswith("valid/attention/decoder.layer0.cross") for t in tags["images"])
@@ -140,8 +161,14 @@ def test_ddp_two_cpu_processes(tmp_path):
                 "trainer.accelerator=cpu", "train.checkpoint.every_n_train_steps=3", "train.validation.bleu=false")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     probe = Path(__file__).with_name("ddp_probe.py")
-    done = subprocess.run([sys.executable, str(probe), DEMO, str(run_dir), str(out), *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(probe), DEMO, str(run_dir), str(out), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world"] for r in ranks] == [2, 2]
