@@ -80,6 +80,9 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
     differs. A run to resume has a checkpoint that loads, and a max_steps that does not end it
     before its step, or at it when it finished."""
     changed: list[tuple[str, Any, Any]] = []
+    for path in (run.config, run.config_diff, run.status_file, run.results_file, run.last_checkpoint):
+        if path.is_dir():
+            raise UserError(f"{path} is a folder where the run keeps a file of its own; move it away, or train a new run")
     if run.config.is_file():
         where = [(k.lstrip("."), a, b) for k, a, b in differences(_stored_experiment(run), _experiment(spec), "")]
         refused = [d for d in where if not d[0].startswith(tuple(f"{k}." for k in MAY_CHANGE)) and d[0] not in MAY_CHANGE]

@@ -234,6 +234,16 @@ def test_resume_from_a_damaged_checkpoint_is_refused(run):
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ["status.json", "config.yaml"])
+def test_resume_into_a_run_whose_file_is_a_folder_is_refused(run, name):
+    (run / name).unlink()
+    (run / name).mkdir()
+    fails(
+        f"aiayn train: error: {run / name} is a folder where the run keeps a file of its own; move it away, or train a new run\n",
+        "train", DEMO, *TINY, "trainer.max_steps=4", "--run-dir", run, "--resume", untouched=run,
+    )  # fmt: skip
+
+
 # ---- failed trains leave nothing to mistake for a run -------------------------------------------
 
 
@@ -271,6 +281,20 @@ def test_results_files_are_checked(run, change, why):
         "results",
         run.parent.parent,
     )
+
+
+def test_results_of_runs_whose_files_are_damaged(run):
+    """A config.yaml of bytes that are not UTF-8 (its settings are not shown); a results.json that is a folder."""
+    (run / "config.yaml").write_bytes(b"\xff\xfe garbage \x00")
+    code, out, err = cli("results", run.parent.parent)
+    assert code == 0 and "| demo |" in out, err
+    (run / "results.json").unlink()
+    (run / "results.json").mkdir()
+    fails(
+        f"aiayn results: error: {run / 'results.json'}: not a results.json of `aiayn train`: it cannot be read (Is a directory); "
+        "delete it, or re-run that run\n",
+        "results", run.parent.parent,
+    )  # fmt: skip
 
 
 # ---- decoding limits ----------------------------------------------------------------------------
