@@ -177,7 +177,16 @@ def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
     if run is None:
         return {}
     names = [*run.tokenizer_files(joint=True)[:1], *run.tokenizer_files(joint=False)]
-    return {p.name: p.read_text(encoding="utf-8") for p in names if p.is_file()}
+    files = {}
+    for path in (p for p in names if p.is_file()):  # read as a tokenizer: a damaged one is never copied
+        try:
+            files[path.name] = path.read_text(encoding="utf-8")
+        except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+            raise UserError(
+                f"{path} is not a valid tokenizer file ({e}); it is the run's tokenizer, which the model needs"
+            ) from None
+        tokenizer_from_json(files[path.name], str(path))
+    return files
 
 
 def load_for_inference(arg: str | Path) -> ForInference:

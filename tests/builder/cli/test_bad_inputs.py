@@ -214,6 +214,26 @@ def test_average_never_overwrites_its_inputs_or_the_resume_point(run):
 # ---- resuming another model, or a damaged checkpoint --------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\xff\xfe garbage", "('utf-8' codec can't decode byte 0xff in position 0: invalid start byte); it is the run's tokenizer, which the model needs"),
+        (b'{"a": 1', "(not JSON: Expecting ',' delimiter: line 1 column 8 (char 7))"),
+    ],
+)  # fmt: skip
+def test_average_never_copies_a_damaged_tokenizer(run, tmp_path, content, why):
+    (run / "tokenizer.json").write_bytes(content)
+    steps = sorted((run / "checkpoints").glob("step*.ckpt"))
+    fails(
+        f"aiayn average: error: {run / 'tokenizer.json'} is not a valid tokenizer file {why}\n",
+        "average",
+        *steps,
+        "-o",
+        tmp_path / "avg.ckpt",
+    )
+    assert not (tmp_path / "avg.ckpt").exists()
+
+
 def test_resume_into_another_model_is_refused_and_changes_nothing(run):
     runs = run.parent.parent
     message = (
