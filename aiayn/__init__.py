@@ -13,9 +13,10 @@ For a notebook or a script (README, "Python"):
 
 and what a plugin needs to add a block (docs/plugins.md):
 
-    specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec, TextStepSpec
-                (the bases of a block's YAML schema; a text step's build(spec, lang) returns its
-                function of a line), PositiveInt, Probability, FieldError
+    specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec, TextStepSpec,
+                TokenizerSpec (the bases of a block's YAML schema; a text step's build(spec, lang)
+                returns its function of a line; a tokenizer's build(spec, TokenizerInputs) its
+                (source, target, description), e.g. FastTokenizers), PositiveInt, Probability, FieldError
     register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
                 PluginError
@@ -55,6 +56,9 @@ _PUBLIC = {
     "StackBiasSpec": "aiayn.schemas.stack_bias",
     "ScoreSpec": "aiayn.schemas.score",
     "TextStepSpec": "aiayn.schemas.text_step",
+    "TokenizerSpec": "aiayn.schemas.tokenizer",
+    "TokenizerInputs": "aiayn.builder.data.make_tokenizers",
+    "FastTokenizer": "aiayn.builder.data.bpe",
     "PluginError": "aiayn.schemas.slots",
     "register": "aiayn.builder.model.registry",
     "BuildContext": "aiayn.builder.model.registry",

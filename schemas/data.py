@@ -5,8 +5,9 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Spec
+from aiayn.schemas.slots import AnyTokenizer
 from aiayn.schemas.text import TextStep, check_steps, named_steps
-from aiayn.schemas.tokenizer import BpeTokenizerSpec, TokenizerSpec, bpe_by_default
+from aiayn.schemas.tokenizer import BpeTokenizerSpec, bpe_by_default
 
 
 class StaticShapesSpec(Spec):
@@ -46,7 +47,7 @@ class _DataSpec(Spec):
     # normalize_punctuation, moses_tokenize]; a run whose pipeline tokenizes is scored on its
     # tokenized output (sacreBLEU tokenize=none), as its literature scores it
     pipeline: tuple[TextStep, ...] = ()
-    tokenizer: TokenizerSpec = BpeTokenizerSpec()
+    tokenizer: AnyTokenizer = BpeTokenizerSpec()
     cache_dir: str | None = None  # None: $AIAYN_CACHE or ~/.cache/aiayn
     # DataLoader worker processes; auto: 2 when training on a GPU (batches are made while it
     # computes, in pinned memory), none on a CPU (whose cores the model needs)

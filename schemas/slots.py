@@ -3,7 +3,7 @@
 A slot is a place in an experiment that a registered spec class fills: a sub-layer of a layer
 (`sublayer`), the normaliser of add & norm (`norm`), the positions added to each side's
 embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`), the step
-from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`). A field
+from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`), the tokenizer (`tokenizer`). A field
 typed with a slot (`AnySublayer`, ...) validates as a union discriminated by `type` over the
 classes registered for that slot when its schema is built (on first use: specs defer their
 build); a later registration rebuilds the schemas that were built.
@@ -32,6 +32,7 @@ from aiayn.schemas.score import ScoreSpec
 from aiayn.schemas.stack_bias import StackBiasSpec
 from aiayn.schemas.sublayer import SublayerSpec
 from aiayn.schemas.text_step import TextStepSpec
+from aiayn.schemas.tokenizer import TokenizerSpec
 
 GROUP = "aiayn.blocks"
 OWN = "aiayn"  # the distribution whose entry point registers the built-in blocks
@@ -70,7 +71,8 @@ POSITIONAL = Slot("positional", PositionalSpec, "positional encoding")
 STACK_BIAS = Slot("stack_bias", StackBiasSpec, "stack-level bias")
 SCORE = Slot("score", ScoreSpec, "score step")
 TEXT_STEP = Slot("text_step", TextStepSpec, "text pipeline step")
-SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP)}
+TOKENIZER = Slot("tokenizer", TokenizerSpec, "tokenizer")
+SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER)}
 
 AnySublayer = Annotated[SublayerSpec, SUBLAYER]
 AnyNorm = Annotated[NormSpec, NORM]
@@ -78,6 +80,7 @@ AnyPositional = Annotated[PositionalSpec, POSITIONAL]
 AnyStackBias = Annotated[StackBiasSpec, STACK_BIAS]
 AnyScore = Annotated[ScoreSpec, SCORE]
 AnyTextStep = Annotated[TextStepSpec, TEXT_STEP]
+AnyTokenizer = Annotated[TokenizerSpec, TOKENIZER]
 
 _owners: dict[str, str] = {}  # type tag -> who registered it
 _dists: dict[str, str] = {}  # type tag -> the distribution that registered it, "name==version"

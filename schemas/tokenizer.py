@@ -8,7 +8,7 @@ model a side over one vocabulary (opus-mt's source.spm and target.spm); without 
 its own tokenizer and ids.
 """
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -19,7 +19,27 @@ from aiayn.schemas._base import PositiveInt, Spec
 SamplePairs = PositiveInt | None
 
 
-class BpeTokenizerSpec(Spec):
+class TokenizerSpec(Spec):
+    """The base of data.tokenizer's spec (a plugin's too, slot `tokenizer`): a `type:
+    Literal["name"]` field, its own fields, and how it makes text into ids, in words."""
+
+    if TYPE_CHECKING:
+        type: str  # each subclass's `type: Literal["name"]` field, its tag in the YAML
+
+    def layout(self, shared_vocab: bool) -> str:
+        """How it makes the two sides' ids, in words (`aiayn show`)."""
+        return f"{self.type}, " + ("one vocabulary" if shared_vocab else "a vocabulary a side")
+
+
+def _models(kind: str, joint: bool, shared_vocab: bool) -> str:
+    if joint:
+        return f"{kind}, joint: one model and one vocabulary for both sides"
+    return f"{kind}, " + (
+        "a model a side over one vocabulary (opus-mt's way)" if shared_vocab else "a model and a vocabulary a side"
+    )
+
+
+class BpeTokenizerSpec(TokenizerSpec):
     """A BPE vocabulary trained on the training split (after data.pipeline); its size is
     model.embedding.vocab_size, or, with `merges`, what that many merges give."""
 
@@ -31,8 +51,11 @@ class BpeTokenizerSpec(Spec):
     merges: PositiveInt | None = None
     train_sample_pairs: SamplePairs = 1_000_000
 
+    def layout(self, shared_vocab: bool) -> str:
+        return _models("BPE", shared_vocab, shared_vocab)
 
-class SentencePieceTokenizerSpec(Spec):
+
+class SentencePieceTokenizerSpec(TokenizerSpec):
     """A SentencePiece model trained on the training split (after data.pipeline), ids as
     `spm_train --pad_id=0 --bos_id=1 --eos_id=2 --unk_id=3` gives them. On small text the model
     has fewer pieces than asked (`hard_vocab_limit: false`)."""
@@ -52,8 +75,11 @@ class SentencePieceTokenizerSpec(Spec):
     joint: bool | None = None
     train_sample_pairs: SamplePairs = 1_000_000
 
+    def layout(self, shared_vocab: bool) -> str:
+        return _models(f"SentencePiece {self.model_type}", shared_vocab if self.joint is None else self.joint, shared_vocab)
 
-class TokenizerFileSpec(Spec):
+
+class TokenizerFileSpec(TokenizerSpec):
     """A tokenizer made elsewhere: a tokenizer.json (ids 0-3 <pad> <s> </s> <unk>) or a
     SentencePiece model (`spm_train`'s .model, opus-mt's .spm: its pieces are renumbered so that
     those four come first). Paths are relative to the directory training starts in."""
@@ -64,8 +90,9 @@ class TokenizerFileSpec(Spec):
     # model.embedding.shared_vocab: two SentencePiece models, opus-mt's way); None: `path` for both
     target_path: str | None = Field(default=None, min_length=1)
 
-
-TokenizerSpec = Annotated[BpeTokenizerSpec | SentencePieceTokenizerSpec | TokenizerFileSpec, Field(discriminator="type")]
+    def layout(self, shared_vocab: bool) -> str:
+        files = self.path if self.target_path is None else f"{self.path} and {self.target_path}"
+        return f"read from {files}, " + ("one vocabulary" if shared_vocab else "a vocabulary a side")
 
 
 def bpe_by_default(value: Any) -> Any:

@@ -65,7 +65,7 @@ ALLOWED = {
         "builder.sweep",
     },
     "builder.cli": set(),  # anything: checked below only for what it is
-    "aiayn": {"schemas", "blocks", "builder.errors", "builder.model"},
+    "aiayn": {"schemas", "blocks", "builder.errors", "builder.model", "builder.data"},
     "aiayn.__main__": set(),  # `python -m aiayn`: the CLI
 }
 CLI = {"builder.cli", "aiayn.__main__"}

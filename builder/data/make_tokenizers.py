@@ -5,25 +5,58 @@ ids of its own (model.embedding.shared_vocab: false)."""
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiayn.builder.data.tokenizer import Tokenizer, layout, tokenizer_from_json
 from aiayn.builder.errors import UserError
+from aiayn.builder.registry import registration
+from aiayn.schemas.slots import PluginError
 from aiayn.schemas.tokenizer import BpeTokenizerSpec, SentencePieceTokenizerSpec, TokenizerFileSpec
 
 Texts = Callable[[], Iterable[str]]  # the training split's lines of one side, read anew at each call
 Made = tuple[Tokenizer, Tokenizer, str]  # (source, target, what to say of them)
 
 
+@dataclass(frozen=True)
+class TokenizerInputs:
+    """What a tokenizer type's build(spec, inputs) receives: the vocabulary asked for
+    (model.embedding.vocab_size), whether the two sides share one id space, and each side's
+    training text. It returns (source, target, what to say of them): aiayn Tokenizers, the same
+    object twice for a joint one (ids 0-3 <pad> <s> </s> <unk>), which the run saves and reads back."""
+
+    vocab_size: int
+    shared_vocab: bool
+    src: Texts
+    tgt: Texts
+
+
 def make_tokenizers(spec: Any, *, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
-    """(source, target, description) as `spec` (one of schemas/tokenizer.py's) makes them."""
-    if isinstance(spec, TokenizerFileSpec):
-        return read_tokenizers(spec, shared_vocab=shared_vocab)
-    if isinstance(spec, SentencePieceTokenizerSpec):
-        return _sentencepiece(spec, vocab_size, shared_vocab, src, tgt)
-    assert isinstance(spec, BpeTokenizerSpec), spec
-    return _bpe(spec, vocab_size, shared_vocab, src, tgt)
+    """(source, target, description) as `spec` (data.tokenizer, a registered type) makes them."""
+    made = registration(spec).build(spec, TokenizerInputs(vocab_size, shared_vocab, src, tgt))
+    if not (isinstance(made, tuple) and len(made) == 3 and all(isinstance(t, Tokenizer) for t in made[:2])):
+        raise PluginError(
+            f"the builder of the tokenizer {spec.type!r} returned {type(made).__name__}; it must return (source, target, "
+            "description), two aiayn Tokenizers (a FastTokenizer, say) and a str"
+        )
+    return made
+
+
+def register_tokenizers(register: Callable[..., Any]) -> None:
+    """Register the built-in tokenizer types with `register` (aiayn.register)."""
+    register(
+        BpeTokenizerSpec,
+        slot="tokenizer",
+        build=lambda spec, given: _bpe(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt),
+    )
+    register(
+        SentencePieceTokenizerSpec, slot="tokenizer",
+        build=lambda spec, given: _sentencepiece(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt),
+    )  # fmt: skip
+    register(
+        TokenizerFileSpec, slot="tokenizer", build=lambda spec, given: read_tokenizers(spec, shared_vocab=given.shared_vocab)
+    )
 
 
 def _both(src: Texts, tgt: Texts) -> Texts:

@@ -21,6 +21,7 @@ from aiayn.blocks import (
     SummedBias,
     T5RelativeBias,
 )
+from aiayn.builder.data.make_tokenizers import register_tokenizers
 from aiayn.builder.data.text_steps import register_text_steps
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.attention import (
@@ -63,6 +64,7 @@ def register_builtins() -> None:
     register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
     register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=lambda spec: "sigmoid")
     register_text_steps(register)
+    register_tokenizers(register)
     register(
         LayerNormSpec,
         slot="norm",

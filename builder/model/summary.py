@@ -79,18 +79,9 @@ def summary(spec: ExperimentSpec) -> dict[str, Any]:
 def tokenizer_layout(spec: ExperimentSpec) -> str:
     """How the experiment's text becomes ids, in words: the kind, and joint or a tokenizer a side
     over one vocabulary or over one each."""
-    tokenizer, shared = spec.data.tokenizer, spec.model.embedding.shared_vocab
     if spec.init_from is not None and spec.init_from.tokenizer == "source":
         return f"init_from's: the tokenizer(s) and vocabulary of {spec.init_from.path}"
-    if tokenizer.type == "file":
-        files = tokenizer.path if tokenizer.target_path is None else f"{tokenizer.path} and {tokenizer.target_path}"
-        return f"read from {files}, " + ("one vocabulary" if shared else "a vocabulary a side")
-    kind, joint = "BPE", shared
-    if tokenizer.type == "sentencepiece":
-        kind, joint = f"SentencePiece {tokenizer.model_type}", shared if tokenizer.joint is None else tokenizer.joint
-    if joint:
-        return f"{kind}, joint: one model and one vocabulary for both sides"
-    return f"{kind}, " + ("a model a side over one vocabulary (opus-mt's way)" if shared else "a model and a vocabulary a side")
+    return spec.data.tokenizer.layout(spec.model.embedding.shared_vocab)
 
 
 def render(info: dict[str, Any]) -> str:
