@@ -25,7 +25,13 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 README = ROOT / "README.md"
-CI_COMMANDS = ("pip install", "python -m pytest", "ruff check", "ruff format", ".ci/")  # checked to be in .ci/run, not run again here
+CI_COMMANDS = (
+    "pip install",
+    "python -m pytest",
+    "ruff check",
+    "ruff format",
+    ".ci/",
+)  # checked to be in .ci/run, not run again here
 
 
 def readme_commands(text: str) -> list[tuple[str, bool]]:
