@@ -244,3 +244,22 @@ def test_a_search_on_slurm_shares_one_study_between_its_array_of_workers(tmp_pat
     assert [(t["name"], t["status"], t["slurm_state"]) for t in final] == [("demo-seed1", "finished", "COMPLETED")]
     best = optuna.load_study(study_name="demo", storage=storage(journal)).best_params["train.lr_schedule.factor"]
     assert f"factor: {best}" in (tmp_path / "runs" / "s" / "demo-seed1" / "version_0" / "config.yaml").read_text()
+
+
+def test_a_controller_that_does_not_answer_is_the_launchers_failure_and_leaves_nothing(tmp_path, cluster):
+    """The same cluster's configuration with the controller's port moved to one nothing listens
+    on: sbatch is there, slurmctld does not answer. The sweep says so in one line (what sinfo
+    said), exit 2, and makes no folder."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("\n".join(f"SlurmctldPort={free_port()}" if line.startswith("SlurmctldPort=") else line
+                              for line in cluster.conf.read_text().splitlines()) + "\n")  # fmt: skip
+    sweep = tmp_path / "s.sweep.yaml"
+    sweep.write_text(f"name: s\nbase: {DEMO}\nvariants:\n  - {{name: a}}\nlauncher: {LAUNCHER}\n")
+    argv = [sys.executable, "-m", "aiayn", "sweep", str(sweep), *SHORT, "--runs", str(tmp_path / "runs")]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env={**cluster.env, "SLURM_CONF": str(conf)}, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("aiayn sweep: error: the slurm launcher cannot reach SLURM's controller: `sinfo` says: ")
+    assert "Unable to contact slurm controller" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
