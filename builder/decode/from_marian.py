@@ -22,7 +22,6 @@ with </s>; the model gets model.source_eos (for a tokenizer.json: where its post
 This module is imported only when a Marian folder is read, and needs `transformers`.
 """
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import torch
 
 from aiayn.builder.decode.checkpoint import ForInference
-from aiayn.builder.decode.marian_config import read_config
+from aiayn.builder.decode.marian_config import json_object, read_config
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
@@ -110,16 +109,8 @@ def _weights(folder: Path, model_class: Any) -> Any:
 
 def _check_json_object(path: Path) -> None:
     """An optional JSON file of the folder, where present, is an object."""
-    if not path.is_file():
-        return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(
-            f"{path} cannot be read as JSON ({e}); mend it, or delete it (aiayn decodes with its own settings)"
-        ) from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path} is not a JSON object; mend it, or delete it (aiayn decodes with its own settings)")
+    if path.is_file():
+        json_object(path, "mend it, or delete it (aiayn decodes with its own settings)")
 
 
 def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos: bool) -> dict[str, Any]:

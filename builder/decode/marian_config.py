@@ -52,16 +52,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     """config.json of the Marian folder, every field aiayn reads checked; a UserError names the
     file and the first fields that are wrong."""
     path = folder / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(
-            f"{path} cannot be read as JSON ({e}); a Hugging Face model folder's config.json is a JSON object"
-        ) from None
-    if not isinstance(data, dict):
-        raise UserError(
-            f"{path} holds a JSON {_json_type(data)}, not an object; a Hugging Face model folder's config.json is a JSON object"
-        )
+    data = json_object(path, "a Hugging Face model folder's config.json is a JSON object")
     if "decoder_start_token_id" in data and data["decoder_start_token_id"] is None:
         raise UserError(
             f"{path}: decoder_start_token_id is null; a Marian decoder starts from a token id (opus-mt's: its pad_token_id)"
@@ -73,6 +64,18 @@ def read_config(folder: Path) -> dict[str, Any]:
             f"{'.'.join(map(str, err['loc']))}: {err['msg'].lower()}, got {err['input']!r}" for err in e.errors(include_url=False)
         ]
         raise UserError(f"{path} is not a Marian config aiayn can read: {'; '.join(wrong[:3])}") from None
+    return data
+
+
+def json_object(path: Path, fix: str) -> dict[str, Any]:
+    """The JSON object in `path`; where it cannot be read, or holds no object, a UserError naming
+    the file, then `fix`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+        raise UserError(f"{path} cannot be read as JSON ({e}); {fix}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} holds a JSON {_json_type(data)}, not an object; {fix}")
     return data
 
 

@@ -84,7 +84,7 @@ NOT_READ = "{f}/config.json is not a Marian config aiayn can read: "
         (written("model.safetensors", b""), "{f}/model.safetensors: transformers cannot load the weights (Error while deserializing header: header too small); is the file whole? copy it again"),
         (truncated("model.safetensors"), "{f}/model.safetensors: transformers cannot load the weights (Error while deserializing header: incomplete metadata, file not fully covered); is the file whole? copy it again"),
         (written("model.safetensors", b"\x00\xff\x12garbage" * 100), "{f}/model.safetensors: transformers cannot load the weights (Error while deserializing header: header too large); is the file whole? copy it again"),
-        (written("generation_config.json", b"[]"), "{f}/generation_config.json is not a JSON object; mend it, or delete it (aiayn decodes with its own settings)"),
+        (written("generation_config.json", b"[]"), "{f}/generation_config.json holds a JSON array, not an object; mend it, or delete it (aiayn decodes with its own settings)"),
     ],
 )  # fmt: skip
 def test_a_damaged_folder_is_one_message(folders, tmp_path, kind, change, message):
