@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 from aiayn.schemas.score import SoftmaxSpec
@@ -40,11 +40,17 @@ class AttentionSpec(SublayerSpec):
     # QK-norm (Henry et al. 2020; Dehghani et al. 2023): an RMSNorm on each head's queries and
     # keys before their dot product, before rotary; self- and cross-attention alike
     qk_norm: bool = False
-    # the step from scores to weights: softmax (eq. 1), or a registered other (sigmoid)
+    # the step from scores to weights: softmax (eq. 1), or a registered other (sigmoid); a name alone is its type
     score: AnyScore = SoftmaxSpec()
     # logit soft-capping (Gemma 2): scores -> softcap * tanh(scores / softcap) before the biases,
     # the mask and the score step; Gemma 2 uses 50
     softcap: float | None = Field(default=None, gt=0.0)
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _score_by_name(cls, value: Any) -> Any:
+        """`score: sigmoid` is short for `score: {type: sigmoid}`."""
+        return {"type": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _seams(self) -> "AttentionSpec":

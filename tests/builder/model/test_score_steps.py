@@ -41,6 +41,11 @@ def test_export_refuses_a_score_step_no_target_has(override, field):
         assert str(e.value) == message
 
 
+def test_a_score_step_by_name_alone():
+    spec = load_experiment(DEMO, ["model.decoder.layer[0].score=sigmoid"]).model.decoder.layer[0]
+    assert spec.score.type == "sigmoid" and spec.switches == {"score": "sigmoid"}
+
+
 def test_a_bad_softcap_and_an_unknown_score_step_are_messages():
     with pytest.raises(UserError) as e:
         load_experiment(DEMO, ["model.encoder.layer[0].softcap=0"])
