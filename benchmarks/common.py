@@ -1,5 +1,8 @@
 """What the benchmarks share: aiayn's model at given sizes, built the way `aiayn train` builds it."""
 
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiayn.blocks import EncoderDecoder
@@ -23,3 +26,17 @@ def experiment(
 
 def aiayn_model(**sizes: int) -> EncoderDecoder:
     return build_model(experiment(**sizes).model)
+
+
+def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Each call's median time (seconds) over `rounds` rounds that run every call once in turn,
+    after one warm-up call each: a machine's drift reaches every call alike."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(measured) for name, measured in times.items()}

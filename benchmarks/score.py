@@ -11,10 +11,9 @@ second and each call's time as a ratio to plain translation in the same process.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
+from common import interleaved_medians
 
 import aiayn
 from aiayn.builder.data.demo import generate_demo
@@ -38,19 +37,11 @@ def main() -> None:
         "aiayn score (references)": lambda: translator.score(sources, references),
         "aiayn score --alignments": lambda: translator.score(sources, references, alignments=True),
     }
-    for call in calls.values():  # warm-up
-        call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(args.repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - start)
-    base = statistics.median(times["aiayn translate"])
+    times = interleaved_medians(calls, args.repeats)
+    base = times["aiayn translate"]
     print(f"{translator!r}; {args.pairs} pairs, {args.threads} thread(s), median of {args.repeats}")
     print(f"{'call':40s} {'seconds':>8s} {'sent/s':>8s} {'x translate':>12s}")
-    for name, measured in times.items():
-        t = statistics.median(measured)
+    for name, t in times.items():
         print(f"{name:40s} {t:8.3f} {args.pairs / t:8.0f} {t / base:12.2f}")
 
 

@@ -11,11 +11,10 @@ interleaved calls after a warm-up; ratios to the reference.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+from common import interleaved_medians
 
 from aiayn.blocks import CausalMask, LayerContext, SelfAttention, Sigmoid, Softmax
 
@@ -29,15 +28,6 @@ def reference(module: SelfAttention, x: torch.Tensor, ctx: LayerContext) -> torc
     mask, is_causal = attention_mask(module.mask, key_padding, None, T, k.size(2), like=q)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
     return module.w_o(out.transpose(1, 2).reshape(B, T, module.h * module.d_v))
-
-
-def timed(call, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -55,7 +45,9 @@ def main() -> None:
     x = torch.randn(B, T, d, requires_grad=True)
     padding = torch.zeros(B, T, dtype=torch.bool)
     padding[B // 2 :, T * 3 // 4 :] = True  # half the batch a quarter shorter
-    print(f"self-attention d_model {d}, h {h}, batch {B} x {T} tokens, {args.threads} thread(s), medians of {args.repeats}")
+    print(
+        f"self-attention d_model {d}, h {h}, batch {B} x {T} tokens, {args.threads} thread(s), medians of {args.repeats} rounds"
+    )
     for name, mask, ctx in (("causal", CausalMask(), LayerContext()), ("padded", None, LayerContext(self_padding_mask=padding))):
         modules = {
             "softmax (aiayn, the seam)": SelfAttention(d_model=d, h=h, d_k=d // h, d_v=d // h, mask=mask, score=Softmax()),
@@ -65,16 +57,10 @@ def main() -> None:
         ref_module = modules["softmax (aiayn, the seam)"]
         calls = {"one SDPA call (reference)": lambda: reference(ref_module, x, ctx).sum().backward()}
         calls.update({label: (lambda m=m: m(x, ctx).sum().backward()) for label, m in modules.items()})
-        for call in calls.values():  # warm-up
-            call()
-        results: dict[str, list[float]] = {label: [] for label in calls}
-        for _ in range(3):  # interleaved rounds
-            for label, call in calls.items():
-                results[label].append(timed(call, args.repeats))
-        base = statistics.median(results["one SDPA call (reference)"])
+        results = interleaved_medians(calls, args.repeats)
+        base = results["one SDPA call (reference)"]
         print(f"\n{name}: forward + backward")
-        for label, samples in results.items():
-            t = statistics.median(samples)
+        for label, t in results.items():
             print(f"  {label:<28} {t * 1e3:8.2f} ms   {t / base:5.2f}x")
 
 
