@@ -1,9 +1,10 @@
 """data.pipeline at run time: the steps each line goes through before BPE, for one language;
 the processed files cached on disk; the check that a corpus is not tokenized already.
 
-The steps are sacremoses' ports of Moses' scripts. Processing a split is deterministic, so the
-processed files are cached under a key of the file's bytes, the language, the steps and
-sacremoses' version, as the token cache keys on the text and the tokenizer (data/cache.py).
+Each step's function is made by its registration (aiayn's own, sacremoses' ports of Moses'
+scripts, in text_steps.py; a plugin's). Processing a split is deterministic, so the processed
+files are cached under a key of the file's bytes, the language, the steps, sacremoses' version and
+each plugin step's distribution, as the token cache keys on the text and the tokenizer (data/cache.py).
 """
 
 import difflib
