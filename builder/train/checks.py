@@ -82,7 +82,17 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
     changed: list[tuple[str, Any, Any]] = []
     translations = [run.translations / f"{split}.{suffix}" for split in ("valid", "test") for suffix in ("hyp", "ref")]
     tokenizers = [*run.tokenizer_files(joint=True), *run.tokenizer_files(joint=False)]
-    for path in (run.config, run.config_diff, run.status_file, run.results_file, run.last_checkpoint, *tokenizers, *translations):
+    lightning = run.path / "hparams.yaml"  # what Lightning's logger writes into the run
+    for path in (
+        run.config,
+        run.config_diff,
+        run.status_file,
+        run.results_file,
+        run.last_checkpoint,
+        lightning,
+        *tokenizers,
+        *translations,
+    ):
         if path.is_dir():
             raise UserError(f"{path} is a folder where the run keeps a file of its own; move it away, or train a new run")
     if run.config.is_file():
