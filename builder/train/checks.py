@@ -80,9 +80,11 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
     differs. A run to resume has a checkpoint that loads, and a max_steps that does not end it
     before its step, or at it when it finished."""
     changed: list[tuple[str, Any, Any]] = []
-    translations = [run.translations / f"{split}.{suffix}" for split in ("valid", "test") for suffix in ("hyp", "ref")]
+    texts = [run.translations / f"{split}.{suffix}" for split in ("valid", "test") for suffix in ("hyp", "ref")]
     tokenizers = [*run.tokenizer_files(joint=True), *run.tokenizer_files(joint=False)]
     lightning = run.path / "hparams.yaml"  # what Lightning's logger writes into the run
+    langs = (spec.data.src_lang, spec.data.tgt_lang)
+    texts += [run.data / f"{split}.{lang}" for split in ("train", "valid", "test") for lang in langs]  # the demo's text
     for path in (
         run.config,
         run.config_diff,
@@ -91,7 +93,7 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
         run.last_checkpoint,
         lightning,
         *tokenizers,
-        *translations,
+        *texts,
     ):
         if path.is_dir():
             raise UserError(f"{path} is a folder where the run keeps a file of its own; move it away, or train a new run")

@@ -254,7 +254,9 @@ def test_resume_from_a_damaged_checkpoint_is_refused(run):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["status.json", "config.yaml", "tokenizer.json", "translations/valid.hyp", "hparams.yaml"])
+@pytest.mark.parametrize(
+    "name", ["status.json", "config.yaml", "tokenizer.json", "translations/valid.hyp", "hparams.yaml", "data/test.en"]
+)
 def test_resume_into_a_run_whose_file_is_a_folder_is_refused(run, name):
     (run / name).unlink()
     (run / name).mkdir()
