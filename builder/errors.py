@@ -57,3 +57,18 @@ def bool_argument(value: object, name: str) -> bool:
     if isinstance(value, bool):
         return value
     raise UserError(f"{name}: expected True or False, got {described(value)}")
+
+
+def resolved(path: str | PathLike[str]) -> Path:
+    """`path` made absolute with its symbolic links followed, or a UserError where a link on the
+    way leads back to itself (pathlib raises RuntimeError for that before Python 3.13, OSError since)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):
+        raise UserError(loop_message(path)) from None
+
+
+def loop_message(path: object) -> str:
+    return (
+        f"{path}: a symbolic link on the way to it leads back to itself (a loop); point it at a real file or folder, or remove it"
+    )

@@ -4,7 +4,8 @@ the checks a block needs), builder/data makes text steps from it. It imports no 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,3 +50,16 @@ def registration(spec: Spec | type[Spec]) -> Registration:
     if entry is None:
         raise UserError(f"no block is registered for {cls.__name__}; register it with aiayn.register")
     return entry
+
+
+@contextmanager
+def scope() -> Iterator[None]:
+    """Registrations made inside are taken back on leaving, however it is left: what a test
+    registers is its own (tests/conftest.py wraps every test in one)."""
+    kept, table = slots.saved(), dict(_REGISTRY)
+    try:
+        yield
+    finally:
+        _REGISTRY.clear()
+        _REGISTRY.update(table)
+        slots.restore(kept)

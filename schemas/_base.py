@@ -6,7 +6,7 @@ import typing
 import weakref
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 # A probability of dropping a unit: 1.0 would drop everything.
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
@@ -14,6 +14,25 @@ Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
 PositiveInt = Annotated[int, Field(gt=0, le=2**31 - 1)]
 # A random seed as Lightning's seed_everything takes it (numpy's range; outside it, a random seed is drawn).
 Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+# float32's range, which the model computes in (bfloat16's too): the largest finite value, and the
+# smallest normal one, below which a setting flushes to 0 or loses its precision
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38
+
+
+def _float32(value: float) -> float:
+    if value != 0 and not FLOAT32_TINY <= abs(value) <= FLOAT32_MAX:
+        small = abs(value) < FLOAT32_TINY
+        raise ValueError(
+            f"{value!r} is too {'small' if small else 'large'} for float32, which the model computes in (it becomes "
+            f"{'0 or loses its precision' if small else 'infinite'}); give a value between {FLOAT32_TINY:.2g} and "
+            f"{FLOAT32_MAX:.2g} in magnitude"
+        )
+    return value
+
+
+# A number the model computes with: a float that float32 holds (not 0, not infinite, where it was neither)
+Float32 = Annotated[float, AfterValidator(_float32)]
 # A key of a dotlist override: dims.h, model.encoder.layer[0].h
 DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 

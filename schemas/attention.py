@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
+from aiayn.schemas._base import FieldError, Float32, PositiveInt, Probability, Spec
 from aiayn.schemas.score import SoftmaxSpec
 from aiayn.schemas.slots import AnyScore
 from aiayn.schemas.sublayer import SublayerSpec
@@ -16,7 +16,7 @@ class RotarySpec(Spec):
     i + r/2) by angles position * base^(-2i/r); the rest passes unrotated."""
 
     fraction: float = Field(default=1.0, gt=0.0, le=1.0)
-    base: float = Field(default=10000.0, gt=1.0)
+    base: Float32 = Field(default=10000.0, gt=1.0)
 
     def dims(self, d_k: int) -> int:
         """The rotated dims of a head of d_k: fraction * d_k, rounded down to even."""
@@ -44,7 +44,7 @@ class AttentionSpec(SublayerSpec):
     score: AnyScore = SoftmaxSpec()
     # logit soft-capping (Gemma 2): scores -> softcap * tanh(scores / softcap) before the biases,
     # the mask and the score step; Gemma 2 uses 50
-    softcap: float | None = Field(default=None, gt=0.0)
+    softcap: Float32 | None = Field(default=None, gt=0.0)
 
     @field_validator("score", mode="before")
     @classmethod

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from aiayn.schemas._base import PositiveInt, Spec
+from aiayn.schemas._base import Float32, PositiveInt, Spec
 
 
 class DecodeSpec(Spec):
@@ -12,7 +12,7 @@ class DecodeSpec(Spec):
     Wu et al. 2016); fairseq divides by |Y|^alpha."""
 
     beam: PositiveInt = 4
-    alpha: float = Field(default=0.6, ge=0.0)
+    alpha: Float32 = Field(default=0.6, ge=0.0)
     length_penalty: Literal["gnmt", "fairseq"] = "gnmt"
     max_len_b: int = Field(default=50, ge=0)
     max_tokens: PositiveInt = 4000  # source tokens per decoding batch

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from aiayn.schemas._base import Spec
+from aiayn.schemas._base import Float32, Spec
 
 
 class NormSpec(Spec):
@@ -34,7 +34,7 @@ class LayerNormSpec(NormSpec):
     """LayerNorm(x) = gamma * (x - mean) / sqrt(var + eps) + beta over d_model (the paper's)."""
 
     type: Literal["layer_norm"] = "layer_norm"
-    eps: float = Field(default=1e-6, gt=0.0)
+    eps: Float32 = Field(default=1e-6, gt=0.0)
 
     @property
     def switches(self) -> dict[str, str]:
@@ -54,7 +54,7 @@ class RMSNormSpec(NormSpec):
     bias; torch.nn.RMSNorm. T5, LLaMA and their successors normalise so."""
 
     type: Literal["rms_norm"] = "rms_norm"
-    eps: float = Field(default=1e-6, gt=0.0)
+    eps: Float32 = Field(default=1e-6, gt=0.0)
 
     @property
     def export_as(self) -> str | None:

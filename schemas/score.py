@@ -4,7 +4,7 @@ the weights that mix the values. The paper's is the softmax (eq. 1); a step is a
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from aiayn.schemas._base import Spec
+from aiayn.schemas._base import Float32, Spec
 
 
 class ScoreSpec(Spec):
@@ -34,4 +34,4 @@ class SigmoidSpec(ScoreSpec):
     b = -log n, n the keys a query reads (null), or a fixed number."""
 
     type: Literal["sigmoid"] = "sigmoid"
-    bias: float | None = None
+    bias: Float32 | None = None

@@ -17,6 +17,8 @@ code: only installed distributions register.
 
 from __future__ import annotations
 
+import os
+import re
 import typing
 from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
@@ -36,6 +38,10 @@ from aiayn.schemas.tokenizer import TokenizerSpec
 
 GROUP = "aiayn.blocks"
 OWN = "aiayn"  # the distribution whose entry point registers the built-in blocks
+# which plugin distributions load: unset, every one installed; a comma-separated list of
+# distribution names, those alone; empty, none (aiayn's own blocks always load). The tests set it
+# empty, so that what they expect does not depend on the plugins a machine has installed.
+PLUGINS_ENV = "AIAYN_PLUGINS"
 
 
 class PluginError(ValueError):
@@ -145,6 +151,29 @@ def remove(tag: str) -> None:
     _rebuild()
 
 
+def saved() -> tuple[dict[str, dict[str, type[Spec]]], dict[str, str], dict[str, str]]:
+    """The registrations as they stand (loaded first), for `restore`."""
+    load()
+    return {name: dict(slot.members) for name, slot in SLOTS.items()}, dict(_owners), dict(_dists)
+
+
+def restore(state: tuple[dict[str, dict[str, type[Spec]]], dict[str, str], dict[str, str]]) -> None:
+    """Put back the registrations `saved` returned: every one made since is taken back."""
+    global _version
+    members, owners, dists = state
+    if all(SLOTS[name].members == kept for name, kept in members.items()):
+        return
+    for name, kept in members.items():
+        SLOTS[name].members.clear()
+        SLOTS[name].members.update(kept)
+    _owners.clear()
+    _owners.update(owners)
+    _dists.clear()
+    _dists.update(dists)
+    _version += 1
+    _rebuild()
+
+
 def load() -> None:
     """Register aiayn's own blocks and every installed plugin's, once. A failure registers
     nothing and raises a PluginError naming the distribution."""
@@ -153,7 +182,7 @@ def load() -> None:
         return  # "loading": a registration reads its slot while its plugin is being loaded
     _state = "loading"
     try:
-        found = _ordered(entry_points(group=GROUP))
+        found = _selected(_ordered(entry_points(group=GROUP)))
         if not any(_distribution(ep) == OWN for ep in found):
             raise PluginError(
                 f"aiayn's own blocks are not registered: its entry point in group {GROUP} is missing, so this "
@@ -242,6 +271,20 @@ def _distribution(ep: EntryPoint) -> str:
 def _ordered(found: Iterable[EntryPoint]) -> list[EntryPoint]:
     """aiayn's own first, then the plugins by distribution and name (a fixed order for messages)."""
     return sorted(found, key=lambda ep: (_distribution(ep) != OWN, _distribution(ep), ep.name))
+
+
+def _selected(found: list[EntryPoint]) -> list[EntryPoint]:
+    """aiayn's own entry point and those of the plugins $AIAYN_PLUGINS names (all where unset)."""
+    chosen = os.environ.get(PLUGINS_ENV)
+    if chosen is None:
+        return found
+    names = {_normalized(name) for name in chosen.split(",") if name.strip()}
+    return [ep for ep in found if _distribution(ep) == OWN or _normalized(_distribution(ep)) in names]
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares names (Aiayn_Example.plugin = aiayn-example-plugin)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _first_line(e: BaseException) -> str:

@@ -6,21 +6,21 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from aiayn.schemas._base import FieldError, PositiveInt, Probability, Seed, Spec
+from aiayn.schemas._base import FieldError, Float32, PositiveInt, Probability, Seed, Spec
 
 
 class AdamSpec(Spec):
     type: Literal["adam"] = "adam"
     betas: tuple[Probability, Probability] = (0.9, 0.98)
-    eps: float = Field(default=1e-9, gt=0.0)
-    weight_decay: float = Field(default=0.0, ge=0.0)
+    eps: Float32 = Field(default=1e-9, gt=0.0)
+    weight_decay: Float32 = Field(default=0.0, ge=0.0)
 
 
 class NoamSpec(Spec):
     """lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (Sec. 5.3, eq. 3)."""
 
     type: Literal["noam"] = "noam"
-    factor: float = Field(default=1.0, gt=0.0)
+    factor: Float32 = Field(default=1.0, gt=0.0)
     warmup_steps: PositiveInt = 4000
 
 

@@ -28,3 +28,15 @@ def pytest_configure(config):
 
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # what the tests expect does not depend on the plugins this machine has installed: aiayn's own
+    # blocks alone load, here and in the commands the tests start (a test of a plugin names it)
+    os.environ["AIAYN_PLUGINS"] = ""
+
+
+@pytest.fixture(autouse=True)
+def own_registrations():
+    """What a test registers is taken back when it ends, passed or failed."""
+    from aiayn.builder.registry import scope
+
+    with scope():
+        yield

@@ -3,13 +3,14 @@
 imported on use, so `aiayn validate` does not pay for importing Lightning. Nothing imports cli."""
 
 import argparse
+import errno
 import importlib
 import os
 import signal
 import sys
 from collections.abc import Sequence
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, loop_message
 from aiayn.builder.run.cpu import quiet_waits
 from aiayn.builder.run.time_limit import remember_time_limit_signal
 from aiayn.schemas.slots import PluginError
@@ -78,6 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except PluginError as e:  # a plugin that fails to load, or a type registered twice
         print(f"aiayn {verb}: error: {e}", file=sys.stderr)
+        return UserError.exit_code
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        print(
+            f"aiayn {verb}: error: {loop_message(e.filename)}", file=sys.stderr
+        )  # opened, not resolved: no check found it first
         return UserError.exit_code
     except KeyboardInterrupt:
         print(f"aiayn {verb}: interrupted", file=sys.stderr)

@@ -18,7 +18,7 @@ from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_argu
 from aiayn.builder.data.corpus import check_aligned, read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.translator import check_alignment_layer, load_run
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
 
@@ -43,6 +43,7 @@ def score(args: argparse.Namespace) -> int:
         check_output(args.output, "--output", inputs=[args.checkpoint, args.src, args.tgt])
     for flag, path in (("--src", args.src), ("--tgt", args.tgt)):
         if not path.is_file():
+            resolved(path)  # a link that leads back to itself is named as one
             raise UserError(f"{flag} {path}: no such file")
     sources, targets = read_lines(args.src), read_lines(args.tgt)
     check_aligned(args.src, args.tgt, len(sources), len(targets))

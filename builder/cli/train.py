@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiayn.builder.cli.inspect import add_experiment_arguments
 from aiayn.builder.decode.checkpoint import source_model
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.outputs import is_run
 from aiayn.builder.run.rundir import RUN_FILE, RunDir
@@ -31,6 +31,7 @@ def choose_run(spec: ExperimentSpec, args: argparse.Namespace) -> tuple[RunDir, 
     if given is not None:
         check_run_dir(given, resume=args.resume)
         return given, given.has_checkpoint
+    resolved(args.runs)  # a --runs that loops is named as itself
     parent = Path(args.runs) / spec.name
     for folder in (Path(args.runs), parent):
         if folder.exists() and not folder.is_dir():

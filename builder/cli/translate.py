@@ -27,7 +27,7 @@ from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.translator import check_alignment_layer, check_n_best, load_run
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
@@ -143,6 +143,7 @@ def translate(args: argparse.Namespace) -> int:
         check_writable(args.output, "--output")
         check_output(args.output, "--output", inputs=reads)
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
+        resolved(args.input)  # a link that leads back to itself is named as one
         raise UserError(f"--input {args.input}: no such file")
     translator = load_run(args.checkpoint, device=device_of(args))
     decode = decode_spec(translator.spec, args)

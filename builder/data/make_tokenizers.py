@@ -3,14 +3,13 @@ training split (BPE or SentencePiece) or read from files, in the layout the voca
 one joint tokenizer (the same object twice), one a side over one id space, or one a side with
 ids of its own (model.embedding.shared_vocab: false)."""
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiayn.builder.data.tokenizer import Tokenizer, layout, tokenizer_from_json
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.registry import registration
 from aiayn.schemas.slots import PluginError
 from aiayn.schemas.tokenizer import BpeTokenizerSpec, SentencePieceTokenizerSpec, TokenizerFileSpec
@@ -128,17 +127,19 @@ def read_tokenizers(spec: TokenizerFileSpec, *, shared_vocab: bool) -> Made:
 def read_tokenizer_file(path: Path, field: str) -> Tokenizer:
     """A tokenizer.json (aiayn's, or any whose ids 0-3 are aiayn's specials) or a SentencePiece model."""
     if not path.is_file():
+        resolved(path)  # a link that leads back to itself is named as one
         what = "is a directory" if path.is_dir() else "does not exist"
         raise UserError(f"{field}: {path} {what}; give a tokenizer.json or a SentencePiece model (.model, .spm)")
     data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-        json.loads(text)
-    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError): a SentencePiece model, or nothing
+    if not data.lstrip().startswith(b"{"):  # a SentencePiece model is a protobuf, which no JSON object begins like
         from aiayn.builder.data.spm import from_model_file
 
         try:
             return from_model_file(path)
         except UserError as e:
             raise UserError(f"{field}: {e}; nor is it a tokenizer.json") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{field}: {path} is not a valid tokenizer file (not UTF-8 text: {e})") from None
     return tokenizer_from_json(text, f"{field}: {path}")

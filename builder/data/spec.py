@@ -13,7 +13,7 @@ from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.prepare.corpora import CORPORA
 from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -42,6 +42,7 @@ def check_data_files(spec: ExperimentSpec) -> None:
     if directory.name in CORPORA:
         how += f", or write it there: aiayn data {directory.name} {directory}"
     if not directory.is_dir():
+        resolved(directory)  # a link that leads back to itself is named as one
         what = "is a file, not a folder" if directory.exists() else "does not exist"
         raise UserError(f"data.dir {directory} {what}; {how}")
     missing = [p.name for split in SPLITS for p in split_files(data, split) if not p.is_file()]

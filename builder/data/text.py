@@ -20,6 +20,7 @@ from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.errors import UserError
 from aiayn.builder.registry import registration
 from aiayn.builder.run.atomic import atomic_write
+from aiayn.builder.run.jsonfile import read_json
 from aiayn.schemas import slots
 from aiayn.schemas.text import MOSES_ESCAPES, TextStep, step_names, tokenize_step
 
@@ -122,7 +123,7 @@ def recorded_pipeline(directory: Path) -> list[dict] | None:
         return None
     fix = f"write the corpus again with `aiayn data`, or delete {PREPARED} if the text in {directory} is raw"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_json(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} cannot be read as JSON ({e}); {fix}") from None
     steps = record.get("pipeline") if isinstance(record, dict) else None

@@ -17,6 +17,7 @@ import numpy as np
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import write_bytes_atomic
+from aiayn.builder.run.jsonfile import loads
 from aiayn.builder.run.rundir import RunDir
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -110,7 +111,7 @@ def check_specials(tokens: Sequence[str], source: str) -> None:
 def tokenizer_from_json(text: str, source: str, *, fix: str = "") -> Tokenizer:
     """The tokenizer that `Tokenizer.to_json` wrote (either kind), or a UserError naming `source`."""
     try:
-        data: Any = json.loads(text)
+        data: Any = loads(text)
     except ValueError as exc:
         raise UserError(f"{source} is not a valid tokenizer file (not JSON: {exc}){'; ' + fix if fix else ''}") from None
     if isinstance(data, dict) and data.get("aiayn_tokenizer") == SENTENCEPIECE:

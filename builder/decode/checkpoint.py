@@ -12,7 +12,6 @@ resolved experiment under "hyper_parameters"["experiment"] (Lightning's key):
     a slim checkpoint translates on its own, wherever it was written.
 """
 
-import json
 import pickle
 import re
 from collections.abc import Sequence
@@ -24,9 +23,10 @@ from pydantic import ValidationError
 
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.model.build import build_model
 from aiayn.builder.run.atomic import atomic_write
+from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir, differences, version_dirs
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
@@ -122,6 +122,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
     """
     path = Path(arg)
     if not path.exists():
+        resolved(path)  # a link that leads back to itself is named as one
         raise UserError(f"{path} does not exist: give a run directory (runs/<name>/version_<n>) or a .ckpt file")
     if path.is_file():
         return path, next((RunDir(d) for d in (path.parent, path.parent.parent) if RunDir(d).has_tokenizer), None)
@@ -227,6 +228,10 @@ def source_model(path: str) -> dict[str, Any]:
 def load_source_model(path: str) -> ForInference:
     """init_from's trained model, read as `aiayn translate` reads it; a refusal says init_from."""
     if not Path(path).exists():
+        try:
+            resolved(path)
+        except UserError as e:
+            raise UserError(f"init_from: {e}") from None
         raise UserError(f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>) or a .ckpt file")
     try:
         return load_for_inference(path)
@@ -344,7 +349,7 @@ def is_marian_folder(path: Path) -> bool:
     if not config.is_file():
         return False
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
+        data = read_json(config)
     except (ValueError, OSError):
         data = None
     if isinstance(data, dict) and data.get("model_type") == "marian":

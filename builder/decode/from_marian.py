@@ -31,7 +31,7 @@ import torch
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.decode.marian_config import json_object, read_config
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.weights import (
     Attention,
@@ -151,7 +151,7 @@ def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos:
         "encoder": encoder, "decoder": decoder, "source_eos": source_eos,
     }  # fmt: skip
     return {
-        "name": re.sub(r"[^A-Za-z0-9._\-]+", "-", folder.resolve().name) or "marian",
+        "name": re.sub(r"[^A-Za-z0-9._\-]+", "-", resolved(folder).name) or "marian",
         "description": f"the Hugging Face Marian model in {folder}",
         "model": model,
         "data": {"type": "files", "dir": str(folder)},

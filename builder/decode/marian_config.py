@@ -7,13 +7,13 @@ and with the value, so that a damaged folder is one message that names the file 
 A field that is absent takes MarianConfig's default, as transformers does.
 """
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.run.jsonfile import json_type, read_json
 
 Count = Annotated[int, Field(gt=0, lt=2**31)]  # a size: strict, so neither true nor 16.0 is 16
 Id = Annotated[int, Field(ge=0, lt=2**31)]
@@ -71,11 +71,11 @@ def json_object(path: Path, fix: str) -> dict[str, Any]:
     """The JSON object in `path`; where it cannot be read, or holds no object, a UserError naming
     the file, then `fix`."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+        data = read_json(path)
+    except (OSError, ValueError) as e:
         raise UserError(f"{path} cannot be read as JSON ({e}); {fix}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path} holds a JSON {_json_type(data)}, not an object; {fix}")
+        raise UserError(f"{path} holds a JSON {json_type(data)}, not an object; {fix}")
     return data
 
 
@@ -90,7 +90,3 @@ def check_ids(folder: Path, config: Any) -> None:
             raise UserError(
                 f"{folder / 'config.json'}: {field} ({value!r}) is not an id of its vocabulary (0 to {size - 1}, vocab_size {size})"
             )
-
-
-def _json_type(value: Any) -> str:
-    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}[type(value)]

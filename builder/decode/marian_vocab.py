@@ -17,6 +17,7 @@ from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.marian_config import check_ids
 from aiayn.builder.errors import UserError
+from aiayn.builder.run.jsonfile import read_json
 
 OPUS_MT = ("source.spm", "target.spm", "vocab.json")  # MarianTokenizer's files
 Read = tuple[Tokenizer, Tokenizer, list[int], bool]  # (source, target, order, source_eos)
@@ -87,7 +88,7 @@ def _opus_mt(folder: Path, config: Any, present: list[str]) -> Read:
 def _vocab(path: Path, size: int) -> dict[int, str]:
     """vocab.json as id -> piece, checked: an object of distinct ids below the model's vocab_size."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except (ValueError, OSError) as e:
         raise UserError(
             f"{path} is not a JSON object of piece -> id ({e}); it is the vocabulary of source.spm and target.spm"
@@ -127,7 +128,7 @@ def _check_numbered(tokenizer: Any, path: Path, token_of: dict[int, str]) -> Non
 def _tokenizer_json(folder: Path, config: Any) -> Read:
     path = folder / "tokenizer.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         hf = HFTokenizer.from_str(json.dumps(data))
     except Exception as e:  # the Rust side raises a bare Exception on a bad file
         raise UserError(

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import DecoderState, EncoderDecoder
+from aiayn.builder.errors import UserError
 
 Length = int | float | Tensor
 
@@ -260,6 +261,11 @@ def _next_log_probs(
     else:
         logits = model.decode(tokens[:, -1:], memory, memory_padding_mask, state)[:, -1]
     log_probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
+    if bool(log_probs.isnan().any()):  # NaN compares false with everything: no search could rank it
+        raise UserError(
+            "the model computes NaN for the next token's probabilities (its weights are not finite, or a setting makes "
+            "attention or a norm divide by zero); it cannot be decoded"
+        )
     log_probs[:, model.pad_id] = -math.inf  # padding is never a word
     return log_probs
 

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from aiayn.builder.errors import UserError, path_argument, strings_argument
+from aiayn.builder.errors import UserError, path_argument, resolved, strings_argument
 from aiayn.builder.run.validation import field_hint, format_validation_error, union_args
 from aiayn.schemas import slots
 from aiayn.schemas._base import DOTLIST_KEY
@@ -157,6 +157,7 @@ def _blame_override(line: str, given: dict[str, str], source: str) -> str:
 def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (key: value)") -> DictConfig:
     """A YAML mapping file, or a UserError naming the file (and line, for syntax errors)."""
     if not path.is_file():
+        resolved(path)  # a link that leads back to itself is named as one
         what = "is a directory, not a YAML file" if path.is_dir() else "does not exist"
         raise UserError(f"{path}: {what}{_near_file(path)}")
     try:
@@ -187,12 +188,12 @@ def _near_file(path: Path) -> str:
 def _missing_parent(child: Path, parent: Path) -> str:
     """What `extends` tried (the absolute path: it is relative to the file that names it) and the
     YAML files that exist there, the closest first; never the file itself."""
-    folder = parent.parent.resolve()
-    tried = f"{child}: extends: {parent.resolve()} does not exist (extends is relative to the file that names it)"
+    folder = resolved(parent.parent)
+    tried = f"{child}: extends: {resolved(parent)} does not exist (extends is relative to the file that names it)"
     if not folder.is_dir():
         return f"{tried}; {folder} is not a folder"
     names = sorted(
-        p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and p.resolve() != child.resolve()
+        p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file() and resolved(p) != resolved(child)
     )
     close = difflib.get_close_matches(parent.name, names, n=1, cutoff=0.6)
     if close:
@@ -208,11 +209,11 @@ def _extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
     chain: list[tuple[Path, dict[str, Any]]] = []
     seen: list[Path] = []
     while True:
-        resolved = path.resolve()
-        if resolved in seen:
-            cycle = " -> ".join(str(p) for p in [*seen[seen.index(resolved) :], resolved])
+        real = resolved(path)
+        if real in seen:
+            cycle = " -> ".join(str(p) for p in [*seen[seen.index(real) :], real])
             raise UserError(f"{chain[0][0]}: inheritance cycle in 'extends': {cycle}")
-        seen.append(resolved)
+        seen.append(real)
         if chain and not path.is_file():
             raise UserError(_missing_parent(chain[-1][0], path))
         node = typing.cast(dict[str, Any], OmegaConf.to_container(read_yaml(path)))

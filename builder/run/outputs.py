@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 
 _HELD: dict[Path, int] = {}  # run directory -> the descriptor whose lock this process holds
 
@@ -32,16 +32,16 @@ def is_run(folder: Path) -> bool:
 
 def run_of(path: Path) -> Path | None:
     """The run directory `path` is in (or is), if any."""
-    path = Path(path).resolve()
+    path = resolved(Path(path))
     return next((p for p in (path, *path.parents) if p.is_dir() and is_run(p)), None)
 
 
 def check_output(out: Path, what: str, *, inputs: Iterable[Path] = ()) -> None:
     """Refuse, naming `what` (the option: "--output", "OUT"), an output that is, contains or
     lies inside an input, or that is or holds a file of an existing run."""
-    target = Path(out).resolve()
+    target = resolved(Path(out))
     for given in inputs:
-        source = Path(given).resolve()
+        source = resolved(Path(given))
         if target == source:
             raise UserError(f"{what} {out} is one of the files this command reads; write to another path")
         if source in target.parents:
@@ -76,7 +76,7 @@ def hold_run(run: Path, *, doing: str) -> None:
     is a UserError naming it. Holding it already is fine."""
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
-    key = run.resolve()
+    key = resolved(run)
     if key in _HELD:
         return
     fd = os.open(key, os.O_RDONLY)
@@ -89,7 +89,7 @@ def hold_run(run: Path, *, doing: str) -> None:
 
 
 def release_run(run: Path) -> None:
-    fd = _HELD.pop(Path(run).resolve(), None)
+    fd = _HELD.pop(resolved(Path(run)), None)
     if fd is not None:
         os.close(fd)  # closing the descriptor releases the lock
 

@@ -14,7 +14,6 @@ its file names and of how they are written (atomically, see atomic.py).
     events.out.tfevents.*   TensorBoard
 """
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.builder.run.atomic import dump_yaml, write_json, write_text_atomic
+from aiayn.builder.run.jsonfile import read_json
 
 RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches share its run directory
 _VERSION = re.compile(r"version_(\d+)")
@@ -187,7 +187,7 @@ def _lines(text: str) -> list[str]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

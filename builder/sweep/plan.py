@@ -1,7 +1,6 @@
 """A sweep file -> its trials (variant x grid point x seed), each a validated experiment, and what
 each needs now: a new run, a resumed run, or nothing (a finished run of the same config)."""
 
-import json
 import re
 import typing
 from dataclasses import dataclass
@@ -14,9 +13,10 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
 from aiayn.builder.decode.checkpoint import source_model
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.config import config_hash, first_line, load_config, load_experiment, read_yaml, stored_spec
+from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
@@ -127,6 +127,7 @@ def expand(
         where = f"variants[{i}].experiment" if variant.experiment else "base"
         experiment = here / (variant.experiment or sweep.base)
         if not experiment.is_file():
+            resolved(experiment)  # a link that leads back to itself is named as one
             raise UserError(f"{sweep_path}: {where}: {experiment} does not exist")
         stem = variant.name or "-".join([_experiment_name(experiment), *(_label(o) for o in variant.overrides)])
         for point in sweep.grid_points:
@@ -215,7 +216,7 @@ def _stored_hash(run: RunDir) -> str | None:
 
 def read_trial_record(trial_dir: Path) -> dict[str, Any] | None:
     try:
-        record = json.loads((trial_dir / TRIAL_FILE).read_text())
+        record = read_json(trial_dir / TRIAL_FILE)
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None

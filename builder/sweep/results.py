@@ -22,7 +22,8 @@ import yaml
 from pydantic import ValidationError
 
 from aiayn.builder.data.scoring import Scoring
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.outputs import run_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.builder.sweep.plan import TRIAL_FILE, read_trial_record
@@ -81,7 +82,7 @@ def collect(directory: Path) -> list[dict[str, Any]]:
 def read_results(path: Path) -> dict[str, Any]:
     """A results.json, checked against ResultsSpec; a file it does not fit is named, with why."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         return ResultsSpec.model_validate(data).model_dump(mode="json")
     except (OSError, ValueError) as e:  # a folder, unreadable bytes, not JSON, not the schema
         if isinstance(e, ValidationError):
@@ -538,7 +539,7 @@ def sweep_base(directory: Path) -> str | None:
     """The variant of a sweep's directory whose trials are its base experiment with no overrides
     of their own (those every trial has, the seed and the name left aside), if any."""
     try:
-        trials = json.loads((directory / "sweep.json").read_text())["trials"]
+        trials = read_json(directory / "sweep.json")["trials"]
         common = set.intersection(*(set(t["overrides"]) for t in trials))
         base_file = collections.Counter(t["experiment"] for t in trials).most_common(1)[0][0]
     except (OSError, ValueError, KeyError, TypeError, IndexError):
@@ -553,7 +554,7 @@ def sweep_base(directory: Path) -> str | None:
 def sweep_order(directory: Path) -> list[str]:
     """The variants in the order the sweep listed them, when `directory` is a sweep's."""
     try:
-        trials = json.loads((directory / "sweep.json").read_text())["trials"]
+        trials = read_json(directory / "sweep.json")["trials"]
         return list(dict.fromkeys(t["variant"] for t in trials))
     except (OSError, ValueError, KeyError, TypeError):
         return []
@@ -584,7 +585,7 @@ def write_figures(rows: list[Row], folder: Path) -> dict[str, str]:
 def _chose(directory: Path, search: Any) -> str:
     """How a search sweep's settings were chosen, and with which seeds, from its sweep.json."""
     try:
-        record = json.loads((directory / "sweep.json").read_text())
+        record = read_json(directory / "sweep.json")
         seeds = sorted({t["seed"] for t in record["trials"]})
         trial_seed = record.get("trial_seed")
     except (OSError, ValueError, KeyError, TypeError):
@@ -605,11 +606,12 @@ def write_results(
     missing (default: test for a sweep that searched, whose settings the validation split chose;
     else valid)."""
     if not directory.is_dir():
+        resolved(directory)  # a link that leads back to itself is named as one
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
     run = run_of(directory)
     if run is not None:
         raise UserError(
-            f"{directory} is {'a run directory' if run == directory.resolve() else 'part of the run ' + str(run)}, which only its "
+            f"{directory} is {'a run directory' if run == resolved(directory) else 'part of the run ' + str(run)}, which only its "
             f"training writes, and the table is written into DIR; give the folder of its runs, {run.parent}"
         )
     runs = collect(directory)

@@ -3,11 +3,11 @@ best settings (named where they lie at a range's edge), its trials finished, pru
 the sampler (a TPE search shorter than TPE's random start-up is a random search), and the
 parameters' importances only where enough trials finished for them to mean something."""
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.study import storage
 from aiayn.builder.sweep.search import JOURNAL
 from aiayn.schemas.search import CategoricalParam, IntParam, SearchSpec
@@ -47,7 +47,7 @@ def edge_note(param: Any, value: Any) -> str | None:
 def recorded_search(directory: Path) -> SearchSpec | None:
     """The search a sweep ran (sweep.json records it), if any."""
     try:
-        return SearchSpec.model_validate(json.loads((directory / "sweep.json").read_text())["search"])
+        return SearchSpec.model_validate(read_json(directory / "sweep.json")["search"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

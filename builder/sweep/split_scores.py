@@ -9,15 +9,15 @@ translated again.
 """
 
 import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.scoring import Scoring
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import write_json, write_text_atomic
+from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir
 
 SCORES = "scores"
@@ -26,9 +26,9 @@ SPLITS = ("valid", "test")
 
 def _cache(directory: Path, run_dir: Path, split: str) -> Path:
     try:
-        relative = run_dir.resolve().relative_to(directory.resolve())
+        relative = resolved(run_dir).relative_to(resolved(directory))
     except ValueError:  # a run outside the table's folder (a symlink, say): named by its whole path
-        relative = Path(*run_dir.resolve().parts[1:])
+        relative = Path(*resolved(run_dir).parts[1:])
     return directory / SCORES / relative / split
 
 
@@ -44,7 +44,7 @@ def translations(directory: Path, run_dir: Path, split: str) -> tuple[list[str],
         return RunDir(run_dir).translations_of("valid")
     cache = _cache(directory, run_dir, split)
     try:
-        record = json.loads(cache.with_suffix(".json").read_text())
+        record = read_json(cache.with_suffix(".json"))
         if not isinstance(record, dict) or record.get("results") != _digest(run_dir):
             return None
         hyps, refs = read_lines(cache.with_suffix(".hyp")), read_lines(cache.with_suffix(".ref"))

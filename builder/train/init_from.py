@@ -12,7 +12,7 @@ from torch import nn
 
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference, load_source_model
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.model.transfer import transfer_weights
 from aiayn.builder.run.config import config_hash
 from aiayn.schemas.experiment import ExperimentSpec
@@ -35,7 +35,7 @@ class Source(NamedTuple):
         """Where the weights came from: results.json's and status.json's `init_from`."""
         spec = self.loaded.spec
         return {
-            "path": self.given.path, "checkpoint": str(self.loaded.checkpoint.resolve()), "model": self.loaded.what,
+            "path": self.given.path, "checkpoint": str(resolved(self.loaded.checkpoint)), "model": self.loaded.what,
             "name": spec.name, "config_hash": config_hash(spec), "step": self.loaded.step, "tokenizer": self.given.tokenizer,
         }  # fmt: skip
 

@@ -7,12 +7,14 @@ import lightning as L
 import torch
 
 from aiayn.blocks import EncoderDecoder
+from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.freeze import freeze
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
 from aiayn.builder.train.attributes import log_every_n_steps
 from aiayn.builder.train.board import PPL
 from aiayn.builder.train.compiled import CUDA_GRAPH_MODES, CompiledAdam, StaticStepLoss, compile_mode
+from aiayn.builder.train.finite import CHECKED_STEPS, first_non_finite, non_finite_message
 from aiayn.builder.train.schedule import noam_lr
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -52,6 +54,7 @@ class TranslationTask(L.LightningModule):
         self._val_sums: list[torch.Tensor] = []
         self.validated_at: int | None = None  # the global step of the last validation
         self._step_start: tuple[int, torch.Tensor] | None = None  # (global step, RNG state) where the step began
+        self._finite_checks = CHECKED_STEPS  # training steps left whose loss is checked (finite.py)
 
     # ---- compiling (train.compile, builder/train/compiled.py) ---------------------------------
 
@@ -84,6 +87,9 @@ class TranslationTask(L.LightningModule):
             loss, nll, _ = batch_loss(
                 self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused
             )
+        if self._finite_checks:  # the first steps of a session read their loss back once
+            self._finite_checks -= 1
+            self.check_finite(batch, loss)
         n = batch.n_tgt_tokens  # counted by the collator: no device sync
         self.tokens_seen += batch.n_src_tokens + batch.n_tgt_tokens
         total, targets = self._window
@@ -96,6 +102,22 @@ class TranslationTask(L.LightningModule):
                 self.log("train/tokens_per_s", (self.tokens_seen - self._tick[1]) / max(now - self._tick[0], 1e-9))
             self._tick = (now, self.tokens_seen)
         return loss / n
+
+    def check_finite(self, batch: Any, loss: torch.Tensor) -> None:
+        """A UserError naming the block that computes NaN or inf where `loss` is not finite (on
+        any rank: every rank stops)."""
+        finite = bool(torch.isfinite(loss.detach()).all())
+        if self.trainer.strategy.reduce_boolean_decision(finite, all=True):
+            return
+        step = self.global_step
+
+        def again() -> None:
+            batch_loss(
+                self.model, batch, eps=self.spec.train.label_smoothing, pad_id=PAD_ID, loss=self.criterion, fused=self.fused
+            )
+
+        culprit = first_non_finite(self.model, again)
+        raise UserError(non_finite_message(self.spec, step, float(loss.detach()), self.model, culprit))
 
     def take_window_loss(self) -> float | None:
         """The training loss per target token since the last call (one read from the device),

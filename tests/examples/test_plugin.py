@@ -37,7 +37,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def aiayn(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site), "AIAYN_PLUGINS": "aiayn-example-plugin"}
     return subprocess.run([sys.executable, "-m", "aiayn", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -96,6 +96,6 @@ def test_a_score_step_and_a_text_step_from_outside_train_and_decode(site, tmp_pa
     assert "score: {type: relu}" in (run / "config.yaml").read_text() and "- {type: nfkc}" in (run / "config.yaml").read_text()
     translated = subprocess.run(
         [sys.executable, "-m", "aiayn", "translate", str(run)], input="ｔｈｒｅｅ books\n", cwd=tmp_path, capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(site)}, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(site), "AIAYN_PLUGINS": "aiayn-example-plugin"}, timeout=600,
     )  # fmt: skip
     assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-3000:]

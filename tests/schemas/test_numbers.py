@@ -81,3 +81,51 @@ def test_more_threads_than_cores_are_refused_before_a_run_starts(tmp_path):
     assert not (tmp_path / "runs").exists()
     code, _, err = cli("validate", DEMO, f"train.cpu_threads={cores + 1}")
     assert (code, err) == (2, f"aiayn validate: error: {message}\n")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.decoder.layer[0].softcap=1e-50", "model.decoder.layer[0].softcap: 1e-50 is too small for float32, which the model "
+         "computes in (it becomes 0 or loses its precision); give a value between 1.2e-38 and 3.4e+38 in magnitude"),
+        ("model.decoder.layer[0].score={type: sigmoid, bias: 1e39}", "model.decoder.layer[0].score.bias: 1e+39 is too large for "
+         "float32, which the model computes in (it becomes infinite); give a value between 1.2e-38 and 3.4e+38 in magnitude"),
+        ("train.optimizer.eps=1e-45", "train.optimizer.eps: 1e-45 is too small for float32, which the model computes in (it "
+         "becomes 0 or loses its precision); give a value between 1.2e-38 and 3.4e+38 in magnitude"),
+    ],
+)  # fmt: skip
+def test_a_float_that_float32_cannot_hold_is_refused_by_name(override, message):
+    where = f" (set on the command line: {override})" if "score=" not in override else ""
+    assert error_of(override) == f"  {message}{where}"
+    edge = load_experiment(
+        DEMO, ["model.decoder.layer[0].softcap=1.2e-38", "model.decoder.layer[0].score={type: sigmoid, bias: -3e38}"]
+    )
+    assert edge.model.decoder.layer[0].softcap == 1.2e-38  # float32's own edges are held
+
+
+# float fields that never reach a tensor, or are bounded within float32 by their own constraints
+NOT_COMPUTED = {
+    "ReportedSpec": {"ppl", "bleu", "params_m"}, "FloatParam": {"type", "low", "high"}, "CheckpointSpec": {"every_n_minutes"},
+    "EarlyStoppingSpec": {"min_delta"}, "CategoricalParam": {"choices"}, "TrainerSpec": {"gradient_clip_val", "limit_val_batches"},
+    "SentencePieceTokenizerSpec": {"character_coverage"}, "RotarySpec": {"fraction"},
+    "SlurmSpec": {"additional"}, "ResultsSpec": {"bleu", "ppl"}, "PaperColumns": {"P_drop", "eps_ls", "rotary"},
+}  # fmt: skip
+
+
+def test_every_float_the_model_computes_with_holds_in_float32():
+    """A float field of any spec is Float32 (or a probability, or named above as one that no
+    tensor computes with): a new float setting cannot reach the model unbounded."""
+    load()
+    unbounded = []
+    for ref in DEFINED:
+        cls = ref()
+        if cls is None or not cls.__module__.startswith("aiayn."):
+            continue
+        for name, field in cls.model_fields.items():
+            hint = str(field.annotation)
+            if "float" not in hint or name in NOT_COMPUTED.get(cls.__name__, ()):
+                continue
+            held = f"{field.annotation} {field.metadata}"
+            if "_float32" not in held and "Lt(lt=1.0)" not in held:  # Float32, or a Probability: [0, 1)
+                unbounded.append(f"{cls.__name__}.{name}")
+    assert unbounded == []

@@ -52,8 +52,13 @@ def distribution(root: Path, name: str, module: str, code: str, entry: str) -> P
     return root
 
 
+def plugins_in(site: Path) -> str:
+    """$AIAYN_PLUGINS for the distributions in `site` (tests/conftest.py loads none elsewhere)."""
+    return ",".join(sorted(info.name.partition("-")[0] for info in site.glob("*.dist-info")))
+
+
 def aiayn(site: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site), "AIAYN_PLUGINS": plugins_in(site)}
     return subprocess.run([sys.executable, "-m", "aiayn", *args], cwd=site, env=env, capture_output=True, text=True)
 
 
