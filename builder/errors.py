@@ -5,6 +5,7 @@ API checks its arguments with `path_argument`, `strings_argument` and `bool_argu
 UserError naming the argument, not an exception from deep inside.
 """
 
+import unicodedata
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
@@ -72,3 +73,9 @@ def loop_message(path: object) -> str:
     return (
         f"{path}: a symbolic link on the way to it leads back to itself (a loop); point it at a real file or folder, or remove it"
     )
+
+
+def printable(text: str) -> str:
+    """`text` with every control or format character (an escape sequence, a newline, a bidi
+    override) written as its escape, so that text read from a file prints as one inert line."""
+    return "".join(repr(c)[1:-1] if unicodedata.category(c)[0] == "C" else c for c in text)

@@ -33,6 +33,7 @@ def _float32(value: float) -> float:
 
 # A number the model computes with: a float that float32 holds (not 0, not infinite, where it was neither)
 Float32 = Annotated[float, AfterValidator(_float32)]
+PositiveFloat32 = Annotated[float, Field(gt=0.0), AfterValidator(_float32)]  # bounded before the check: JSON Schema's own bound
 # A key of a dotlist override: dims.h, model.encoder.layer[0].h
 DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 

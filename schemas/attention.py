@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from aiayn.schemas._base import FieldError, Float32, PositiveInt, Probability, Spec
+from aiayn.schemas._base import FieldError, Float32, PositiveFloat32, PositiveInt, Probability, Spec
 from aiayn.schemas.score import SoftmaxSpec
 from aiayn.schemas.slots import AnyScore
 from aiayn.schemas.sublayer import SublayerSpec
@@ -44,7 +44,7 @@ class AttentionSpec(SublayerSpec):
     score: AnyScore = SoftmaxSpec()
     # logit soft-capping (Gemma 2): scores -> softcap * tanh(scores / softcap) before the biases,
     # the mask and the score step; Gemma 2 uses 50
-    softcap: Float32 | None = Field(default=None, gt=0.0)
+    softcap: PositiveFloat32 | None = None
 
     @field_validator("score", mode="before")
     @classmethod

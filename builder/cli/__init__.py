@@ -80,16 +80,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as e:  # a plugin that fails to load, or a type registered twice
         print(f"aiayn {verb}: error: {e}", file=sys.stderr)
         return UserError.exit_code
-    except OSError as e:
-        if e.errno != errno.ELOOP:
-            raise
-        print(
-            f"aiayn {verb}: error: {loop_message(e.filename)}", file=sys.stderr
-        )  # opened, not resolved: no check found it first
-        return UserError.exit_code
     except KeyboardInterrupt:
         print(f"aiayn {verb}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader left early (`aiayn show ... | head`): stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 128 + signal.SIGPIPE
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        # a link that loops, opened where no check resolved it first
+        print(f"aiayn {verb}: error: {loop_message(e.filename)}", file=sys.stderr)
+        return UserError.exit_code

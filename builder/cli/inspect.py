@@ -31,7 +31,11 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
-    add_experiment_arguments(p)
+    p.add_argument(
+        "experiment", metavar="EXPERIMENT_OR_MODEL",
+        help="an experiment YAML file, or a trained model: a run directory, a .ckpt, a Hugging Face Marian folder",
+    )  # fmt: skip
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotlist overrides of an experiment, e.g. dims.h=16")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--figure", type=Path, metavar="PATH",
@@ -55,41 +59,45 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    loaded = _marian_folder(Path(args.experiment), args.overrides)
+    path = Path(args.experiment)
+    loaded = _trained(path, args.overrides)
     spec = loaded.spec if loaded is not None else load_experiment(args.experiment, args.overrides, model_of=source_model)
     check_size(spec.model)
     if args.figure is not None:
-        write_figure(spec, args.figure, Path(args.experiment))
+        write_figure(spec, args.figure, path)
     info = summary(spec)
-    if loaded is not None:  # the folder's own tokenizers, not the experiment's data section
-        from aiayn.builder.data.tokenizer import layout
-
-        info["tokenizer"] = f"{layout(loaded.src_tokenizer, loaded.tgt_tokenizer)}; {loaded.src_tokenizer.describe()}"
+    if loaded is not None:  # the model's own tokenizers, not what the experiment's data section would train
+        info["tokenizer"] = tokenizers_described(loaded.src_tokenizer, loaded.tgt_tokenizer)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    resolved = spec.model_dump(mode="json", exclude={"extends"})
-    print(f"# {args.experiment}, resolved (defaults filled in)")
+    marian = loaded is not None and loaded.checkpoint.is_dir()  # its weights are the folder's, not a .ckpt
+    resolved = spec.model_dump(mode="json", exclude={"extends", "data"} if marian else {"extends"})
+    what = "a trained model, its experiment as stored" if loaded is not None else "resolved (defaults filled in)"
+    print(f"# {args.experiment}, {'a Hugging Face Marian model as aiayn reads it' if marian else what}")
     print(yaml.safe_dump(resolved, sort_keys=False, default_flow_style=None, width=100).rstrip())
     print()
     print(render(info))
     return 0
 
 
-def _marian_folder(path: Path, overrides: list[str]) -> Any:
-    """A Hugging Face Marian folder as read (its experiment's model section is what an experiment
-    with `init_from: FOLDER` takes), or None for any other path."""
-    if not (path.is_dir() and (path / "config.json").is_file()):
-        return None
-    from aiayn.builder.decode.checkpoint import (  # torch and transformers, for such a folder only
-        is_marian_folder,
-        load_for_inference,
-    )
+def tokenizers_described(src: Any, tgt: Any) -> str:
+    """The layout of a trained model's tokenizers and each one's size (both, where they differ)."""
+    from aiayn.builder.data.tokenizer import layout
 
-    if not is_marian_folder(path):
+    sides = src.describe() if src is tgt else f"source: {src.describe()}; target: {tgt.describe()}"
+    return f"{layout(src, tgt)}; {sides}"
+
+
+def _trained(path: Path, overrides: list[str]) -> Any:
+    """A trained model (a run directory, a .ckpt, a Hugging Face Marian folder) as `aiayn translate`
+    reads it, or None for an experiment's YAML file."""
+    if path.suffix.lower() in (".yaml", ".yml") or not (path.is_dir() or path.suffix == ".ckpt"):
         return None
+    from aiayn.builder.decode.checkpoint import load_for_inference  # torch, for a trained model only
+
     if overrides:
-        raise UserError(f"{path} is a Marian model, shown as it is read: overrides ({overrides[0]}, ...) apply to experiments")
+        raise UserError(f"{path} is a trained model, shown as it is: overrides ({overrides[0]}, ...) apply to experiments")
     return load_for_inference(path)
 
 

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--alignment-layer", type=int, metavar="L",
         help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
     )  # fmt: skip
-    add_decode_arguments(p)
+    add_decode_arguments(p, search=False)  # forced decoding searches nothing: no --beam, no --max-len-b
 
 
 def score(args: argparse.Namespace) -> int:

@@ -48,20 +48,24 @@ def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "checkpoint",
         metavar="RUN_OR_CKPT",
-        help="a run directory (runs/<name>/version_<n>; runs/<name> means its latest version) or a .ckpt file",
+        help="a trained model: a run directory (runs/<name>/version_<n>; runs/<name> means its latest version), a .ckpt "
+        "file, or a Hugging Face Marian folder (config.json, its weights and tokenizer, as opus-mt's)",
     )
 
 
-def add_decode_arguments(p: argparse.ArgumentParser) -> None:
+def add_decode_arguments(p: argparse.ArgumentParser, *, search: bool = True) -> None:
+    """The decode section's flags; `search` False: those a search uses alone (--beam, --max-len-b) left out."""
     g = p.add_argument_group("decoding", "each overrides the experiment's decode section")
-    g.add_argument("--beam", type=int, help="beam size (paper: 4)")
+    if search:
+        g.add_argument("--beam", type=int, help="beam size (paper: 4)")
     g.add_argument("--alpha", type=float, help="length penalty exponent (paper: 0.6)")
     g.add_argument(
         "--length-penalty",
         choices=("gnmt", "fairseq"),
         help="gnmt: ((5+|Y|)/6)^alpha (the paper's); fairseq: |Y|^alpha",
     )
-    g.add_argument("--max-len-b", type=int, help="output length <= input length + this (paper: 50)")
+    if search:
+        g.add_argument("--max-len-b", type=int, help="output length <= input length + this (paper: 50)")
     g.add_argument("--max-tokens", type=int, help="padded source tokens per batch")
     g.add_argument("--max-input-len", type=int, help="refuse input lines longer than this many tokens (default: 1024)")
     g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")

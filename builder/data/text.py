@@ -53,6 +53,9 @@ class TextPipeline:
     def lines(self, lines: Iterable[str]) -> list[str]:
         return [self(line) for line in lines]
 
+    def __repr__(self) -> str:
+        return f"TextPipeline([{', '.join(step.type for step in self.steps)}], lang={self.lang!r})"
+
     @property
     def lowercases(self) -> bool:
         return any(step.lowercases for step in self.steps)

@@ -14,6 +14,7 @@ resolved experiment under "hyper_parameters"["experiment"] (Lightning's key):
 
 import pickle
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
-from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.errors import UserError, printable, resolved
 from aiayn.builder.model.build import build_model
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.jsonfile import read_json
@@ -94,13 +95,29 @@ def experiment_of(ckpt: dict[str, Any], path: str | Path) -> ExperimentSpec:
     except ValidationError as e:
         missing = missing_plugins(ckpt["hyper_parameters"].get("plugins"))
         if missing:
-            dists = sorted(set(missing.values()))
-            raise UserError(
-                f"{path} was trained with {', '.join(repr(t) for t in missing)} of {' and '.join(dists)}, which is not installed "
-                f"here: pip install {' '.join(repr(d) for d in dists)}"
-            ) from None
+            raise UserError(missing_plugins_message(path, missing)) from None
         lines = "\n".join(f"  {line}" for line in format_validation_error(e))
         raise UserError(f"{path}: the experiment stored in the checkpoint is not valid:\n{lines}") from None
+
+
+# what pip installs: a distribution's name and version as the run recorded them (name==version)
+INSTALLABLE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+
+
+def missing_plugins_message(path: str | Path, missing: dict[str, str]) -> str:
+    """Which recorded types no installed plugin registers, and the pip line that installs their
+    distributions, quoted for a shell; a record that names no distribution pip can install (the
+    checkpoint's data, not to be run) is printed inert and not offered as a command."""
+    dists = sorted(set(missing.values()))
+    types = ", ".join(f"'{printable(t)}'" for t in missing)
+    shown = " and ".join(printable(d) for d in dists)
+    bad = [d for d in dists if not INSTALLABLE.fullmatch(d)]
+    if bad:
+        return (
+            f"{path} was trained with {types} of {shown}, which is not installed here; its record '{printable(bad[0])}' names "
+            "no distribution pip can install (name==version): install the plugin that registers those types"
+        )
+    return f"{path} was trained with {types} of {shown}, which is not installed here: pip install {' '.join(map(shlex.quote, dists))}"
 
 
 def model_weights(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -123,7 +140,9 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
     path = Path(arg)
     if not path.exists():
         resolved(path)  # a link that leads back to itself is named as one
-        raise UserError(f"{path} does not exist: give a run directory (runs/<name>/version_<n>) or a .ckpt file")
+        raise UserError(
+            f"{path} does not exist: give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+        )
     if path.is_file():
         return path, next((RunDir(d) for d in (path.parent, path.parent.parent) if RunDir(d).has_tokenizer), None)
     run = RunDir(path)
@@ -139,7 +158,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
         if run.version is None and not any(p.exists() for p in (run.checkpoints, run.config, run.status_file)):
             raise UserError(
                 f"{path} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; "
-                "give a run directory (runs/<name>/version_<n>) or a .ckpt file"
+                "give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
             )
         raise UserError(f"{run.path} has no checkpoint to load ({run.last_checkpoint} does not exist); has it trained yet?")
     return run.model_checkpoint, run
@@ -232,7 +251,9 @@ def load_source_model(path: str) -> ForInference:
             resolved(path)
         except UserError as e:
             raise UserError(f"init_from: {e}") from None
-        raise UserError(f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>) or a .ckpt file")
+        raise UserError(
+            f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+        )
     try:
         return load_for_inference(path)
     except UserError as e:

@@ -62,7 +62,10 @@ def register_builtins() -> None:
         label=lambda spec: f"sliding_window_attention (window {spec.window})",
     )  # fmt: skip
     register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
-    register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=lambda spec: "sigmoid")
+    register(
+        SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias),
+        label=lambda spec: "sigmoid" if spec.bias is None else f"sigmoid (b={spec.bias:g})",
+    )  # fmt: skip
     register_text_steps(register)
     register_tokenizers(register)
     register(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aiayn.builder.model.registry import registration
+from aiayn.builder.model.registry import described_switches, registration
 from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
@@ -102,7 +102,7 @@ def _describe(spec: Any, name: str) -> str:
     """What a block says of itself: its Table 3 dims, then how it departs from the paper (what
     its name says already left out)."""
     parts = [f"{k}={v}" for k, v in spec.table3.items()]
-    for key, value in spec.switches.items():
+    for key, value in described_switches(spec).items():
         if value not in (None, False) and str(value).lower() not in name.lower():
             parts.append(_SWITCH_WORDS[key](value) if key in _SWITCH_WORDS else f"{key}={value}")
     return ", ".join(parts)

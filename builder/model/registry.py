@@ -27,6 +27,7 @@ from aiayn.builder.registry import Activations, Flops, Registration, add, regist
 from aiayn.schemas import slots
 from aiayn.schemas._base import Spec
 from aiayn.schemas.attention import RotarySpec
+from aiayn.schemas.score import ScoreSpec
 from aiayn.schemas.slots import PluginError
 
 
@@ -131,6 +132,17 @@ def build(spec: Spec, ctx: BuildContext) -> nn.Module:
             "aiayn.ScoreStep (normalize(scores, allowed))"
         )
     return module
+
+
+def described_switches(spec: Spec) -> dict[str, Any]:
+    """`spec.switches`, where a part it holds fills a slot of its own (an attention's score step),
+    the part named by its registration's label, so that two settings of one type read apart
+    ("sparsemax (T=0.5)" beside "sparsemax (T=2)")."""
+    found = dict(getattr(spec, "switches", {}))
+    score = getattr(spec, "score", None)
+    if "score" in found and isinstance(score, ScoreSpec):
+        found["score"] = registration(score).label(score)
+    return found
 
 
 def _none(*args: Any) -> int:

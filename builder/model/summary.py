@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from aiayn.builder.model.registry import described_switches
 from aiayn.builder.model.size import count_params, flops_per_token, frozen_count, memory_estimate, param_table
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -24,7 +25,7 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     switches: dict[str, Any] = {}  # how the model departs from the paper: the first layer's, then the rest's
     for block in [*subs, *(getattr(model, side).add_norm.norm for side in ("encoder", "decoder")),
                   *(b for b in (model.encoder.position_bias, model.decoder.position_bias) if b is not None)]:  # fmt: skip
-        for key, value in block.switches.items():
+        for key, value in described_switches(block).items():
             values.setdefault(f"switch:{key}", []).append(value)
             switches.setdefault(key, value)
     drops = {model.dropout, model.encoder.add_norm.dropout, model.decoder.add_norm.dropout}

@@ -124,11 +124,7 @@ def expand(
     origin: dict[str, str] = {}
     errors: list[str] = []
     for i, variant in enumerate(sweep.all_variants):
-        where = f"variants[{i}].experiment" if variant.experiment else "base"
-        experiment = here / (variant.experiment or sweep.base)
-        if not experiment.is_file():
-            resolved(experiment)  # a link that leads back to itself is named as one
-            raise UserError(f"{sweep_path}: {where}: {experiment} does not exist")
+        experiment = _variant_file(sweep_path, here / (variant.experiment or sweep.base), i if variant.experiment else None)
         stem = variant.name or "-".join([_experiment_name(experiment), *(_label(o) for o in variant.overrides)])
         for point in sweep.grid_points:
             grid = [f"{key}={_dotlist_value(value)}" for key, value in point.items()]
@@ -163,6 +159,15 @@ def expand(
             + "\n".join(errors)
         )
     return trials
+
+
+def _variant_file(sweep_path: Path, experiment: Path, variant: int | None) -> Path:
+    """The experiment file of a variant (None: the base), or a UserError naming where it was given."""
+    if not experiment.is_file():
+        resolved(experiment)  # a link that leads back to itself is named as one
+        where = f"variants[{variant}].experiment" if variant is not None else "base"
+        raise UserError(f"{sweep_path}: {where}: {experiment} does not exist")
+    return experiment
 
 
 def _experiment_name(path: Path) -> str:

@@ -209,14 +209,16 @@ def differing(rows: list[Row]) -> list[str]:
     if len(known) < 2:
         return []
     shown = {c: [_key(row.paper.get(c)) for row in known] for c in ["positional", *switches(rows)]}
+    patterns = {**{c: re.compile(rf"\.{re.escape(c)}(\.|$)") for c in shown}, **_COLUMN_PATHS}  # a plugin's switch too
+    paths = list(dict.fromkeys(p for row in known for p in row.config))  # type: ignore[union-attr]
+    values_of = {path: [_key(row.config.get(path)) for row in known] for path in paths}  # type: ignore[union-attr]
     found: dict[str, list[str]] = {}
-    for path in dict.fromkeys(p for row in known for p in row.config):  # type: ignore[union-attr]
-        values = [_key(row.config.get(path)) for row in known]  # type: ignore[union-attr]
-        if _SHOWN.match(path) or len(set(values)) < 2:
+    for path, values in values_of.items():
+        if _SHOWN.match(path) or len(set(values)) < 2 or _told_apart(path, values, values_of):
             continue
         if any(
             pattern.search(path) and column in shown and _determines(shown[column], values)
-            for column, pattern in _COLUMN_PATHS.items()
+            for column, pattern in patterns.items()
         ):
             continue
         found[path] = values
@@ -230,6 +232,18 @@ def differing(rows: list[Row]) -> list[str]:
             continue
         merged.append(path)
     return merged
+
+
+def _told_apart(path: str, values: list[str], values_of: dict[str, list[str]]) -> bool:
+    """Whether other columns tell the rows apart as `path` does: an empty list or mapping where
+    other rows have items (`data.pipeline: []` beside `data.pipeline[0].type`), or a field that
+    only some types of its block have (a SentencePiece tokenizer's character_coverage beside
+    data.tokenizer.type)."""
+    if all(v in ("[]", "{}", "null") for v in values) and any(p.startswith((f"{path}[", f"{path}.")) for p in values_of):
+        return True
+    owner = path.rpartition(".")[0]
+    kind = values_of.get(f"{owner}.type") if owner and not path.endswith(".type") else None
+    return kind is not None and len(set(kind)) > 1 and "null" in values and _determines(kind, values)
 
 
 def _key(value: Any) -> str:

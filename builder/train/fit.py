@@ -92,11 +92,10 @@ def _fit(
     experiment = spec.model_dump(mode="json")
     task = TranslationTask(experiment, plugins=plugins_used(experiment))
     started_from = start_from(task.model, source) if source else (run.status() or {}).get("init_from") if resume else None
-    created = not run.path.exists()
-    new_parents = [p for p in run.path.parents if not p.exists()]  # removed with a new run that leaves nothing behind
+    made = [p for p in (run.path, *run.path.parents) if not p.exists()]  # a new run, and the folders made for it
     sessions = _open_run(spec, run, experiment_path, trainer, resumable, checkpoint, started_from)
     start = time.perf_counter()
-    with _recording_failures(run, trainer, sessions, remove_on_user_error=created, new_parents=new_parents):
+    with _recording_failures(run, trainer, sessions, made=made):
         check_vocabulary(
             spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
             fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
@@ -265,11 +264,9 @@ def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int,
 
 
 @contextmanager
-def _recording_failures(
-    run: RunDir, trainer: L.Trainer, sessions: Sessions, *, remove_on_user_error: bool, new_parents: Sequence[Path] = ()
-) -> Iterator[None]:
-    """status.json says how a run stopped; a new run that a user error stopped before its first
-    checkpoint leaves nothing behind."""
+def _recording_failures(run: RunDir, trainer: L.Trainer, sessions: Sessions, *, made: Sequence[Path] = ()) -> Iterator[None]:
+    """status.json says how a run stopped; a new run (`made`: it and the folders made for it) that a
+    user error stopped before its first checkpoint leaves nothing behind."""
     zero, start = trainer.is_global_zero, time.perf_counter()
     try:
         yield
@@ -278,9 +275,9 @@ def _recording_failures(
             sessions.end("interrupted", trainer.global_step, time.perf_counter() - start)
         raise KeyboardInterrupt from None
     except UserError as e:
-        if zero and remove_on_user_error and not run.has_checkpoint:
+        if zero and run.path in made and not run.has_checkpoint:
             shutil.rmtree(run.path, ignore_errors=True)
-            for parent in new_parents:  # the folders made for it (runs/, runs/demo/), while nothing else is in them
+            for parent in made[1:]:  # the folders made for it (runs/, runs/demo/), while nothing else is in them
                 with contextlib.suppress(OSError):
                     parent.rmdir()
         elif zero:

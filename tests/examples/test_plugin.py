@@ -72,7 +72,16 @@ def test_the_installed_plugin_is_in_the_schema_counted_and_trains(site, tmp_path
                              capture_output=True, text=True, timeout=600)  # fmt: skip
     assert (without.returncode, without.stderr) == (
         2, f"aiayn translate: error: {run / 'checkpoints' / 'last.ckpt'} was trained with 'scaled_attention' of "
-        "aiayn-example-plugin==0.1.0, which is not installed here: pip install 'aiayn-example-plugin==0.1.0'\n",
+        "aiayn-example-plugin==0.1.0, which is not installed here: pip install aiayn-example-plugin==0.1.0\n",
+    )  # fmt: skip
+    # an averaged (slim) checkpoint keeps the run's record of its plugins
+    averaged = aiayn(site, tmp_path, "average", str(run / "checkpoints" / "last.ckpt"), "-o", str(tmp_path / "avg.ckpt"))
+    assert averaged.returncode == 0, averaged.stderr
+    without = subprocess.run([sys.executable, "-m", "aiayn", "translate", str(tmp_path / "avg.ckpt")], input="three books\n",
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert (without.returncode, without.stderr) == (
+        2, f"aiayn translate: error: {tmp_path / 'avg.ckpt'} was trained with 'scaled_attention' of "
+        "aiayn-example-plugin==0.1.0, which is not installed here: pip install aiayn-example-plugin==0.1.0\n",
     )  # fmt: skip
 
 

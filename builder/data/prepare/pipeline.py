@@ -19,11 +19,11 @@ from tqdm import tqdm
 from aiayn.builder.data.prepare.clean import REASONS, CleanRules, judge
 from aiayn.builder.data.prepare.corpora import LANGS, Corpus, Split
 from aiayn.builder.data.prepare.sources import chain_pairs, locate
-from aiayn.builder.data.text import TextPipeline
+from aiayn.builder.data.text import PREPARED, TextPipeline, check_not_tokenized, parse_steps, recorded_pipeline
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
 from aiayn.builder.run.outputs import check_output
-from aiayn.schemas.text import TextStep
+from aiayn.schemas.text import TextStep, step_names
 
 Pairs = Callable[[], Iterator[tuple[str, str]]]
 
@@ -91,10 +91,47 @@ def prepare(
     check_output(out, "DIR", inputs=[source] if source is not None else [])
     check_folder_output(out, force=force, purpose="write the corpus into")
     plan, where = (local_plan(corpus, source), str(source)) if source is not None else hub_plan(corpus)
+    if source is not None:
+        pipeline, recorded = processed_before(source, plan, pipeline)
+        if recorded:  # `aiayn data`'s own output, processed: copied as it is, its record kept
+            return _write(corpus, out, plan, where, rules, workers, applied=(), recorded=recorded)
+    return _write(corpus, out, plan, where, rules, workers, applied=pipeline, recorded=pipeline)
+
+
+def processed_before(
+    source: Path, plan: list[Planned], pipeline: Sequence[TextStep]
+) -> tuple[Sequence[TextStep], tuple[TextStep, ...]]:
+    """(the steps still to apply, the steps `aiayn data` applied to the text in `source` already
+    (its prepared.json)). Text processed otherwise than --pipeline asks, or text that holds the
+    marks of a step --pipeline would apply again (Moses' escapes), is refused, as an experiment
+    refuses it."""
+    done = recorded_pipeline(source)
+    if done:
+        recorded = parse_steps(done)
+        if pipeline and list(pipeline) != list(recorded):
+            raise UserError(
+                f"--pipeline: --from {source} holds text that `aiayn data` processed with {step_names(recorded)} (its "
+                f"{PREPARED}), and --pipeline {','.join(step_names(pipeline))} would process it again; give --from the "
+                "raw downloads, or leave --pipeline out to copy the text as it is"
+            )
+        return (), recorded
+    train = next((p for p in plan if p.split.train), None)
+    found = locate(source, train.split.parts[0].places["en"]) if train is not None else None
+    if pipeline and found is not None and found.member is None and found.file.suffix != ".gz":  # a plain text file
+        check_not_tokenized(pipeline, found.file, None)
+    return pipeline, ()
+
+
+def _write(
+    corpus: Corpus, out: Path, plan: list[Planned], where: str, rules: CleanRules | None, workers: int, *,
+    applied: Sequence[TextStep], recorded: Sequence[TextStep],
+) -> Report:  # fmt: skip
+    """Write the planned splits into `out`, each line through the `applied` steps; prepared.json
+    records `recorded` (what the text has been through)."""
     present = {p.split.name for p in plan}
     skipped = [s.name for s in corpus.splits if s.name not in present]
-    report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped, pipeline=list(pipeline))
-    texts = tuple(TextPipeline(pipeline, lang) for lang in LANGS) if pipeline else None
+    report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped, pipeline=list(recorded))
+    texts = tuple(TextPipeline(applied, lang) for lang in LANGS) if applied else None
     with staged_folder(out) as tmp:
         for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
             report.splits.append(write_split(tmp, planned, rules if planned.split.train else None, workers, texts))

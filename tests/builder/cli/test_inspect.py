@@ -90,3 +90,39 @@ def test_rotary_beside_absolute_positions_is_one_warning_line(capsys):
     )
     assert main(["validate", DEMO, rotary, "model.positional=none"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_show_reads_a_trained_model_as_every_verb_does(tmp_path, capsys):
+    """A run directory and a .ckpt are shown as the model they hold, with their own tokenizer;
+    overrides are refused (the model is what it is)."""
+    from tests.builder.cli.test_bad_inputs import TINY
+
+    assert (
+        main(
+            ["train", str(DEMO), *TINY, "trainer.max_steps=1", f"data.cache_dir={tmp_path / 'c'}", "--runs", str(tmp_path / "r")]
+        )
+        == 0
+    )
+    run = tmp_path / "r" / "demo" / "version_0"
+    capsys.readouterr()
+    for given in (run, run / "checkpoints" / "last.ckpt"):
+        assert main(["show", str(given), "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["params"] == json.loads((run / "results.json").read_text())["params"]
+        assert info["tokenizer"].startswith("joint: one bpe tokenizer and one vocabulary for both sides; ")
+    assert main(["show", str(run)]) == 0
+    assert capsys.readouterr().out.startswith(f"# {run}, a trained model, its experiment as stored\nname: demo\n")
+    assert main(["show", str(run), "dims.h=4"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn show: error: {run} is a trained model, shown as it is: overrides (dims.h=4, ...) apply to experiments\n"
+    )
+
+
+def test_score_offers_no_search_settings(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    text = capsys.readouterr().out
+    assert "--alpha" in text and "--beam" not in text and "--max-len-b" not in text
+    assert "a Hugging Face Marian folder" in " ".join(text.split())

@@ -5,6 +5,7 @@ all at once. Nothing here touches the network."""
 import contextlib
 import gzip
 import io
+import json
 import sys
 import tarfile
 from pathlib import Path
@@ -195,6 +196,32 @@ def test_multi30k_from_our_layout_is_a_copy(tmp_path):
     code, stdout, _ = cli("data", "multi30k", tmp_path / "b", "--from", tmp_path / "a")
     assert code == 0 and read(tmp_path / "b") == read(tmp_path / "a")
     assert "test2017mscoco: 2 pairs, as they are" in stdout.splitlines()
+
+
+def test_processed_text_given_to_from_is_copied_with_its_record_or_refused(tmp_path):
+    """`aiayn data --from` its own processed output: copied as it is with the record of what
+    processed it (never `pipeline: []`); asked to process it again, refused; text Moses'
+    tokenizer wrote without a record, refused as an experiment refuses it."""
+    repo = multi30k_repo(tmp_path / "repo")
+    assert cli("data", "multi30k", tmp_path / "a", "--from", repo, "--pipeline", "lowercase,moses_tokenize")[0] == 0
+    record = json.loads((tmp_path / "a" / "prepared.json").read_text())["pipeline"]
+    assert [step["type"] for step in record] == ["lowercase", "moses_tokenize"]
+    code, _, err = cli("data", "multi30k", tmp_path / "b", "--from", tmp_path / "a")
+    assert (code, err) == (0, "") and read(tmp_path / "b") == read(tmp_path / "a")
+    assert json.loads((tmp_path / "b" / "prepared.json").read_text())["pipeline"] == record
+    assert read(tmp_path / "b")["train.en"] == "a dog runs ( train ) .\ntwo men .\n"
+    code, _, err = cli("data", "multi30k", tmp_path / "c", "--from", tmp_path / "a", "--pipeline", "lowercase")
+    assert (code, err) == (
+        2, f"aiayn data: error: --pipeline: --from {tmp_path / 'a'} holds text that `aiayn data` processed with ['lowercase', "
+        "'moses_tokenize'] (its prepared.json), and --pipeline lowercase would process it again; give --from the raw downloads, "
+        "or leave --pipeline out to copy the text as it is\n",
+    )  # fmt: skip
+    assert not (tmp_path / "c").exists()
+    (tmp_path / "a" / "prepared.json").unlink()
+    (tmp_path / "a" / "train.en").write_text("it &apos;s a dog\n")
+    code, _, err = cli("data", "multi30k", tmp_path / "d", "--from", tmp_path / "a", "--pipeline", "moses_tokenize")
+    assert code == 2 and "looks tokenized already (line 1 holds '&apos;', which Moses' tokenizer writes)" in err, err
+    assert not (tmp_path / "d").exists()
 
 
 def test_default_folder_is_where_the_experiments_look(tmp_path, monkeypatch):

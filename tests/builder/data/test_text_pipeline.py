@@ -71,6 +71,10 @@ def test_each_step_and_the_detokenizer():
     assert TextPipeline([LowercaseStep()], "en").detokenize("a b .") == "a b ."  # nothing to undo
 
 
+def test_a_pipeline_prints_as_its_steps():
+    assert repr(TextPipeline(LITERATURE, "de")) == "TextPipeline([lowercase, normalize_punctuation, moses_tokenize], lang='de')"
+
+
 def test_steps_by_name_with_options_and_refusals():
     data = FilesDataSpec(dir="d", pipeline=["lowercase", {"type": "moses_tokenize", "escape": False}])
     assert data.pipeline == (LowercaseStep(), MosesTokenizeStep(escape=False))

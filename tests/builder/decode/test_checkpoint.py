@@ -202,7 +202,7 @@ def test_resolve_run_directories_and_files(tmp_path):
     with pytest.raises(UserError) as e:
         resolve_run_or_checkpoint(tmp_path / "missing")
     assert str(e.value) == (
-        f"{tmp_path / 'missing'} does not exist: give a run directory (runs/<name>/version_<n>) or a .ckpt file"
+        f"{tmp_path / 'missing'} does not exist: give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
     )
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -210,7 +210,7 @@ def test_resolve_run_directories_and_files(tmp_path):
         resolve_run_or_checkpoint(empty)
     assert str(e.value) == (
         f"{empty} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; give a run "
-        "directory (runs/<name>/version_<n>) or a .ckpt file"
+        "directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
     )
     (later / "checkpoints" / "last.ckpt").unlink()
     with pytest.raises(UserError) as e:
@@ -319,3 +319,21 @@ def test_averaging_refuses_different_shapes_and_experiments(tmp_path):
         with pytest.raises(UserError) as e:
             average_checkpoints([a, b])
         assert str(e.value) == f"cannot average {a} and {b}: {reason}; average checkpoints of one run"
+
+
+def test_a_plugin_record_is_data_quoted_for_the_shell_and_inert_on_the_terminal():
+    from aiayn.builder.decode.checkpoint import missing_plugins_message
+
+    assert missing_plugins_message("m.ckpt", {"relu": "relu-scores==1.0+local"}) == (
+        "m.ckpt was trained with 'relu' of relu-scores==1.0+local, which is not installed here: pip install relu-scores==1.0+local"
+    )
+    assert missing_plugins_message("m.ckpt", {"x": "$(touch pwned)==1.0"}) == (
+        "m.ckpt was trained with 'x' of $(touch pwned)==1.0, which is not installed here; its record '$(touch pwned)==1.0' names "
+        "no distribution pip can install (name==version): install the plugin that registers those types"
+    )
+    message = missing_plugins_message("m.ckpt", {"a\x1b[2Jb": "evil\nname==1\u202e"})
+    assert message == (
+        "m.ckpt was trained with 'a\\x1b[2Jb' of evil\\nname==1\\u202e, which is not installed here; its record "
+        "'evil\\nname==1\\u202e' names no distribution pip can install (name==version): install the plugin that registers those types"
+    )
+    assert message.isprintable()

@@ -146,9 +146,22 @@ def test_ctranslate2_export_carries_the_sentencepiece_models(folder, tmp_path):
 def test_show_says_how_the_folder_tokenizes(folder, capsys):
     assert main(["show", str(folder), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["tokenizer"].startswith(
-        "separate sentencepiece tokenizers over one vocabulary (opus-mt's way); SentencePiece model of "
+    V = json.loads((folder / "vocab.json").read_text())
+    sizes = [sentencepiece_size(folder / name) for name in ("source.spm", "target.spm")]
+    assert info["tokenizer"] == (
+        "separate sentencepiece tokenizers over one vocabulary (opus-mt's way); source: SentencePiece model of "
+        f"{sizes[0]} pieces, numbered by a vocabulary of {len(V) + 1}; target: SentencePiece model of {sizes[1]} pieces, "
+        f"numbered by a vocabulary of {len(V) + 1}"
     )
+    assert main(["show", str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"# {folder}, a Hugging Face Marian model as aiayn reads it\n") and "\ndata:" not in text
+
+
+def sentencepiece_size(path: Path) -> int:
+    import sentencepiece
+
+    return sentencepiece.SentencePieceProcessor(model_file=str(path)).get_piece_size()
 
 
 def damaged(folder: Path, tmp_path: Path, name: str, change) -> Path:

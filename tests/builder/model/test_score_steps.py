@@ -81,3 +81,16 @@ def test_the_demo_trains_and_translates_with_a_softcap_on_every_attention(tmp_pa
     (tmp_path / "in.txt").write_text("she bought three books\n")
     code, out, err = cli("translate", run, "-i", tmp_path / "in.txt")
     assert code == 0 and len(out.splitlines()) == 1, err
+
+
+def test_a_score_steps_label_names_it_in_the_table3_columns_and_the_figure():
+    """Two settings of one score step read apart: the results' columns and the figure take its
+    registration's label (sigmoid's names its bias), not its type alone."""
+    from aiayn.builder.model.figure import layout
+    from aiayn.builder.model.summary import paper_columns
+
+    fixed = load_experiment(DEMO, ["model.encoder.layer[0].score={type: sigmoid, bias: -3}"])
+    assert paper_columns(fixed)["score"] == "sigmoid (b=-3)"
+    assert paper_columns(load_experiment(DEMO, ["model.encoder.layer[0].score=sigmoid"]))["score"] == "sigmoid"
+    texts = layout(fixed.model, title="t").texts()
+    assert any("score=sigmoid (b=-3)" in text for text in texts), texts

@@ -370,3 +370,29 @@ def test_a_searched_value_prints_short_in_the_table_and_whole_in_the_csv(tmp_pat
     with open(root / "results.csv", newline="") as f:
         rows = {row["variant"]: row for row in csv.DictReader(f)}
     assert (rows["a"]["P_drop"], rows["a"]["train.lr_schedule.factor"]) == (str(drawn), "0.123456789")
+
+
+def test_no_column_repeats_what_another_says(tmp_path):
+    """Runs with a plugin's score step, a text pipeline and another tokenizer type: the score column
+    stands for its config paths, `data.pipeline: []` for the steps the other rows list, and a field
+    only SentencePiece has for the tokenizer's type; each setting the rows differ in is one column."""
+    root = tmp_path / "runs" / "plugins"
+    layer = [{"type": "self_attention", "h": 8, "score": {"type": "relu", "scale": 2.0}}]
+    settings = {
+        "a": ({"score": "relu"}, layer, [{"type": "nfkc"}, {"type": "lowercase"}], {"type": "bpe", "vocab_size": 8000}),
+        "b": (
+            {},
+            [{"type": "self_attention", "h": 8}],
+            [],
+            {"type": "sentencepiece", "vocab_size": 8000, "character_coverage": 1.0},
+        ),
+    }
+    for name, (paper, layers, pipeline, tokenizer) in settings.items():
+        put(root, f"{name}-seed1", f"{name}-seed1", ppl=5.0, bleu=25.0, variant=name, **paper)
+        config = {"model": {"encoder": {"layer": layers}}, "data": {"pipeline": pipeline, "tokenizer": tokenizer}}
+        (root / f"{name}-seed1" / "version_0" / "config.yaml").write_text(yaml.safe_dump(config))
+    head = [c.strip() for c in write_results(root).splitlines()[0].strip("|").split("|")]
+    extra = head[head.index("positional") + 1 : head.index("BLEU") if "BLEU" in head else None]
+    assert [c for c in extra if c.startswith(("score", "model.", "data."))] == [
+        "score", "data.pipeline[0].type", "data.pipeline[1].type", "data.tokenizer.type",
+    ]  # fmt: skip
