@@ -119,6 +119,10 @@ def test_the_round_trip_from_outside(folder, tmp_path, monkeypatch, capsys):
     assert main(["export", str(run), "--to", "huggingface", str(tmp_path / "hf")]) == 0, capsys.readouterr().err
     assert capsys.readouterr().out.startswith("exported ")
     assert sorted(p.name for p in (tmp_path / "hf").glob("*.spm")) == ["source.spm", "target.spm"]
+    exported, tuned_run = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf"), load_for_inference(run)
+    assert (tmp_path / "hf" / "target.spm").read_bytes() == tuned_run.tgt_tokenizer.model != tuned_run.src_tokenizer.model
+    for text in DE[:20]:  # the labels of anyone fine-tuning the export: the run's target ids, </s> last
+        assert exported(text_target=text).input_ids == [*tuned_run.tgt_tokenizer.encode(text), 2], text
     ours = aiayn_translate(run, monkeypatch, capsys)
     assert hf_translate(tmp_path / "hf", SENTENCES, load_for_inference(run).spec.decode.max_len_b) == ours  # 20 of 20
     tuned, start = load_for_inference(run).model.state_dict(), load_for_inference(folder).model.state_dict()

@@ -572,6 +572,32 @@ def test_a_submission_slurm_refuses_is_the_launchers_failure_and_leaves_nothing(
     assert not runs.exists()
 
 
+def test_a_failed_submission_undoes_only_what_it_made(sweep_file, tmp_path, monkeypatch, capsys):
+    """A trial the sweep would resume (its checkpoint from an earlier launch) is left byte for
+    byte as it was when the launcher fails; the folders made for the new trials go."""
+    from aiayn.builder.sweep.runner import plan_sweep
+
+    runs = tmp_path / "runs"
+    settings = ["sweep.launcher={type: slurm}", "sweep.grid={}"]
+    plan = plan_sweep(sweep_file, settings, runs)
+    trial = plan.trials[0]
+    run_dir = plan.directory / trial.name / "version_0"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"the weights of two hours")
+    (run_dir / "status.json").write_text('{"status": "interrupted", "step": 5}')
+    write_trial_record(trial, run_dir)
+    assert state(trial, plan.directory).action == "resume"
+    before = {str(p.relative_to(runs)): p.read_bytes() for p in sorted(runs.rglob("*")) if p.is_file()}
+    path = fake_slurm(tmp_path / "bin", sinfo="echo debug", srun="exit 0",
+                      sbatch=f"echo 'sbatch: error: Batch job submission failed: {UNREACHABLE}' >&2; exit 1")  # fmt: skip
+    monkeypatch.setenv("PATH", path)
+    assert main(["sweep", str(sweep_file), *settings, "--runs", str(runs)]) == 2
+    assert capsys.readouterr().err.endswith("; nothing was submitted\n")
+    after = {str(p.relative_to(runs)): p.read_bytes() for p in sorted(runs.rglob("*")) if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in plan.directory.iterdir()) == [trial.name]
+
+
 @pytest.mark.parametrize("name", ["demo.search.sweep.yaml", "multi30k/tuned.sweep.yaml"])
 def test_the_shipped_searches_plan(name, tmp_path, capsys):
     assert main(["sweep", str(EXPERIMENTS / name), "--dry-run", "--runs", str(tmp_path)]) == 0
