@@ -113,7 +113,7 @@ def test_forced_scores_of_the_translations_are_their_scores_in_python_and_the_cl
         assert float(columns[0]) == pytest.approx(s.log_prob, abs=1e-6) and int(columns[1]) == s.length
         assert [float(x) for x in columns[2].split()] == pytest.approx(s.token_log_probs, abs=1e-6)
         assert columns[3] == s.pharaoh() and float(columns[4]) == pytest.approx(s.score, abs=1e-6)
-    code, out, _ = cli("score", run, "--src", src, "--tgt", tgt, "--alpha", "0", "--beam", "1")
+    code, out, _ = cli("score", run, "--src", src, "--tgt", tgt, "--alpha", "0")
     assert [float(line.split("\t")[-1]) for line in out.splitlines()] == pytest.approx([s.log_prob for s in scores], abs=1e-6)
 
 

@@ -116,13 +116,18 @@ def _texts(
     return pipelines[0].lines(given[0]), pipelines[1].lines(given[1]), given[1], f"{data}, through data.pipeline"
 
 
+def length_limit(d: dict[str, Any]) -> str:
+    """The decode section's output limit in words: input + 50, 1.2 x input + 10, 511 tokens."""
+    a, b = d.get("max_len_a", 1.0), d["max_len_b"]
+    return f"{b} tokens" if a == 0 else f"input + {b}" if a == 1 else f"{a:g} x input + {b}"
+
+
 def render(r: dict[str, Any]) -> str:
     d = r["decode"]
     lines = [
         f"checkpoint  {r['checkpoint']} ({r['model']})",
         f"data        {r['data']} ({r['n_sentences']} sentences)",
-        f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, "
-        f"max length input + {d['max_len_b']}",
+        f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, max length {length_limit(d)}",
         f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}"
         + ("  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""),
         f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",

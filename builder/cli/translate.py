@@ -38,6 +38,7 @@ DECODE_FLAGS = {
     "beam": "--beam",
     "alpha": "--alpha",
     "length_penalty": "--length-penalty",
+    "max_len_a": "--max-len-a",
     "max_len_b": "--max-len-b",
     "max_tokens": "--max-tokens",
     "max_input_len": "--max-input-len",
@@ -65,7 +66,8 @@ def add_decode_arguments(p: argparse.ArgumentParser, *, search: bool = True) -> 
         help="gnmt: ((5+|Y|)/6)^alpha (the paper's); fairseq: |Y|^alpha",
     )
     if search:
-        g.add_argument("--max-len-b", type=int, help="output length <= input length + this (paper: 50)")
+        g.add_argument("--max-len-a", type=float, help="output length <= a x input length + b (paper: 1; 0: b alone)")
+        g.add_argument("--max-len-b", type=int, help="output length <= a x input length + this (paper: 50)")
     g.add_argument("--max-tokens", type=int, help="padded source tokens per batch")
     g.add_argument("--max-input-len", type=int, help="refuse input lines longer than this many tokens (default: 1024)")
     g.add_argument("--device", help="torch device (default: cuda if available, else cpu)")

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from aiayn.blocks import EncoderDecoder, Sublayer
 from aiayn.builder.data.sampler import pack
-from aiayn.builder.decode.search import length_penalty
+from aiayn.builder.decode.search import TokenRules, length_penalty, output_limits
 from aiayn.builder.decode.translate import evaluating, padded, with_source_eos
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
@@ -62,12 +62,14 @@ def score_ids(
     alignment_layer: int | None = None,
     align: bool = False,
     on_batch: Callable[[int], None] | None = None,
+    rules: TokenRules = TokenRules(),
 ) -> list[Scored]:
     """Forced decoding of each target (ids without BOS/EOS) given its source (ids without
     specials: the model's source_eos_id is appended where it has one), batched by
     `decode.max_tokens` padded tokens. `ended[i]` False: target i stopped at a length limit,
     without EOS (as a search's hypothesis can); by default every target ends with EOS. `align`:
-    also the hard alignment from decoder layer `alignment_layer` (default: `default_alignment_layer`)."""
+    also the hard alignment from decoder layer `alignment_layer` (default: `default_alignment_layer`).
+    `rules`: what the search does to each next token's distribution, done here alike."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
     ends = [True] * len(targets) if ended is None else list(ended)
@@ -87,6 +89,7 @@ def score_ids(
             src = padded([read[i] for i in chunk], model.pad_id).to(device)
             tgt_in = padded([[bos_id, *o[:-1]] if o else [bos_id] for o in rows], model.pad_id).to(device)
             log_probs, weights = _forward(model, src, tgt_in, attention)
+            log_probs = _ruled(log_probs, rules, model, src, decode, eos_id)
             for n, i in enumerate(chunk):
                 picked = log_probs[n, : len(outputs[i])].gather(1, torch.tensor(outputs[i], device=device)[:, None])
                 token_log_probs = picked.flatten().tolist()
@@ -99,9 +102,17 @@ def score_ids(
     return [r for r in results if r is not None]
 
 
+def _ruled(log_probs: Tensor, rules: TokenRules, model: EncoderDecoder, src: Tensor, decode: DecodeSpec, eos_id: int) -> Tensor:
+    """log_probs (B, T, V) with the search's rules applied at every position (forced_eos: at a row's length limit)."""
+    B, T, V = log_probs.shape
+    limits = output_limits(model, src, decode.max_len_a, decode.max_len_b)  # (B,)
+    at_limit = torch.arange(1, T + 1, device=log_probs.device)[None, :].eq(limits[:, None])  # (B, T): a row's last step
+    return rules.apply(log_probs.view(B * T, V), model.pad_id, eos_id, at_limit.flatten()).view(B, T, V)
+
+
 def _forward(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, attention: Sublayer | None) -> tuple[Tensor, Tensor | None]:
-    """log P (B, T, V) as the search reads them, and the head-averaged weights (B, T, S) of
-    `attention` where given."""
+    """log P (B, T, V) as the model gives them (TokenRules.apply does to them what the search
+    does), and the head-averaged weights (B, T, S) of `attention` where given."""
     seen: list[Tensor] = []
 
     def hook(module: Sublayer, args: tuple[Any, ...], output: Any) -> None:
@@ -114,7 +125,6 @@ def _forward(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, attention: Subl
         if handle is not None:
             handle.remove()
     log_probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
-    log_probs[..., model.pad_id] = -torch.inf  # padding is never a word, as in the search
     return log_probs, (seen[0] if seen else None)
 
 

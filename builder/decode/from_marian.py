@@ -15,8 +15,9 @@ the output projection's and its bias are permuted to aiayn's order, and aiayn's 
 first input) gets the row of Marian's decoder start: one row more than Marian has when that is
 its <pad>, and then aiayn's <pad> (a copy of that row, never a target) gets an output bias of
 -1e4, so that the softmax counts Marian's pad once: log-probabilities equal Marian's. The
-tokenizers' vocabulary is renumbered alike. The generation configs of opus-mt models forbid
-<pad> (bad_words_ids); aiayn's search forbids nothing, for these as for its own models. Marian's tokenizer ends each source
+tokenizers' vocabulary is renumbered alike. The decode section is what the folder's generation
+settings ask of generate() (marian_generation.py: beams, length limit, forbidden tokens, </s> at
+the limit, renormalised scores), each applied or refused by name. Marian's tokenizer ends each source
 with </s>; the model gets model.source_eos (for a tokenizer.json: where its post-processor does).
 
 This module is imported only when a Marian folder is read, and needs `transformers`.
@@ -30,6 +31,7 @@ import torch
 
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.decode.marian_config import json_object, read_config
+from aiayn.builder.decode.marian_generation import marian_decode
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.model.build import build_model
@@ -69,8 +71,12 @@ def load_marian(folder: str | Path) -> ForInference:
     except Exception as e:  # transformers' and huggingface_hub's checks raise many kinds
         raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
     src_tokenizer, tgt_tokenizer, order, source_eos = marian_tokenizers(folder, config)
-    spec = ExperimentSpec.model_validate(marian_experiment(config, folder, vocab_size=len(order), source_eos=source_eos))
+    experiment = marian_experiment(
+        config, folder, vocab_size=len(order), source_eos=source_eos
+    )  # refusals before the weights load
     hf = _weights(folder, MarianMTModel)
+    experiment["decode"] = marian_decode(hf.generation_config, config, folder, tgt_tokenizer.tokens(), order)
+    spec = ExperimentSpec.model_validate(experiment)
     model = build_model(spec.model)
     load_transformer_weights(model, marian_weights(hf, order))
     what = "a Hugging Face Marian model"
@@ -155,7 +161,6 @@ def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos:
         "description": f"the Hugging Face Marian model in {folder}",
         "model": model,
         "data": {"type": "files", "dir": str(folder)},
-        "decode": {"beam": 4, "alpha": 1.0, "length_penalty": "fairseq"},
     }
 
 

@@ -5,8 +5,9 @@ they finish (DecoderState.reorder keeps the cache in step), and return, per inpu
 in input order, the token ids of the best hypothesis without BOS and EOS; `beam_hypotheses`
 returns the n best as `Hypothesis` records, with the score each was ranked by.
 
-Output length: at most `src_len + max_len_b` generated tokens per sentence, EOS included, where
-src_len counts the non-pad tokens of that sentence (Sec 6.1: "input length + 50"), and at most
+Output length: at most `max_len_a * src_len + max_len_b` generated tokens per sentence, EOS
+included (fairseq's --max-len-a/b; a = 1 by default), where src_len counts the non-pad tokens of
+that sentence (Sec 6.1: "input length + 50"), and at most
 the number of positions of a learned position table. A hypothesis that reaches the limit without
 EOS ends there.
 
@@ -55,6 +56,34 @@ class Hypothesis:
     ended: bool
 
 
+@dataclass(frozen=True)
+class TokenRules:
+    """What the search does to the model's next-token log-probabilities besides never choosing
+    <pad>: tokens it never chooses either (`suppress`: transformers' bad_words_ids of one token,
+    suppress_tokens), whether the rest are renormalised to sum to 1 (transformers'
+    renormalize_logits: the scores an n-best list prints change), and whether a hypothesis that
+    reaches its length limit ends with EOS (transformers' forced_eos_token_id: at the last step
+    EOS scores 0 and every other token -inf). The default is aiayn's own search."""
+
+    suppress: tuple[int, ...] = ()
+    renormalize: bool = False
+    forced_eos: bool = False
+
+    def apply(self, log_probs: Tensor, pad_id: int, eos_id: int, at_limit: Tensor | None) -> Tensor:
+        """log_probs (n, V) of the rows' next tokens, the rules applied; `at_limit` (n,) bool: the
+        rows whose next token is their last."""
+        log_probs[:, pad_id] = -math.inf  # padding is never a word
+        if self.suppress:
+            log_probs[:, list(self.suppress)] = -math.inf
+        if self.renormalize:
+            log_probs = log_probs.log_softmax(dim=-1)
+        if self.forced_eos and at_limit is not None and bool(at_limit.any()):
+            forced = torch.full_like(log_probs, -math.inf)
+            forced[:, eos_id] = 0.0
+            log_probs = torch.where(at_limit[:, None], forced, log_probs)
+        return log_probs
+
+
 def gnmt_length_penalty(length: Length, alpha: float) -> float | Tensor:
     """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha."""
     return ((5 + length) / 6) ** alpha
@@ -87,19 +116,22 @@ def greedy_search(
     bos_id: int,
     eos_id: int,
     max_len_b: int = 50,
+    max_len_a: float = 1.0,
     use_cache: bool = True,
+    rules: TokenRules = TokenRules(),
 ) -> list[list[int]]:
     """The most probable next token at every step, per sentence of src (B, S)."""
     _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     memory, src_pad = model.encode(src)  # (B, S, d_model), (B, S)
     assert src_pad is not None  # encode without rows always makes the mask
-    max_len = _max_len(model, src, max_len_b)  # (B,)
+    max_len = output_limits(model, src, max_len_a, max_len_b)  # (B,)
     sentence = torch.arange(src.size(0), device=src.device)  # input index of each batch row
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     state = model.init_state() if use_cache else None
     results: list[list[int]] = [[] for _ in range(src.size(0))]
     for step in range(1, int(max_len.max()) + 1):
-        next_token = _next_log_probs(model, tokens, memory, src_pad, state).argmax(-1)  # (n,)
+        log_probs = _next_log_probs(model, tokens, memory, src_pad, state)
+        next_token = rules.apply(log_probs, model.pad_id, eos_id, max_len.le(step)).argmax(-1)  # (n,)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (n, step + 1)
         done = next_token.eq(eos_id) | max_len.le(step)
         if not done.any():
@@ -166,22 +198,23 @@ def beam_hypotheses(
     length_penalty: str = "gnmt",
     use_cache: bool = True,
     n_best: int = 1,
+    max_len_a: float = 1.0,
+    early_stopping: bool = True,
+    rules: TokenRules = TokenRules(),
 ) -> list[list[Hypothesis]]:
     """The `n_best` (<= beam) best finished hypotheses of each sentence of src (B, S), best
-    first: distinct token sequences; fewer only where the search finds fewer."""
+    first: distinct token sequences; fewer only where the search finds fewer. `early_stopping`
+    False: a sentence with `beam` finished hypotheses goes on while its best live one, scored
+    at its current length, beats the worst of them (transformers' early_stopping=False)."""
     _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
+    _check_beam(beam, n_best, alpha)
     lp = _penalty(length_penalty)
-    if beam < 1:
-        raise ValueError(f"beam ({beam}) must be >= 1")
-    if not 1 <= n_best <= beam:
-        raise ValueError(f"n_best ({n_best}) must be between 1 and the beam size ({beam})")
-    if alpha < 0:
-        raise ValueError(f"alpha ({alpha}) must be >= 0: early termination relies on lp growing with length")
-    beams = _start(model, src, beam, n_best, bos_id, max_len_b, use_cache)
+    beams = _start(model, src, beam, n_best if early_stopping else max(n_best, beam), bos_id, (max_len_a, max_len_b), use_cache)
     found: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     for step in range(1, int(beams.max_len.max()) + 1):
         n, k = beams.sentence.numel(), beams.k
         log_probs = _next_log_probs(model, beams.tokens, beams.memory, beams.src_pad, beams.state)  # (n*k, V)
+        log_probs = rules.apply(log_probs, model.pad_id, eos_id, beams.max_len.le(step).repeat_interleave(k))
         V = log_probs.size(-1)
         candidates = (beams.scores.view(n * k, 1) + log_probs).view(n, k * V)
         top, index = candidates.topk(min(2 * k, k * V), dim=1)  # (n, 2k), best first
@@ -193,8 +226,11 @@ def beam_hypotheses(
         rank = is_eos.long() * (2 * k) + torch.arange(top.size(1), device=src.device)
         live = rank.topk(k, dim=1, largest=False).indices  # (n, k)
         beams.scores, origin, token = top.gather(1, live), origin.gather(1, live), token.gather(1, live)
-        unbeatable = beams.kept[:, -1] >= beams.scores[:, 0] / lp(beams.max_len.to(beams.scores.dtype), alpha)
-        done = beams.max_len.le(step) | beams.n_finished.ge(k) | unbeatable
+        unbeatable = beams.kept[:, n_best - 1] >= beams.scores[:, 0] / lp(beams.max_len.to(beams.scores.dtype), alpha)
+        full = beams.n_finished.ge(k)
+        if not early_stopping:  # full, and the best live hypothesis as it stands beats none of the k finished
+            full &= beams.scores[:, 0] / lp(step, alpha) <= beams.kept[:, k - 1]
+        done = beams.max_len.le(step) | full | unbeatable
         keep = (~done).nonzero().flatten()  # (n',) live sentences
         if keep.numel() == 0:
             break
@@ -202,7 +238,18 @@ def beam_hypotheses(
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in found]
 
 
-def _start(model: EncoderDecoder, src: Tensor, k: int, n_best: int, bos_id: int, max_len_b: int, use_cache: bool) -> _Beams:
+def _check_beam(beam: int, n_best: int, alpha: float) -> None:
+    if beam < 1:
+        raise ValueError(f"beam ({beam}) must be >= 1")
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best ({n_best}) must be between 1 and the beam size ({beam})")
+    if alpha < 0:
+        raise ValueError(f"alpha ({alpha}) must be >= 0: early termination relies on lp growing with length")
+
+
+def _start(
+    model: EncoderDecoder, src: Tensor, k: int, n_best: int, bos_id: int, limit: tuple[float, int], use_cache: bool
+) -> _Beams:
     B, device = src.size(0), src.device
     memory, src_pad = model.encode(src)
     assert src_pad is not None  # encode without rows always makes the mask
@@ -214,7 +261,7 @@ def _start(model: EncoderDecoder, src: Tensor, k: int, n_best: int, bos_id: int,
         scores=scores,
         kept=torch.full((B, n_best), -math.inf, device=device),
         n_finished=torch.zeros(B, dtype=torch.long, device=device),
-        max_len=_max_len(model, src, max_len_b),
+        max_len=output_limits(model, src, *limit),
         sentence=torch.arange(B, device=device),
         memory=memory.repeat_interleave(k, 0),  # (B*k, S, d_model)
         src_pad=src_pad.repeat_interleave(k, 0),
@@ -255,7 +302,8 @@ def _next_log_probs(
     memory_padding_mask: Tensor,
     state: DecoderState | None,
 ) -> Tensor:
-    """log P(next token | prefix) (n, V) for each row of tokens (n, t)."""
+    """log P(next token | prefix) (n, V) for each row of tokens (n, t), as the model gives them (TokenRules.apply
+    masks <pad> and the rest)."""
     if state is None:
         logits = model.decode(tokens, memory, memory_padding_mask)[:, -1]  # whole prefix again
     else:
@@ -266,13 +314,13 @@ def _next_log_probs(
             "the model computes NaN for the next token's probabilities (its weights are not finite, or a setting makes "
             "attention or a norm divide by zero); it cannot be decoded"
         )
-    log_probs[:, model.pad_id] = -math.inf  # padding is never a word
     return log_probs
 
 
-def _max_len(model: EncoderDecoder, src: Tensor, max_len_b: int) -> Tensor:
-    """(B,) output limits: src_len + max_len_b, within the target positions a learned table has."""
-    limit = src.ne(model.pad_id).sum(1) + max_len_b
+def output_limits(model: EncoderDecoder, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
+    """(B,) output limits: max_len_a * src_len + max_len_b (fairseq's), within the target positions a learned table has."""
+    lengths = src.ne(model.pad_id).sum(1)
+    limit = lengths + max_len_b if max_len_a == 1 else (lengths * max_len_a).long() + max_len_b
     positions = getattr(model.tgt_embed.positional, "max_len", None)  # None: sinusoids never end
     return limit if positions is None else limit.clamp(max=positions)
 

@@ -15,7 +15,7 @@ import torch
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.search import Hypothesis, beam_hypotheses
+from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 
@@ -32,8 +32,23 @@ def translate_texts(
 ) -> list[str]:
     """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
     ids = encode_sources(model, src_tokenizer, lines, decode, what)
-    out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch)
+    out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch,
+                        rules=token_rules(decode, tgt_tokenizer))  # fmt: skip
     return tgt_tokenizer.decode_batch(out)
+
+
+def token_rules(decode: DecodeSpec, tgt_tokenizer: Tokenizer) -> TokenRules:
+    """What the decode section does to the next token's distribution, its `suppress` pieces as
+    ids of the target vocabulary (a piece it does not have is a UserError)."""
+    ids = {token: i for i, token in enumerate(tgt_tokenizer.tokens())}
+    missing = [piece for piece in decode.suppress if piece not in ids]
+    if missing:
+        raise UserError(
+            f"decode.suppress: {missing[0]!r} is not a token of the target vocabulary; give its pieces as the tokenizer writes them"
+        )
+    return TokenRules(
+        suppress=tuple(ids[p] for p in decode.suppress), renormalize=decode.renormalize, forced_eos=decode.forced_eos
+    )
 
 
 def encode_sources(
@@ -104,11 +119,12 @@ def translate_ids(
     bos_id: int,
     eos_id: int,
     on_batch: Callable[[int], None] | None = None,
+    rules: TokenRules = TokenRules(),
 ) -> list[list[int]]:
     """Beam search over `sources` (token ids, no specials: the model's source_eos_id is appended
     where it has one), batched by `decode.max_tokens` padded source tokens, longest first; results
     come back in input order. An empty source translates to an empty output."""
-    found = translate_hypotheses(model, sources, decode, bos_id=bos_id, eos_id=eos_id, on_batch=on_batch)
+    found = translate_hypotheses(model, sources, decode, bos_id=bos_id, eos_id=eos_id, on_batch=on_batch, rules=rules)
     return [hyps[0].ids for hyps in found]
 
 
@@ -121,6 +137,7 @@ def translate_hypotheses(
     eos_id: int,
     n_best: int = 1,
     on_batch: Callable[[int], None] | None = None,
+    rules: TokenRules = TokenRules(),
 ) -> list[list[Hypothesis]]:
     """`translate_ids` with the `n_best` best hypotheses of each source and their scores, best
     first. An empty source is not decoded: one empty hypothesis, score 0."""
@@ -134,7 +151,8 @@ def translate_hypotheses(
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
             found = beam_hypotheses(
                 model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, alpha=decode.alpha,
-                max_len_b=decode.max_len_b, length_penalty=decode.length_penalty, n_best=n_best,
+                max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, length_penalty=decode.length_penalty, n_best=n_best,
+                early_stopping=decode.early_stopping, rules=rules,
             )  # fmt: skip
             for i, hyps in zip(chunk, found):
                 results[i] = hyps

@@ -67,13 +67,18 @@ def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
 
 def generation_config(loaded: ForInference, position_rows: int) -> GenerationConfig:
     """aiayn's decode settings as far as `generate` has them: beam, alpha as |Y|^alpha (HF's only
-    form; aiayn's default is GNMT's), stop at `beam` finished hypotheses, <pad> never generated.
-    A greedy run (beam 1) gets no beam settings: transformers refuses them with one beam."""
+    form; aiayn's default is GNMT's), early_stopping, </s> forced at the limit, <pad> and the
+    suppressed tokens never generated, renormalised logits, and the length limit where it does
+    not grow with the input (max_len_a 0; else the position table's rows). A greedy run (beam 1)
+    gets no beam settings: transformers refuses them with one beam."""
     decode = loaded.spec.decode
-    beams = {"length_penalty": decode.alpha, "early_stopping": True} if decode.beam > 1 else {}
+    beams = {"length_penalty": decode.alpha, "early_stopping": decode.early_stopping} if decode.beam > 1 else {}
+    ids = {token: i for i, token in enumerate(loaded.tgt_tokenizer.tokens())}
+    suppressed = [0, *(ids[piece] for piece in decode.suppress if ids.get(piece, 0) != 0)]
+    max_length = decode.max_len_b + 1 if decode.max_len_a == 0 else position_rows  # generate() counts the decoder's start
     return GenerationConfig(
-        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, pad_token_id=0, forced_eos_token_id=None,
-        num_beams=decode.beam, suppress_tokens=[0], max_length=position_rows, **beams,
+        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, pad_token_id=0, forced_eos_token_id=2 if decode.forced_eos else None,
+        num_beams=decode.beam, suppress_tokens=suppressed, renormalize_logits=decode.renormalize, max_length=max_length, **beams,
     )  # fmt: skip
 
 

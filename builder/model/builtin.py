@@ -62,10 +62,7 @@ def register_builtins() -> None:
         label=lambda spec: f"sliding_window_attention (window {spec.window})",
     )  # fmt: skip
     register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
-    register(
-        SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias),
-        label=lambda spec: "sigmoid" if spec.bias is None else f"sigmoid (b={spec.bias:g})",
-    )  # fmt: skip
+    register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=_sigmoid_label)
     register_text_steps(register)
     register_tokenizers(register)
     register(
@@ -125,3 +122,7 @@ def _gated_feed_forward(spec: GatedFeedForwardSpec, ctx: BuildContext) -> nn.Mod
         d_model=ctx.d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
         activation_dropout=spec.activation_dropout, bias=spec.bias,
     )  # fmt: skip
+
+
+def _sigmoid_label(spec: SigmoidSpec) -> str:
+    return "sigmoid" if spec.bias is None else f"sigmoid (b={spec.bias:g})"

@@ -10,7 +10,7 @@ from aiayn.blocks import EncoderDecoder, LayerContext, Sublayer
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.metrics import Scoring, score
-from aiayn.builder.decode.translate import evaluating, padded, translate_ids, translate_texts, with_source_eos
+from aiayn.builder.decode.translate import evaluating, padded, token_rules, translate_ids, translate_texts, with_source_eos
 from aiayn.builder.train.attributes import datamodule_of
 from aiayn.builder.train.board import BLEU, Board, bleu_tag
 from aiayn.builder.train.task import as_task
@@ -84,7 +84,14 @@ def attention_figures(
     translation of `sentence`, teacher-forced to read out the weights. Tags name the stack, the
     layer and the block's `map_name`: valid/attention/decoder.layer0.cross."""
     src_ids = src_tokenizer.encode(sentence)
-    [hyp] = translate_ids(model, [src_ids], decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id)
+    [hyp] = translate_ids(
+        model,
+        [src_ids],
+        decode,
+        bos_id=tgt_tokenizer.bos_id,
+        eos_id=tgt_tokenizer.eos_id,
+        rules=token_rules(decode, tgt_tokenizer),
+    )
     src_ids = list(with_source_eos(model, [src_ids])[0])  # the maps show what the encoder read
     tgt_in = [tgt_tokenizer.bos_id, *hyp]
     src_tokens = [src_tokenizer.id_to_token(i) for i in src_ids]

@@ -1,7 +1,8 @@
 """An opus-mt folder made here as Helsinki-NLP's are laid out, with transformers' own classes and no
 download: two SentencePiece models trained on the demo corpus (source.spm on English, target.spm on
 German, SentencePiece's default ids), one vocab.json over both (</s> 0, <unk> 1, the pieces, <pad>
-last), `MarianTokenizer(...).save_pretrained` and a random MarianMTModel."""
+last), `MarianTokenizer(...).save_pretrained`, a random MarianMTModel with transformers' defaults, and a
+published opus-mt generation config (its max_length given: 512 as published)."""
 
 import io
 import json
@@ -13,8 +14,18 @@ from aiayn.builder.data.demo import generate_demo
 
 SETTINGS = dict(
     d_model=16, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=2, encoder_ffn_dim=32,
-    decoder_ffn_dim=24, activation_function="swish", scale_embedding=True, max_position_embeddings=128, forced_eos_token_id=None,
-)  # fmt: skip
+    decoder_ffn_dim=24, activation_function="swish", scale_embedding=True, max_position_embeddings=128,
+)  # fmt: skip  # transformers' defaults for the rest: forced_eos_token_id 0, </s>
+
+
+def published_generation(V: int, *, max_length: int = 512) -> dict:
+    """The fields and values of a published opus-mt generation_config.json (Helsinki-NLP/opus-mt-en-de's),
+    with this folder's ids (</s> 0, <pad> V - 1, the decoder's start)."""
+    return {
+        "bad_words_ids": [[V - 1]], "bos_token_id": 0, "decoder_start_token_id": V - 1, "eos_token_id": 0,
+        "forced_eos_token_id": 0, "max_length": max_length, "num_beams": 4, "pad_token_id": V - 1,
+        "renormalize_logits": True, "transformers_version": "4.32.0.dev0",
+    }  # fmt: skip
 
 
 def spm_model(lines: list[str], vocab_size: int) -> bytes:
@@ -28,7 +39,7 @@ def spm_model(lines: list[str], vocab_size: int) -> bytes:
     return out.getvalue()
 
 
-def opus_mt_folder(folder: Path, *, seed: int = 0) -> Path:
+def opus_mt_folder(folder: Path, *, seed: int = 0, max_length: int = 512) -> Path:
     import sentencepiece
     import transformers
 
@@ -50,6 +61,7 @@ def opus_mt_folder(folder: Path, *, seed: int = 0) -> Path:
     config = transformers.MarianConfig(vocab_size=V, decoder_vocab_size=V, pad_token_id=V - 1, eos_token_id=0, decoder_start_token_id=V - 1,
                                        **SETTINGS)  # fmt: skip
     random_marian(transformers.MarianMTModel(config), seed).save_pretrained(folder)
+    (folder / "generation_config.json").write_text(json.dumps(published_generation(V, max_length=max_length), indent=2))
     return folder
 
 

@@ -17,7 +17,8 @@ from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.decode.checkpoint import load_for_inference
-from aiayn.builder.decode.translate import padded, translate_ids, with_source_eos
+from aiayn.builder.decode.translate import padded, token_rules, translate_ids, with_source_eos
+from aiayn.builder.decode.translator import load_run
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 from tests.builder.decode.opus_mt import opus_mt_folder
@@ -32,7 +33,7 @@ SENTENCES = EN[:20]
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    return opus_mt_folder(tmp_path_factory.mktemp("opus") / "opus-mt-en-de")
+    return opus_mt_folder(tmp_path_factory.mktemp("opus") / "opus-mt-en-de", max_length=16)  # published, but 16: limits reached
 
 
 def to_marian(loaded, tok) -> torch.Tensor:
@@ -68,11 +69,15 @@ def test_log_probabilities_and_outputs_are_generates(folder):
         ours = loaded.model(x, y).log_softmax(-1)
         theirs = hf(input_ids=marian[x], attention_mask=x.ne(0), decoder_input_ids=marian[y]).logits.log_softmax(-1)
     torch.testing.assert_close(ours[..., 1:], theirs[..., marian[1:]], atol=2e-5, rtol=1e-5)
-    for beam, count in ((1, 20), (4, 6)):
-        decode = DecodeSpec(beam=beam, alpha=1.0, length_penalty="fairseq", max_len_b=8)
+    for beam, count in (
+        (1, 20),
+        (4, 6),
+    ):  # the folder's token rules (forbidden <pad>, renormalised, </s> at the limit), aiayn's limit
+        decode = loaded.spec.decode.model_copy(update={"beam": beam, "max_len_a": 1.0, "max_len_b": 8, "early_stopping": True})
+        rules = token_rules(decode, loaded.tgt_tokenizer)
         for src, hyp in zip(
             with_source_eos(loaded.model, sources[:count]),
-            translate_ids(loaded.model, sources[:count], decode, bos_id=1, eos_id=2),
+            translate_ids(loaded.model, sources[:count], decode, bos_id=1, eos_id=2, rules=rules),
         ):
             out = hf.generate(input_ids=marian[torch.tensor(src)][None], num_beams=beam, length_penalty=1.0, early_stopping=True,
                               do_sample=False, max_length=1 + len(src) + 8)[0].tolist()[1:]  # fmt: skip
@@ -81,14 +86,43 @@ def test_log_probabilities_and_outputs_are_generates(folder):
             )
 
 
-def hf_translate(folder: Path, sentences: list[str], max_len_b: int) -> list[str]:
-    """What a transformers user gets: AutoTokenizer + AutoModelForSeq2SeqLM, greedy, aiayn's length limit."""
+def test_the_folders_generation_settings_decode_as_generate_does(folder):
+    """The folder's generation_config.json (a published opus-mt one: 4 beams, early_stopping
+    false, <pad> forbidden, logits renormalised, </s> forced at max_length) is the decode section;
+    aiayn's 4-best lists equal generate()'s, scores included, where hypotheses reach the limit."""
+    loaded = load_for_inference(folder)
+    d = loaded.spec.decode
+    assert (d.beam, d.alpha, d.length_penalty, d.max_len_a, d.max_len_b, d.early_stopping, d.forced_eos, d.suppress, d.renormalize) == (
+        4, 1.0, "fairseq", 0.0, 15, False, True, ("<s>",), True
+    )  # fmt: skip
+    hf = transformers.MarianMTModel.from_pretrained(folder).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    marian = to_marian(loaded, tok)
+    ours = load_run(folder).translate(SENTENCES, n_best=4, with_scores=True)
+    at_limit = 0
+    for text, hyps in zip(SENTENCES, ours):
+        out = hf.generate(
+            **tok(text, return_tensors="pt"), num_return_sequences=4, output_scores=True, return_dict_in_generate=True
+        )
+        theirs = [seq[1:].tolist() for seq in out.sequences]
+        for h, seq, score in zip(hyps, theirs, out.sequences_scores.tolist()):
+            ids = [*marian[torch.tensor(h.ids, dtype=torch.long)].tolist(), tok.eos_token_id]
+            assert ids == seq[: len(ids)] and set(seq[len(ids) :]) <= {tok.pad_token_id}, text
+            assert h.score == pytest.approx(score, abs=1e-4), text
+            at_limit += len(ids) == d.max_len_b
+    assert at_limit >= 5  # the forced </s> decided those
+
+
+def hf_translate(folder: Path, sentences: list[str], max_len_b: int | None = None) -> list[str]:
+    """What a transformers user gets: AutoTokenizer + AutoModelForSeq2SeqLM, greedy, the folder's
+    generation settings (`max_len_b`: aiayn's input-relative length limit instead of its max_length)."""
     tok = transformers.AutoTokenizer.from_pretrained(folder)
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     out = []
     for text in sentences:
         ids = tok(text, return_tensors="pt").input_ids
-        generated = model.generate(input_ids=ids, num_beams=1, do_sample=False, max_length=1 + ids.shape[1] + max_len_b)
+        limit = {} if max_len_b is None else {"max_length": 1 + ids.shape[1] + max_len_b}
+        generated = model.generate(input_ids=ids, num_beams=1, do_sample=False, **limit)
         out.append(tok.decode(generated[0], skip_special_tokens=True))
     return out
 
@@ -100,8 +134,7 @@ def aiayn_translate(model: Path, monkeypatch, capsys) -> list[str]:
 
 
 def test_the_round_trip_from_outside(folder, tmp_path, monkeypatch, capsys):
-    max_len_b = load_for_inference(folder).spec.decode.max_len_b
-    assert aiayn_translate(folder, monkeypatch, capsys) == hf_translate(folder, SENTENCES, max_len_b)  # 20 of 20
+    assert aiayn_translate(folder, monkeypatch, capsys) == hf_translate(folder, SENTENCES)  # 20 of 20, as the folder says
     data = tmp_path / "corpus"
     data.mkdir()
     for split, (en, de) in generate_demo(200, 20, 20, 5).items():
@@ -209,3 +242,27 @@ def test_the_sweep_of_three_ways_plans_on_the_folder(folder, tmp_path, monkeypat
     params = load_for_inference(folder).model.state_dict()
     assert all(name in out for name in ("full", "frozen-encoder", "decoder-mqa")), out
     assert not (tmp_path / "runs").exists() and len(params) > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"no_repeat_ngram_size": 3}, "no_repeat_ngram_size 3 changes what generate() outputs, and aiayn's search has no such "
+         "setting; remove it from the file to decode without it"),
+        ({"do_sample": True}, "do_sample true asks generate() to sample; aiayn's search is beam search: set it false"),
+        ({"bad_words_ids": [[5, 6]]}, "bad_words_ids holds [5, 6], a sequence of tokens; aiayn's search can forbid single tokens only"),
+        ({"forced_eos_token_id": 5}, "forced_eos_token_id 5 is not </s> (0); aiayn can end a hypothesis with </s> only"),
+        ({"early_stopping": "never"}, "early_stopping 'never': aiayn's search stops at the beam's finished hypotheses (true) or "
+         "goes on as generate() does by default (false); set one of them"),
+        ({"max_length": 1}, "max_length must be a whole number from 2, got 1"),
+    ],
+)  # fmt: skip
+def test_a_generation_setting_aiayn_has_not_is_refused_by_name(folder, tmp_path, change, message):
+    def edit(copy: Path) -> None:
+        path = copy / "generation_config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+
+    bad = damaged(folder, tmp_path, "gen", edit)
+    with pytest.raises(UserError) as e:
+        load_for_inference(bad)
+    assert str(e.value) == f"{bad / 'generation_config.json'}: {message}"

@@ -9,7 +9,7 @@ from torch import nn
 from aiayn.blocks import (
     EncoderDecoder,
 )
-from aiayn.builder.decode.search import beam_search, greedy_search, length_penalty
+from aiayn.builder.decode.search import beam_hypotheses, beam_search, greedy_search, length_penalty
 from tests.models import BOS, EOS, PAD, tiny_model
 
 V = 13
@@ -336,3 +336,19 @@ def test_beam_search_finds_what_an_exhaustive_search_finds(alpha):
         [found] = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=narrow, alpha=alpha, max_len_b=1)
         assert scored(model, src, found, alpha=alpha, ended=len(found) < 3) <= best + 1e-12
     assert greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=1) != [expected]  # the search had work to do
+
+
+def test_early_stopping_false_goes_on_while_the_best_live_hypothesis_beats_the_worst_finished():
+    """Beam 2, |Y|^1.5: [6] and [4, 5] finish first; early_stopping (fairseq's, the default) stops
+    there. early_stopping=False (transformers' default) goes on, as [4, 5, 7] scored at its current
+    length still beats [6], and finds it: the better hypothesis."""
+    model = _bigram_model({(BOS, 4): 4.5, (BOS, 6): 3.0, (6, EOS): 7.5, (4, 5): 5.9, (4, EOS): 3.2, (5, EOS): 4.5, (5, 7): 2.6,
+                           (7, EOS): 20.0})  # fmt: skip
+    src = torch.tensor([[3, 3]])
+    settings = dict(bos_id=BOS, eos_id=EOS, beam=2, alpha=1.5, length_penalty="fairseq")
+    stopped = beam_hypotheses(model, src, **settings)[0][0]
+    went_on = beam_hypotheses(model, src, **settings, early_stopping=False)[0][0]
+    assert (stopped.ids, went_on.ids) == ([4, 5], [4, 5, 7]) and went_on.score > stopped.score
+    memory, pad = model.encode(src)
+    logp = model.decode(torch.tensor([[BOS, 4, 5, 7]]), memory, pad).log_softmax(-1)[0]
+    assert went_on.score == pytest.approx(sum(float(logp[i, t]) for i, t in enumerate([4, 5, 7, EOS])) / 4**1.5, abs=1e-5)

@@ -12,6 +12,7 @@ import torch
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.translate import padded, with_source_eos
+from aiayn.builder.decode.translator import load_run
 from aiayn.builder.export import export
 from tests.builder.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
 
@@ -170,3 +171,42 @@ def test_the_runs_decode_settings_travel_to_generate(tmp_path, beam):
         out = hf.generate(input_ids=torch.tensor([src]), max_length=1 + len(src) + MAX_LEN_B)[0].tolist()[1:]
         theirs.append(out[: out.index(2)] if 2 in out else out)
     assert theirs == ours
+
+
+def test_generate_settings_travel_to_the_folder_and_back(tmp_path):
+    """A run that decodes with transformers' settings (early_stopping false, </s> forced at a
+    fixed limit, <unk> suppressed, renormalised scores) exports them: generate() with nothing but
+    the folder's generation_config.json gives the run's 4-best lists, scores included, and the
+    folder read back decodes with the run's settings."""
+    transformers = pytest.importorskip("transformers")
+    settings = ("decode.beam=4", "decode.length_penalty=fairseq", "decode.alpha=1.0", "decode.early_stopping=false",
+                "decode.forced_eos=true", "decode.max_len_a=0", "decode.max_len_b=7", "decode.suppress=[<unk>]",
+                "decode.renormalize=true")  # fmt: skip
+    run = scrambled_run(tmp_path / "runs", *settings)
+    export(run, "huggingface", tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert {k: config.get(k) for k in ("early_stopping", "forced_eos_token_id", "max_length", "suppress_tokens", "renormalize_logits")} == {
+        "early_stopping": False, "forced_eos_token_id": 2, "max_length": 8, "suppress_tokens": [0, 3], "renormalize_logits": True,
+    }  # fmt: skip
+    loaded = load_for_inference(run)
+    translator = load_run(run)
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    texts = generate_demo(12, 1, 1, 99)["train"][0]
+    for text, hyps in zip(texts, translator.translate(texts, n_best=4, with_scores=True)):
+        [src] = with_source_eos(loaded.model, [loaded.src_tokenizer.encode(text)])
+        out = hf.generate(input_ids=torch.tensor([src]), num_return_sequences=4, output_scores=True, return_dict_in_generate=True)
+        for h, seq, score in zip(hyps, out.sequences.tolist(), out.sequences_scores.tolist()):
+            assert seq[1 : len(h.ids) + 2] == [*h.ids, 2] and h.score == pytest.approx(score, abs=1e-4), text
+    fields = {
+        "beam",
+        "alpha",
+        "length_penalty",
+        "early_stopping",
+        "forced_eos",
+        "max_len_a",
+        "max_len_b",
+        "suppress",
+        "renormalize",
+    }
+    back = load_for_inference(tmp_path / "hf").spec.decode
+    assert back.model_dump(include=fields) == loaded.spec.decode.model_dump(include=fields)

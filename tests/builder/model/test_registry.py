@@ -146,7 +146,7 @@ def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_pat
         load_for_inference(run)
     assert str(e.value) == (
         f"{run / 'checkpoints' / 'last.ckpt'} was trained with 'scaled_gated_attention' of gated-attention==1.2, which is not "
-        "installed here: pip install 'gated-attention==1.2'"
+        "installed here: pip install gated-attention==1.2"
     )
     aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda spec, d: 0)
 
