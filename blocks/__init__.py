@@ -4,6 +4,7 @@ imports here: blocks take numbers and ready modules through keyword-only constru
 from aiayn.blocks.add_norm import AddNorm
 from aiayn.blocks.attention import CrossAttention, MultiHeadAttention, SelfAttention
 from aiayn.blocks.context import LayerContext, PackedRows
+from aiayn.blocks.decoder_only import DecoderOnly
 from aiayn.blocks.dropout import Dropout
 from aiayn.blocks.embedding import OutputProjection, ScaledEmbedding
 from aiayn.blocks.feed_forward import GatedFeedForward, PositionwiseFeedForward
@@ -20,11 +21,14 @@ from aiayn.blocks.state import DecoderState
 from aiayn.blocks.sublayer import Sublayer
 from aiayn.blocks.transformer import EncoderDecoder
 
+TransformerModel = EncoderDecoder | DecoderOnly  # either graph: what the searches, forced decoding and training take
+
 __all__ = [
     "AddNorm",
     "AlibiBias",
     "CausalMask",
     "CrossAttention",
+    "DecoderOnly",
     "DecoderState",
     "Dropout",
     "EncoderDecoder",
@@ -50,6 +54,7 @@ __all__ = [
     "SummedBias",
     "T5RelativeBias",
     "TransformerLayer",
+    "TransformerModel",
     "TransformerStack",
     "attention_mask",
 ]

@@ -104,7 +104,7 @@ class MultiHeadAttention(Sublayer):
     def forward(self, x: Tensor, ctx: LayerContext) -> Tensor:
         q, k, v, key_padding = self.project(x, ctx)
         B, T, S = q.size(0), q.size(2), k.size(2)
-        mask, is_causal = attention_mask(self.mask, key_padding, self.bias(T, S, ctx), T, S, like=q)
+        mask, is_causal = attention_mask(self.mask, key_padding, self.bias(T, S, ctx), T, S, like=q, prefix=self.prefix(ctx))
         dropout_p = self.attn_dropout if self.training else 0.0
         out = self.score.attend(q, k, v, mask, is_causal, dropout_p)  # (B, h, T, d_v)
         out = out.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # (B, T, h*d_v)
@@ -119,7 +119,7 @@ class MultiHeadAttention(Sublayer):
             raise ValueError("attention_weights reads a whole sequence: call it without ctx.state")
         q, k, _, key_padding = self.project(x, ctx)
         T, S = q.size(2), k.size(2)
-        mask, is_causal = attention_mask(self.mask, key_padding, self.bias(T, S, ctx), T, S, like=q)
+        mask, is_causal = attention_mask(self.mask, key_padding, self.bias(T, S, ctx), T, S, like=q, prefix=self.prefix(ctx))
         return self.score.weights(q, k, mask, is_causal)
 
     def bias(self, T: int, S: int, ctx: LayerContext) -> Tensor | None:
@@ -127,6 +127,11 @@ class MultiHeadAttention(Sublayer):
         shared = ctx.position_bias if self.reads_stack_bias else None
         biases = [module(T, S) for module in (self.score_bias, shared) if module is not None]
         return None if not biases else biases[0] if len(biases) == 1 else biases[0] + biases[1]
+
+    def prefix(self, ctx: LayerContext) -> Tensor | None:
+        """The rows' prefix lengths (ctx.prefix) where this attention's causal mask opens to them:
+        self-attention's; cross-attention reads its memory whole anyway."""
+        return ctx.prefix if not self.reads_memory and self.mask is not None else None
 
     def transformed(self, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
         for module in self.qk:

@@ -45,3 +45,6 @@ class LayerContext:
     # the stack's shared score bias: bias(T, S) -> (h or 1, T, S), added to the scores of its
     # self-attentions, whose queries are the last T of the S key positions (T5's relative bias)
     position_bias: nn.Module | None = None
+    # (B,): the first prefix[b] positions of row b are read by every query of a causal self-attention
+    # (a decoder-only model's source under model.source_mask: prefix); None: causal throughout
+    prefix: Tensor | None = None

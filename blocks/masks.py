@@ -38,17 +38,21 @@ class CausalMask:
 
 
 def attention_mask(
-    causal: CausalMask | None, key_padding: Tensor | None, bias: Tensor | None, T: int, S: int, *, like: Tensor
-) -> tuple[Tensor | None, bool]:
+    causal: CausalMask | None, key_padding: Tensor | None, bias: Tensor | None, T: int, S: int, *, like: Tensor,
+    prefix: Tensor | None = None,
+) -> tuple[Tensor | None, bool]:  # fmt: skip
     """What SDPA adds to Q K^T / sqrt(d_k), broadcastable to (B, h, T, S), and its is_causal flag:
     (None, True) for a causal mask SDPA's fused kernels say alone; a boolean mask (True: may
     read) where there is no bias; else the bias in the queries' dtype, -inf where a key may not be
-    read. `key_padding` (B, S) is True at padded keys; `bias` (h or 1, T, S)."""
-    if causal is not None and causal.fused(T, S) and key_padding is None and bias is None:
+    read. `key_padding` (B, S) is True at padded keys; `bias` (h or 1, T, S); `prefix` (B,): each
+    row's first prefix[b] keys are read by every query of a causal mask (a prefix LM's source)."""
+    if causal is not None and causal.fused(T, S) and key_padding is None and bias is None and prefix is None:
         return None, True
     allowed = None if key_padding is None else ~key_padding[:, None, None, :]  # (B, 1, 1, S)
     if causal is not None and (T > 1 or causal.window is not None):
         tri = causal.allowed(T, S, like.device)  # (T, S)
+        if prefix is not None:  # (B, 1, T, S): the prefix's keys are open to every query
+            tri = tri | (torch.arange(S, device=like.device)[None, :] < prefix.to(like.device)[:, None])[:, None, None, :]
         allowed = tri if allowed is None else allowed & tri  # (B, 1, T, S)
     if bias is None:
         return allowed, False

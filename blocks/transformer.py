@@ -121,3 +121,11 @@ class EncoderDecoder(nn.Module):
     def init_state(self) -> DecoderState:
         """A fresh, empty cache for incremental decoding."""
         return DecoderState()
+
+    equal_length_prompts = False  # sources of any lengths share a batch (padding is masked)
+    source_bos_id: int | None = None  # the encoder reads sources without <s>
+
+    def output_room(self, src: Tensor) -> int | None:
+        """How many tokens an output may have: the rows of a learned target position table (None:
+        sinusoids never end)."""
+        return getattr(self.tgt_embed.positional, "max_len", None)

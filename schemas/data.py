@@ -54,6 +54,30 @@ class _DataSpec(Spec):
     num_workers: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     pad_to_multiple: PositiveInt = 1  # pad batch widths to a multiple (8 suits tensor cores and compile)
     static_shapes: StaticShapesSpec | None = None  # None: batches as long as their longest pair
+    # a language model's text: one side of the corpus (src_lang or tgt_lang; its {split}.{side}
+    # files alone are read), for a decoder-only model; None: the pairs, translated
+    side: str | None = None
+    # a language model's batches: sentences (<s> ... </s> each, batched by tokens as pairs are), or
+    # blocks of block_size tokens cut from the sentences joined by </s> (GPT's packing)
+    packing: Literal["sentences", "blocks"] = "sentences"
+    block_size: PositiveInt | None = None
+    # the token between source and target where a decoder-only model translates `<s> x <sep> y`;
+    # aiayn's tokenizers add it to the vocabulary for such a run
+    separator: str = Field(default="<sep>", min_length=1)
+
+    @model_validator(mode="after")
+    def _language_model(self) -> "_DataSpec":
+        if self.side is not None and self.side not in (self.src_lang, self.tgt_lang):
+            raise FieldError("side", f"{self.side!r} is neither src_lang ({self.src_lang}) nor tgt_lang ({self.tgt_lang}); give one of them")
+        if self.packing == "blocks" and (self.side is None or self.block_size is None):
+            missing = "side" if self.side is None else "block_size"
+            raise FieldError(
+                "packing", f"blocks cut a language model's text into block_size tokens; set data.{missing}" + (
+                    " (the language whose text the model reads)" if missing == "side" else " (GPT-2's: 1024)"),
+            )  # fmt: skip
+        if self.block_size is not None and self.packing != "blocks":
+            raise FieldError("block_size", "is the length of packed blocks; set data.packing: blocks, or drop it")
+        return self
 
     _named_steps = field_validator("pipeline", mode="before")(named_steps)
     _check_steps = field_validator("pipeline")(check_steps)

@@ -56,6 +56,30 @@ class ExperimentSpec(Spec):
     init_from: InitFromSpec | None = None
 
     @property
+    def _joint(self) -> bool:
+        """A decoder-only model translating: source and target in one sequence."""
+        return self.model.decoder_only and self.data.side is None
+
+    def _positions_needed(self) -> tuple[int, str]:
+        """(positions the longest input needs, what needs them)."""
+        if self.data.packing == "blocks" and self.data.block_size is not None:
+            return self.data.block_size, f"data.block_size {self.data.block_size}"
+        if self._joint:
+            return 2 * self.data.max_len + 2, f"data.max_len {self.data.max_len} (<s> source <sep> target: twice it and 2)"
+        return self.data.max_len + 1, f"data.max_len {self.data.max_len} (the decoder input starts with <s>)"
+
+    def _check_graph_and_data(self) -> None:
+        if self.data.side is not None and not self.model.decoder_only:
+            raise FieldError(
+                "data.side",
+                f"{self.data.side}: one language's text trains a language model, which has no encoder to read a source; drop "
+                "model.encoder (and cross_attention) for a decoder-only model, or drop data.side to translate",
+            )
+        if self.train.source_loss and not self._joint:
+            raise FieldError("train.source_loss", "is the loss on a decoder-only translation's source tokens; this model reads "
+                             "no source in its sequence: drop it")  # fmt: skip
+
+    @property
     def cautions(self) -> list[str]:
         """What is valid but likely not meant, one line each (validate and train print them)."""
         found = []
@@ -65,7 +89,7 @@ class ExperimentSpec(Spec):
                 f"train.lr_schedule.warmup_steps ({warmup}) is longer than the run (trainer.max_steps {steps}): the "
                 "learning rate rises all the way and never decays (eq. 3)"
             )
-        rotary = [f"{stack}.{path}" for stack in ("encoder", "decoder") for path, sub in getattr(self.model, stack).located()
+        rotary = [f"{stack}.{path}" for stack, spec in self.model.stacks.items() for path, sub in spec.located()
                   if getattr(sub, "rotary", None) is not None]  # fmt: skip
         if rotary and self.model.positional.type != "none":
             found.append(
@@ -74,17 +98,23 @@ class ExperimentSpec(Spec):
             )
         return found
 
+    @property
+    def task(self) -> str:
+        """What the model is trained to do: translation (an encoder-decoder, or a decoder-only model
+        reading `<s> x <sep> y`), or language_model (a decoder-only model of data.side's text)."""
+        return "language_model" if self.data.side is not None else "translation"
+
     @model_validator(mode="after")
     def _check(self) -> "ExperimentSpec":
+        self._check_graph_and_data()
         positional = self.model.positional
-        covered, needed = positional.max_positions, self.data.max_len + 1  # the decoder input is <s> + max_len tokens
+        covered, needed, why = positional.max_positions, *self._positions_needed()
         if covered is not None and covered < needed:
+            fix = f"data.max_len <= {covered - 1}" if self.data.packing == "sentences" and not self._joint else "a shorter input"
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",
-                f"the {positional.type} position table has {covered} rows but data.max_len "
-                f"{self.data.max_len} needs {needed} (the decoder input starts with <s>), so longer "
-                f"sentences would have no position; set model.positional.max_len >= {needed} or "
-                f"data.max_len <= {covered - 1}",
+                f"the {positional.type} position table has {covered} rows but {why} needs {needed}, so longer "
+                f"sentences would have no position; set model.positional.max_len >= {needed} or {fix}",
             )
         if self.train.compile in ("reduce-overhead", "max-autotune") and self.data.static_shapes is None:
             raise FieldError(

@@ -1,6 +1,7 @@
-"""The encoder-decoder model (Sec. 3, Figure 1)."""
+"""The model: the encoder-decoder of Sec. 3 (Figure 1), or its decoder alone (a decoder-only model:
+a language model, or translation read as `<s> source <sep> target`), from the same stacks."""
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import model_validator
 
@@ -12,8 +13,13 @@ from aiayn.schemas.stacks import StackSpec
 from aiayn.schemas.sublayer import SublayerSpec
 
 
-def _misplaced(stack: str, sub: SublayerSpec) -> str | None:
+def _misplaced(stack: str, sub: SublayerSpec, *, decoder_only: bool = False) -> str | None:
     """Why `stack` may not hold `sub`, with the fix; None where it may."""
+    if decoder_only and sub.reads_memory:
+        return (
+            f"{sub.type} attends to an encoder's output, and this model has none (model.encoder is absent: a "
+            "decoder-only model); remove it, or add an encoder"
+        )
     if stack == "encoder" and sub.reads_memory:
         return f"{sub.type} needs an encoder output to attend to and is only allowed in the decoder; use self_attention here"
     if stack == "decoder" and sub.looks_ahead:
@@ -25,17 +31,31 @@ def _misplaced(stack: str, sub: SublayerSpec) -> str | None:
 
 
 class ModelSpec(Spec):
-    """`positional: none` is short for `positional: {type: none}`."""
+    """`positional: none` is short for `positional: {type: none}`. Without `encoder` the model is
+    its decoder alone (GPT's graph, fairseq's transformer_lm): no cross-attention, one embedding."""
 
     d_model: PositiveInt
     dropout: Probability = 0.1  # on the sums of embeddings and positional encodings
     embedding: EmbeddingSpec
     positional: AnyPositional = SinusoidalSpec()
-    encoder: StackSpec
+    encoder: StackSpec | None = None
     decoder: StackSpec
     # the encoder reads each source sentence followed by </s>, as fairseq (its binarized data) and
     # Marian feed it; the paper does not say, and aiayn's default adds nothing
     source_eos: bool = False
+    # a decoder-only model translating `<s> source <sep> target`: its self-attention reads the
+    # source causally (a language model of the pair), or all of it from every source position
+    # (prefix: Raffel et al. 2020's prefix LM, Gao et al. 2022's bidirectional source)
+    source_mask: Literal["causal", "prefix"] = "causal"
+
+    @property
+    def decoder_only(self) -> bool:
+        return self.encoder is None
+
+    @property
+    def stacks(self) -> dict[str, StackSpec]:
+        """The model's stacks by name, the encoder's first where it has one."""
+        return {"decoder": self.decoder} if self.encoder is None else {"encoder": self.encoder, "decoder": self.decoder}
 
     @model_validator(mode="before")
     @classmethod
@@ -51,12 +71,10 @@ class ModelSpec(Spec):
                 "d_model",
                 f"sinusoidal positions pair a sine with a cosine, so d_model must be even, got {self.d_model}",
             )
-        for stack in ("encoder", "decoder"):
-            for path, sub in getattr(self, stack).located():
-                if message := _misplaced(stack, sub):
+        for stack, spec in self.stacks.items():
+            for path, sub in spec.located():
+                if message := _misplaced(stack, sub, decoder_only=self.decoder_only):
                     raise FieldError(f"{stack}.{path}.type", message)
-        for stack in ("encoder", "decoder"):
-            spec = getattr(self, stack)
             if spec.position_bias is not None:
                 try:
                     spec.position_bias.check_in(bidirectional=stack == "encoder")
@@ -68,10 +86,28 @@ class ModelSpec(Spec):
                     f"{stack}.position_bias",
                     f"one bias for the whole stack needs its self-attentions to have one h, but they have {sorted(heads)}",
                 )
+        return self._check_graph()
+
+    def _check_graph(self) -> "ModelSpec":
+        """What one graph has and the other has not."""
+        if self.decoder_only:
+            if self.source_eos:
+                raise FieldError(
+                    "source_eos",
+                    "a decoder-only model has no encoder to end its sources with </s>: it reads <s> source <sep> target; "
+                    "set source_eos: false",
+                )
+            return self
+        if self.source_mask != "causal":
+            raise FieldError(
+                "source_mask",
+                f"{self.source_mask} masks the source within a decoder-only model's one sequence; this model's encoder reads "
+                "all of it already: drop source_mask, or drop model.encoder",
+            )
         if not any(s.reads_memory for _, s in self.decoder.located()):
             raise FieldError(
                 "decoder.layer",
                 "the decoder has no cross_attention sub-layer, so it never sees the source "
-                "sentence; add {type: cross_attention, h: ..., d_k: ..., d_v: ...}",
+                "sentence; add {type: cross_attention, h: ..., d_k: ..., d_v: ...}, or drop model.encoder for a decoder-only model",
             )
         return self

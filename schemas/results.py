@@ -44,8 +44,9 @@ class ResultsSpec(Spec):
     params: Count
     paper: PaperColumnsSpec
     reported: ReportedSpec | None = None
-    bleu: Annotated[float, Field(ge=0.0, le=100.0)]
+    bleu: Annotated[float, Field(ge=0.0, le=100.0)] | None  # None: a language model's run, which translates nothing
     ppl: Annotated[float, Field(ge=1.0)]
+    bpb: Annotated[float, Field(ge=0.0)] | None = None  # a language model's bits per byte of the validation text
     steps: Count
     seed: int | None = None  # train.seed; trials of two variants are paired by it
     sacrebleu_signature: str | None = None  # how `bleu` was scored (None: an older run, sacreBLEU's default)

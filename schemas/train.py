@@ -78,6 +78,9 @@ CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotun
 class TrainSpec(Spec):
     seed: Seed = 1
     label_smoothing: Probability = 0.1  # eps_ls, spread over the V-1 non-target classes
+    # a decoder-only model translating `<s> x <sep> y`: the loss on the source's tokens too (a
+    # language model of the pair); false: on the target's alone, as a translation model is trained
+    source_loss: bool = False
     tokens_per_step: PositiveInt = 25000  # global, per side, padded; independent of devices
     max_tokens_per_batch: PositiveInt | None = None  # per device; None: tokens_per_step
     optimizer: AdamSpec = AdamSpec()

@@ -25,6 +25,11 @@ VERBS = {
     "sweep": ("aiayn.builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
     "results": ("aiayn.builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),
     "translate": ("aiayn.builder.cli.translate", "translate", "translate stdin (or --input) with beam search"),
+    "generate": (
+        "aiayn.builder.cli.generate",
+        "generate",
+        "continue prompts with a decoder-only language model (greedy or sampled)",
+    ),
     "score": (
         "aiayn.builder.cli.score",
         "score",

@@ -24,10 +24,11 @@ from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader
 
+from aiayn.builder.data.blocks import BlockCollator, BlockDataset, text_bytes
 from aiayn.builder.data.buckets import BucketShape, StaticCollator, bucket_shapes, bucket_widths
 from aiayn.builder.data.cache import encode_cached
 from aiayn.builder.data.collate import Batch
-from aiayn.builder.data.corpus import count_parallel, filter_by_length, sampled_lines
+from aiayn.builder.data.corpus import count_parallel, filter_by_length, read_lines, sampled_lines
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.demo import write_demo
 from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
@@ -68,11 +69,16 @@ class TranslationDataModule(LightningDataModule):
         tokenizers: tuple[Tokenizer, Tokenizer] | None = None, cache_dir: Path | None = None, max_tokens: int,
         eval_max_tokens: int | None = None, max_len: int = 256, min_len: int = 1, seed: int = 0, num_workers: int = 0,
         pin_memory: bool = False, pad_to_multiple: int = 1, static_shapes: StaticShapesSpec | None = None, source_eos: int | None = None,
+        side: str | None = None, block_size: int | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
+        self.side, self.block_size = side, block_size  # a language model's text, and its blocks (None: sentences)
+        if side is not None:  # one side's file is both: the tokenizer, the cache and the lengths read it as a pair
+            self.paths = {split: (_side(paths, side),) * 2 for split, paths in self.paths.items()}
+        self.tokens_per_byte: dict[str, float] = {}  # a language model's evaluation splits: bits per byte from nats per token
         if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
             raise UserError(
                 "data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space"
@@ -166,8 +172,10 @@ class TranslationDataModule(LightningDataModule):
             if split not in self.datasets:
                 self.datasets[split] = self._build(split)
 
-    def _build(self, split: str) -> TranslationDataset:
+    def _build(self, split: str) -> TranslationDataset | BlockDataset:
         src, tgt = self._encode(split)
+        if self.side is not None:
+            return self._build_text(split, tgt)
         if split != "train":  # evaluation scores every pair with a source to attend to
             return TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=self.source_eos)
         kept, counts = filter_by_length(src, tgt, max_len=self.max_len, min_len=self.min_len)
@@ -183,6 +191,27 @@ class TranslationDataModule(LightningDataModule):
                 f"than min_len={self.min_len} tokens); raise max_len or lower min_len"
             )
         return TranslationDataset(src, tgt, kept, source_eos=self.source_eos)
+
+    def _build_text(self, split: str, text: RaggedIds) -> TranslationDataset | BlockDataset:
+        """A language model's split: its sentences (evaluation: every one with a token; training:
+        those max_len and min_len keep), or its blocks; the tokens it predicts per byte of text."""
+        if self.block_size is not None:
+            dataset: TranslationDataset | BlockDataset = BlockDataset(
+                text, self.block_size, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id
+            )
+            predicted = dataset.predicted  # type: ignore[union-attr]
+        elif split != "train":
+            dataset = TranslationDataset(text, text, np.flatnonzero(text.lengths > 0), source=False)
+            predicted = int(dataset.tgt_lengths.sum()) + len(dataset)  # each sentence's tokens and its </s>
+        else:
+            kept, counts = filter_by_length(text, text, max_len=self.max_len, min_len=self.min_len)
+            self.filter_counts = counts
+            say(f"train sentences: kept {counts['kept']} of {len(text)} (max_len={self.max_len}, min_len={self.min_len})")
+            return TranslationDataset(text, text, kept, source=False)
+        lines = read_lines(self.texts(split)[1])
+        covered = lines if isinstance(dataset, BlockDataset) else [lines[i] for i in dataset.ids]  # blocks: every line
+        self.tokens_per_byte[split] = predicted / max(text_bytes(covered), 1)
+        return dataset
 
     @property
     def vocab_size(self) -> int:
@@ -226,7 +255,7 @@ class TranslationDataModule(LightningDataModule):
         sampler = TokenBatchSampler(
             src, tgt, max_tokens=self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank, buckets=buckets
         )  # fmt: skip
-        options = self.options
+        options = self._options()
         if static is not None and buckets is not None:
             self.shapes = bucket_shapes(sampler.batches, src, tgt, buckets, self.max_tokens, packed=static.packed)
             options = {
@@ -251,7 +280,13 @@ class TranslationDataModule(LightningDataModule):
 
     def _eval_loader(self, split: str) -> DataLoader:
         world, rank = self._world()
-        return eval_loader(self._dataset(split), self.eval_max_tokens, num_replicas=world, rank=rank, **self.options)
+        return eval_loader(self._dataset(split), self.eval_max_tokens, num_replicas=world, rank=rank, **self._options())  # type: ignore[arg-type]
+
+    def _options(self) -> dict[str, Any]:
+        """The loaders' options: blocks have a collator of their own."""
+        if self.block_size is None:
+            return self.options
+        return {**self.options, "collate_fn": BlockCollator(pad_id=Tokenizer.pad_id, pad_to_multiple=self.pad_to_multiple)}
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Counts the training batches that reach the model: with workers, the sampler itself
@@ -272,6 +307,11 @@ def _split_paths(run: RunDir, given: dict[str, SplitPaths | None], demo: tuple[i
     if given["valid"] is not None or given["test"] is not None:
         raise UserError("data: the demo corpus makes its own valid and test splits; give no files with it")
     return {split: (run.data / f"{split}.en", run.data / f"{split}.de") for split in ("train", "valid", "test")}
+
+
+def _side(paths: SplitPaths, side: str) -> Path:
+    """The file of `paths` in language `side` ({split}.{side})."""
+    return next(p for p in paths if p.suffix == f".{side}")
 
 
 class TrainLoader(DataLoader):

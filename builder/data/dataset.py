@@ -24,10 +24,13 @@ class TranslationDataset(Dataset):
     Lightning finds the sampler at `dataloader.sampler` to call its `set_epoch`).
     """
 
-    def __init__(self, src: RaggedIds, tgt: RaggedIds, ids: np.ndarray | None = None, *, source_eos: int | None = None) -> None:
+    def __init__(
+        self, src: RaggedIds, tgt: RaggedIds, ids: np.ndarray | None = None, *, source_eos: int | None = None, source: bool = True
+    ) -> None:
         if len(src) != len(tgt):
             raise ValueError(f"TranslationDataset: {len(src)} sources but {len(tgt)} targets")
         self.src, self.tgt, self.source_eos = src, tgt, source_eos
+        self.source = source  # False: a language model's sentences, every source empty
         self.ids = np.arange(len(src)) if ids is None else np.asarray(ids, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -35,6 +38,8 @@ class TranslationDataset(Dataset):
 
     @property
     def src_lengths(self) -> np.ndarray:
+        if not self.source:
+            return np.zeros(len(self.ids), dtype=np.int64)
         return self.src.lengths[self.ids] + (self.source_eos is not None)
 
     @property
@@ -48,7 +53,7 @@ class TranslationDataset(Dataset):
     def __getitem__(self, position: int | Sequence[int]) -> Example | list[Example]:
         if isinstance(position, (int, np.integer)):
             i = int(self.ids[position])
-            src = self.src[i]
+            src = self.src[i] if self.source else self.tgt[i][:0]
             if self.source_eos is not None:
                 src = np.append(src, np.asarray(self.source_eos, dtype=src.dtype))
             return Example(id=i, src=src, tgt=self.tgt[i])

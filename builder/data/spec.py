@@ -45,7 +45,9 @@ def check_data_files(spec: ExperimentSpec) -> None:
         resolved(directory)  # a link that leads back to itself is named as one
         what = "is a file, not a folder" if directory.exists() else "does not exist"
         raise UserError(f"data.dir {directory} {what}; {how}")
-    missing = [p.name for split in SPLITS for p in split_files(data, split) if not p.is_file()]
+    missing = [
+        p.name for split in SPLITS for p in split_files(data, split) if not p.is_file() and data.side in (None, p.suffix[1:])
+    ]
     if missing:
         raise UserError(
             f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)"
@@ -106,6 +108,8 @@ def make_datamodule(
         static_shapes=data.static_shapes,
         tokenizers=tokenizers,
         source_eos=Tokenizer.eos_id if spec.model.source_eos else None,
+        side=data.side,
+        block_size=data.block_size,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import sacrebleu
+import torch
 
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.dataset import TranslationDataset
@@ -115,3 +116,23 @@ def evaluate_texts(
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
     ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id))
     return {"n_sentences": len(refs), **score(hyps, refs, scoring), "ppl": round(ppl, 4)}, hyps
+
+
+def language_model_scores(model: Any, batches: Any, tokens_per_byte: float) -> dict[str, Any]:
+    """A language model's teacher-forced scores over `batches` (a split's loader): per-token NLL
+    (nats), PPL = exp of it, and bits per byte = NLL x tokens per byte / ln 2 (comparable across
+    tokenizers); `n_tokens`, the tokens predicted, and `n_sentences`, the rows read."""
+    from aiayn.builder.model.loss import batch_loss
+
+    device = next(model.parameters()).device
+    nll, count, rows = 0.0, 0, 0
+    with evaluating(model):
+        for batch in batches:
+            batch = type(batch)(*(t.to(device) if isinstance(t, torch.Tensor) else t for t in batch))
+            _, total, n = batch_loss(model, batch, eps=0.0, pad_id=model.pad_id)
+            nll, count, rows = nll + float(total), count + int(n), rows + batch.tgt_in.size(0)
+    per_token = nll / max(count, 1)
+    return {
+        "loss": per_token, "ppl": math.exp(per_token), "bpb": per_token * tokens_per_byte / math.log(2),
+        "n_tokens": count, "n_sentences": rows,
+    }  # fmt: skip

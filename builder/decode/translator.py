@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from aiayn.blocks import EncoderDecoder
+from aiayn.blocks import DecoderOnly, EncoderDecoder
 from aiayn.builder.data.text import TextPipeline, pipelines_of
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import load_for_inference
@@ -200,6 +200,13 @@ def load_run(path: str | Path, *, device: str | torch.device | None = None) -> T
     path = path_argument(path, "path")
     target = resolve_device(device)  # a bad device is told before the model loads
     loaded = load_for_inference(path)
+    if loaded.spec.task == "language_model":
+        from aiayn.builder.decode.language_model import LanguageModel
+
+        assert isinstance(loaded.model, DecoderOnly)
+        model = LanguageModel(loaded.model, loaded.spec, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
+        model.model.to(target)
+        return model  # type: ignore[return-value]
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
     translator.model.to(target)
     return translator

@@ -13,12 +13,14 @@ from torch import nn
 
 from aiayn.blocks import (
     AddNorm,
+    DecoderOnly,
     EncoderDecoder,
     InputEmbedding,
     OutputProjection,
     Rotary,
     ScaledEmbedding,
     TransformerLayer,
+    TransformerModel,
     TransformerStack,
 )
 from aiayn.builder.errors import UserError, described
@@ -29,13 +31,15 @@ from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import LayerSpec, StackSpec
 
 PAD_ID = 0  # the tokenizer reserves id 0 for padding
+BOS_ID = 1  # id 1 for <s>
 EOS_ID = 2  # and id 2 for </s>
 Side = Literal["encoder", "decoder"]
 
 
-def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> EncoderDecoder:
+def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> TransformerModel:
     """The model of an experiment (or of its model section), initialised, on `device` ("meta"
-    builds a big model instantly, with no memory)."""
+    builds a big model instantly, with no memory): an EncoderDecoder, or where the spec has no
+    encoder a DecoderOnly of the same decoder stack."""
     if isinstance(spec, ExperimentSpec):
         spec = spec.model
     if not isinstance(spec, ModelSpec):
@@ -43,28 +47,34 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
         raise UserError(f"spec: expected an ExperimentSpec or its model section, got {described(spec)}{hint}")
     with torch.device(device or "cpu"):
         src_embed, tgt_embed, generator = embeddings(spec)
-        model = EncoderDecoder(
-            src_embed=src_embed,
-            tgt_embed=tgt_embed,
-            encoder=_stack(spec.encoder, spec.d_model, "encoder"),
-            decoder=_stack(spec.decoder, spec.d_model, "decoder"),
-            generator=generator,
-            pad_id=PAD_ID,
-            source_eos_id=EOS_ID if spec.source_eos else None,
-        )
+        decoder = _stack(spec.decoder, spec.d_model, "decoder")
+        model: TransformerModel
+        if spec.encoder is None:
+            model = DecoderOnly(
+                embed=tgt_embed, decoder=decoder, generator=generator, pad_id=PAD_ID, bos_id=BOS_ID,
+                prefix_source=spec.source_mask == "prefix",
+            )  # fmt: skip
+        else:
+            model = EncoderDecoder(
+                src_embed=src_embed, tgt_embed=tgt_embed, encoder=_stack(spec.encoder, spec.d_model, "encoder"), decoder=decoder,
+                generator=generator, pad_id=PAD_ID, source_eos_id=EOS_ID if spec.source_eos else None,
+            )  # fmt: skip
         if str(device) != "meta":
             init_weights(model)
     return model
 
 
-def embeddings(spec: ModelSpec) -> tuple[InputEmbedding, InputEmbedding, OutputProjection]:
-    """(source input, target input, pre-softmax projection), sharing tables as `embedding.share` says."""
+def embeddings(spec: ModelSpec) -> tuple[InputEmbedding | None, InputEmbedding, OutputProjection]:
+    """(source input, target input, pre-softmax projection), sharing tables as `embedding.share`
+    says; a decoder-only model has one input (the source None), tied to the projection unless share: none."""
     d, emb = spec.d_model, spec.embedding
-    src_table = nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
-    tgt_table = src_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
+    tgt_table = nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
+    src_table = (
+        None if spec.encoder is None else tgt_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
+    )
     tied = cast(nn.Parameter, tgt_table.weight) if emb.share != "none" else None
     generator = OutputProjection(d_model=d, vocab_size=emb.vocab_size, bias=emb.output_bias, tied_weight=tied)
-    return _input(spec, src_table), _input(spec, tgt_table), generator
+    return None if src_table is None else _input(spec, src_table), _input(spec, tgt_table), generator
 
 
 def _input(spec: ModelSpec, table: nn.Embedding) -> InputEmbedding:

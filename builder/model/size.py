@@ -23,7 +23,7 @@ def param_table(spec: ModelSpec) -> list[Row]:
     """(block, parameters of one, how many) for every distinct block; the counts add up to the
     built model's `sum(p.numel() for p in model.parameters())`."""
     rows = _embedding_rows(spec)
-    for name, stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
+    for name, stack in spec.stacks.items():
         rows += _stack_rows(name, stack, spec.d_model)  # type: ignore[arg-type]
     return rows
 
@@ -66,10 +66,11 @@ def embedding_groups(spec: ModelSpec) -> tuple[list[tuple[tuple[str, ...], int]]
     with _on_meta():
         src, tgt, output = embeddings(spec)
     holders: dict[int, tuple[nn.Parameter, list[str]]] = {}
-    for side, module in (("source", src.token), ("target", tgt.token), ("output", output)):
+    inputs = [("target", tgt.token)] if src is None else [("source", src.token), ("target", tgt.token)]
+    for side, module in (*inputs, ("output", output)):
         for p in module.parameters():
             holders.setdefault(id(p), (p, []))[1].append("output bias" if p is output.bias else side)
-    return [(tuple(sides), p.numel()) for p, sides in holders.values()], _numel(src.positional)
+    return [(tuple(sides), p.numel()) for p, sides in holders.values()], _numel(tgt.positional)
 
 
 def _embedding_rows(spec: ModelSpec) -> list[Row]:
@@ -84,7 +85,14 @@ def _embedding_rows(spec: ModelSpec) -> list[Row]:
             label = {"source": "embedding.source", "target": "embedding.target", "output": "output projection"}[sides[0]]
         rows.append((label, count, 1))
     if positions:
-        rows.append((f"positional ({registration(spec.positional).label(spec.positional)}, per side)", positions, 2))
+        sides = len(spec.stacks)
+        rows.append(
+            (
+                f"positional ({registration(spec.positional).label(spec.positional)}{', per side' if sides > 1 else ''})",
+                positions,
+                sides,
+            )
+        )
     return rows
 
 
@@ -123,10 +131,11 @@ def _stack_rows(name: Side, stack: StackSpec, d_model: int) -> list[Row]:
 def flops_per_token(spec: ModelSpec, length: int) -> float:
     """Forward FLOPs (2 per multiply-add) per target token of a pair whose source and target both
     have `length` tokens: the encoder's work per source token, the decoder's and the output
-    projection's per target token. Training costs about three times this."""
+    projection's per target token (a decoder-only model's per token of a sequence of `length`).
+    Training costs about three times this."""
     d = spec.d_model
     total = 2.0 * d * spec.embedding.vocab_size  # pre-softmax projection
-    for stack in (spec.encoder, spec.decoder):
+    for stack in spec.stacks.values():
         for _, sublayers, times, _ in stack.groups:
             total += times * sum(registration(sub).flops(sub, d, length) for sub in sublayers)
         if stack.position_bias is not None:
@@ -140,7 +149,7 @@ def memory_estimate(spec: ModelSpec, tokens_per_batch: int) -> dict[str, int]:
     side (fused attention: no L x L score matrices kept)."""
     params = count_params(spec)
     per_token = 3 * spec.embedding.vocab_size  # logits, log-softmax and its gradient (target side)
-    for stack in (spec.encoder, spec.decoder):
+    for stack in spec.stacks.values():
         for _, sublayers, times, _ in stack.groups:
             per_token += times * sum(registration(sub).activations(sub, spec.d_model) for sub in sublayers)
     activations = 4 * tokens_per_batch * per_token

@@ -16,31 +16,38 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
     first layer's value and "uniform": false."""
     model = spec.model
     subs = []  # every kind of layer once, the first layer's first
-    for stack in (model.encoder, model.decoder):
+    stacks = list(model.stacks.values())
+    for stack in stacks:
         subs += [*stack.overrides.get(0, stack.layer), *(s for _, layer, _, _ in stack.groups for s in layer)]
     values: dict[str, list[int]] = {column: [] for column in _SUBLAYER_COLUMNS}
     for sub in subs:
         for column, value in sub.table3.items():
             values.setdefault(column, []).append(value)
     switches: dict[str, Any] = {}  # how the model departs from the paper: the first layer's, then the rest's
-    for block in [*subs, *(getattr(model, side).add_norm.norm for side in ("encoder", "decoder")),
-                  *(b for b in (model.encoder.position_bias, model.decoder.position_bias) if b is not None)]:  # fmt: skip
+    for block in [
+        *subs,
+        *(stack.add_norm.norm for stack in stacks),
+        *(s.position_bias for s in stacks if s.position_bias is not None),
+    ]:
         for key, value in described_switches(block).items():
             values.setdefault(f"switch:{key}", []).append(value)
             switches.setdefault(key, value)
-    drops = {model.dropout, model.encoder.add_norm.dropout, model.decoder.add_norm.dropout}
+    first = stacks[0]  # the encoder's, the paper's N; a decoder-only model's decoder
+    drops = {model.dropout, *(stack.add_norm.dropout for stack in stacks)}
     columns: dict[str, Any] = {
-        "N": model.encoder.num_layers,
+        "N": first.num_layers,
         "d_model": model.d_model,
         **{column: values[column][0] if values[column] else None for column in _SUBLAYER_COLUMNS},
-        "P_drop": model.encoder.add_norm.dropout,
+        "P_drop": first.add_norm.dropout,
         "eps_ls": spec.train.label_smoothing,
         "positional": model.positional.type,
         "train_steps": spec.trainer.max_steps,
         **switches,
+        **({"graph": "decoder-only"} if model.decoder_only else {}),
+        **({"source_mask": model.source_mask} if model.source_mask != "causal" else {}),
     }
     uniform = (
-        model.encoder.num_layers == model.decoder.num_layers
+        len({stack.num_layers for stack in stacks}) == 1
         and all(len(set(found)) <= 1 for found in values.values())
         and len(drops) == 1
     )

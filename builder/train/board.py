@@ -28,6 +28,7 @@ from aiayn.builder.run.study import ENV
 from aiayn.schemas.experiment import ExperimentSpec
 
 BLEU, PPL = "BLEU/valid", "PPL/valid"  # the whole validation split: the numbers of results.json
+BPB = "bpb/valid"  # a language model's bits per byte of the validation text (results.json's bpb)
 
 
 def bleu_tag(n_sentences: int, n_split: int) -> str:

@@ -77,6 +77,34 @@ class ValidationTranslations(L.Callback):
                 experiment.add_figure(tag, figure, trainer.global_step)
 
 
+class ValidationSamples(ValidationTranslations):
+    """A language model's validation: on rank 0, a few continuations of the starts of validation
+    sentences (their first three words, greedy) as text, where a translation model's samples go."""
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        task = as_task(pl_module)
+        settings, data = task.spec.train.validation, datamodule_of(trainer)
+        self.validations += 1
+        experiment = getattr(trainer.logger, "experiment", None)
+        if experiment is None or not settings.num_samples:
+            return
+        from aiayn.builder.decode.generate import Sampling, generate_ids
+
+        starts = [" ".join(line.split()[:3]) for line in self.refs[: settings.num_samples]]
+        prompts = data.tgt_tokenizer.encode_batch(starts)
+        with evaluating(task.model):
+            found = generate_ids(
+                task.model, prompts, max_new_tokens=40, eos_id=data.tgt_tokenizer.eos_id, sampling=Sampling(greedy=True)
+            )  # type: ignore[arg-type]
+        texts = [data.tgt_tokenizer.decode([*p, *c]) for p, c in zip(prompts, found)]
+        rows = [f"| {s} | {t} |" for s, t in zip(starts, texts)]
+        experiment.add_text(
+            "valid/samples", "| prompt | continuation (greedy) |\n|---|---|\n" + "\n".join(rows), trainer.global_step
+        )
+
+
 def attention_figures(
     model: EncoderDecoder, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
 ) -> dict[str, Figure]:

@@ -24,7 +24,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from aiayn.builder.data.spec import check_data_files, make_datamodule, split_texts
 from aiayn.builder.data.tokenizer import check_vocabulary
 from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint, source_model
-from aiayn.builder.decode.metrics import Scoring, evaluate_texts
+from aiayn.builder.decode.metrics import Scoring, evaluate_texts, language_model_scores
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
 from aiayn.builder.run.config import load_experiment, parent_of, stored_spec
@@ -32,7 +32,7 @@ from aiayn.builder.run.cpu import fixed_share
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RUN_DIR_ENV, RunDir, diff
 from aiayn.builder.train.attributes import callbacks_of
-from aiayn.builder.train.board import BLEU, PPL, Board
+from aiayn.builder.train.board import BLEU, BPB, PPL, Board
 from aiayn.builder.train.checkpoints import StepCheckpoints, step_checkpoint_name
 from aiayn.builder.train.checks import Resumable, check_memory, check_resumable
 from aiayn.builder.train.init_from import config_note, load_source, start_from, with_source_pipeline
@@ -190,14 +190,19 @@ def _finalise(
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
     task.model.to(trainer.strategy.root_device)
-    sources, refs, _ = split_texts(spec, "valid")
-    metrics, hyps = evaluate_texts(
-        task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
-    )
+    if spec.task == "language_model":  # teacher-forced: loss, PPL, bits per byte; nothing to translate
+        metrics = language_model_scores(task.model, data._eval_loader("valid"), data.tokens_per_byte["valid"])
+        hyps, refs = None, None
+    else:
+        sources, refs, _ = split_texts(spec, "valid")
+        metrics, hyps = evaluate_texts(
+            task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
+        )
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
     results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
     results["sessions"] = sessions.all
-    run.write_translations("valid", hyps, refs)
+    if hyps is not None and refs is not None:
+        run.write_translations("valid", hyps, refs)
     if averaged is not None:
         results["averaged_checkpoints"] = averaged
     if stopped is not None:
@@ -207,7 +212,7 @@ def _finalise(
     run.write_results(results)
     sessions.write("finished", step=trainer.global_step, **({"init_from": started_from} if started_from else {}))
     if isinstance(trainer.logger, Board):
-        final = {BLEU: results["bleu"], PPL: results["ppl"]}
+        final = {k: v for k, v in ((BLEU, results["bleu"]), (PPL, results["ppl"]), (BPB, results.get("bpb"))) if v is not None}
         if task.validated_at == trainer.global_step:  # that validation logged these already
             final = {k: v for k, v in final.items() if k not in trainer.logged_metrics}
         trainer.logger.log_final(final, step=trainer.global_step)
@@ -254,10 +259,11 @@ def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int,
         "seed": spec.train.seed,
         "split": "valid",
         "n_sentences": metrics["n_sentences"],
-        "bleu": metrics["bleu"],
-        "chrf": metrics["chrf"],
+        "bleu": metrics.get("bleu"),  # None: a language model's
+        "chrf": metrics.get("chrf"),
         "ppl": metrics["ppl"],
-        "sacrebleu_signature": metrics["signature"],
+        **({"bpb": metrics["bpb"], "n_tokens": metrics["n_tokens"]} if "bpb" in metrics else {}),
+        "sacrebleu_signature": metrics.get("signature"),
         "steps": steps,
         "wall_time_s": round(wall_time_s, 1),
     }

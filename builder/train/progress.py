@@ -20,7 +20,7 @@ import lightning as L
 from lightning.pytorch.callbacks import ProgressBar
 
 from aiayn.builder.train.attributes import callbacks_of
-from aiayn.builder.train.board import PPL
+from aiayn.builder.train.board import BPB, PPL
 from aiayn.builder.train.callbacks import ValidationTranslations
 from aiayn.builder.train.task import TranslationTask, as_task
 
@@ -108,6 +108,8 @@ class ConsoleProgress(ProgressBar):
         parts = [f"step {trainer.global_step}/{trainer.max_steps}  valid"]
         if "loss/valid" in m:
             parts.append(f"loss {float(m['loss/valid']):.3f}  PPL {float(m[PPL]):.2f}")
+            if BPB in m:  # a language model's
+                parts.append(f"{float(m[BPB]):.3f} bits per byte")
         for bleu in (c for c in callbacks_of(trainer) if isinstance(c, ValidationTranslations) and c.bleu_tag in m):
             parts.append(f"BLEU {float(m[bleu.bleu_tag]):.2f} ({bleu.label})")
         return "  ".join(parts + self._pace(trainer))

@@ -1,5 +1,6 @@
 """The Lightning task: the paper's loss, optimizer and schedule around a built model."""
 
+import math
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.freeze import freeze
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
 from aiayn.builder.train.attributes import log_every_n_steps
-from aiayn.builder.train.board import PPL
+from aiayn.builder.train.board import BPB, PPL
 from aiayn.builder.train.compiled import CUDA_GRAPH_MODES, CompiledAdam, StaticStepLoss, compile_mode
 from aiayn.builder.train.finite import CHECKED_STEPS, first_non_finite, non_finite_message
 from aiayn.builder.train.schedule import noam_lr
@@ -175,6 +176,9 @@ class TranslationTask(L.LightningModule):
         # every rank has the sums (gathered), so every rank logs them: EarlyStopping reads them on each
         self.log("loss/valid", loss / n, sync_dist=True)
         self.log(PPL, torch.exp(nll / n), sync_dist=True)
+        per_byte = getattr(self.trainer.datamodule, "tokens_per_byte", {}).get("valid")  # a language model's text
+        if per_byte is not None:
+            self.log(BPB, nll / n * per_byte / math.log(2), sync_dist=True)
         self.validated_at = self.global_step
 
     # ---- exact resume: the RNG streams (dropout) continue where they stopped -----------------

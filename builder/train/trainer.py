@@ -22,7 +22,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.board import Board
-from aiayn.builder.train.callbacks import ValidationTranslations
+from aiayn.builder.train.callbacks import ValidationSamples, ValidationTranslations
 from aiayn.builder.train.checkpoints import StepCheckpoints
 from aiayn.builder.train.progress import ConsoleProgress
 from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job
@@ -139,7 +139,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
         callbacks=[
             checkpoints,
             *([RequeueAtStepEnd(checkpoints)] if slurm else []),
-            ValidationTranslations(),
+            ValidationSamples() if spec.task == "language_model" else ValidationTranslations(),
             *([early_stopping(stopping)] if stopping else []),
             *([ConsoleProgress()] if t.enable_progress_bar else []),
             *callbacks,

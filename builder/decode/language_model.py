@@ -1,0 +1,77 @@
+"""A trained decoder-only language model in Python: `aiayn.load_run(run)` of a language model's run
+gives one, as it gives a Translator for a translation model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from aiayn.blocks import DecoderOnly
+from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.generate import Sampling, generate_ids
+from aiayn.builder.errors import UserError, described, strings_argument
+from aiayn.schemas.experiment import ExperimentSpec
+
+
+class LanguageModel:
+    """A decoder-only model of one language's text with its tokenizer and its run's settings.
+
+    `model` (a DecoderOnly, eval mode), `spec` (the run's ExperimentSpec), `tokenizer`,
+    `checkpoint` (the file the weights came from) and `what` (which model that is)."""
+
+    def __init__(self, model: DecoderOnly, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
+        self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
+
+    def __repr__(self) -> str:
+        params = sum(p.numel() for p in self.model.parameters())
+        device = next(self.model.parameters()).device
+        return f"LanguageModel({str(self.checkpoint)!r}, {self.what}, {params:,} parameters, on {device})"
+
+    def generate(
+        self, prompts: Sequence[str] | str, *, max_new_tokens: int = 50, greedy: bool = False, temperature: float = 1.0,
+        top_k: int = 0, top_p: float = 1.0, seed: int = 1,
+    ) -> list[str]:  # fmt: skip
+        """Each prompt (a str: that one) with its continuation, as one text: the tokenizer's
+        decoding of the prompt's tokens and the generated ones, as `aiayn generate` prints them.
+        `greedy`: the most probable token at every step; else drawn with `temperature`, `top_k`
+        (0: no limit) and `top_p` (1.0: no limit) from a generator seeded with `seed`."""
+        prompts = strings_argument(prompts, "prompts", one=True)
+        sampling = _sampling(greedy, temperature, top_k, top_p)
+        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+            raise UserError(f"max_new_tokens: expected a whole number >= 1, got {described(max_new_tokens)}")
+        ids = self.tokenizer.encode_batch(prompts)
+        self.check_prompts(ids)
+        device = next(self.model.parameters()).device
+        generator = torch.Generator(device=device).manual_seed(seed)
+        self.model.eval()
+        found = generate_ids(
+            self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, generator=generator
+        )
+        return [self.tokenizer.decode([*p, *c]) for p, c in zip(ids, found)]
+
+    def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:
+        """Every prompt leaves a learned position table room for one token or more."""
+        positions = getattr(self.model.tgt_embed.positional, "max_len", None)
+        for i, p in enumerate(ids):
+            if positions is not None and len(p) + 1 >= positions:
+                raise UserError(
+                    f"prompt {i + 1} has {len(p)} tokens, and with its <s> the model's {positions} learned positions leave no "
+                    "room to continue it; shorten it"
+                )
+
+
+def _sampling(greedy: object, temperature: object, top_k: object, top_p: object) -> Sampling:
+    """The settings as a Sampling, or a UserError naming the one that is wrong."""
+    if not isinstance(greedy, bool):
+        raise UserError(f"greedy: expected True or False, got {described(greedy)}")
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise UserError(f"{name}: expected a number, got {described(value)}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool):
+        raise UserError(f"top_k: expected a whole number, got {described(top_k)}")
+    try:
+        return Sampling(greedy=greedy, temperature=float(temperature), top_k=top_k, top_p=float(top_p))  # type: ignore[arg-type]
+    except ValueError as e:
+        raise UserError(str(e)) from None
