@@ -68,7 +68,9 @@ class _DataSpec(Spec):
     @model_validator(mode="after")
     def _language_model(self) -> "_DataSpec":
         if self.side is not None and self.side not in (self.src_lang, self.tgt_lang):
-            raise FieldError("side", f"{self.side!r} is neither src_lang ({self.src_lang}) nor tgt_lang ({self.tgt_lang}); give one of them")
+            raise FieldError(
+                "side", f"{self.side!r} is neither src_lang ({self.src_lang}) nor tgt_lang ({self.tgt_lang}); give one of them"
+            )
         if self.packing == "blocks" and (self.side is None or self.block_size is None):
             missing = "side" if self.side is None else "block_size"
             raise FieldError(

@@ -60,13 +60,13 @@ class ExperimentSpec(Spec):
         """A decoder-only model translating: source and target in one sequence."""
         return self.model.decoder_only and self.data.side is None
 
-    def _positions_needed(self) -> tuple[int, str]:
-        """(positions the longest input needs, what needs them)."""
+    def _positions_needed(self) -> tuple[int, str, str]:
+        """(positions the longest input needs, what needs them, why)."""
         if self.data.packing == "blocks" and self.data.block_size is not None:
-            return self.data.block_size, f"data.block_size {self.data.block_size}"
+            return self.data.block_size, f"data.block_size {self.data.block_size}", "a block's tokens"
         if self._joint:
-            return 2 * self.data.max_len + 2, f"data.max_len {self.data.max_len} (<s> source <sep> target: twice it and 2)"
-        return self.data.max_len + 1, f"data.max_len {self.data.max_len} (the decoder input starts with <s>)"
+            return 2 * self.data.max_len + 2, f"data.max_len {self.data.max_len}", "<s> source <sep> target: twice it and 2"
+        return self.data.max_len + 1, f"data.max_len {self.data.max_len}", "the decoder input starts with <s>"
 
     def _check_graph_and_data(self) -> None:
         if self.data.side is not None and not self.model.decoder_only:
@@ -108,12 +108,12 @@ class ExperimentSpec(Spec):
     def _check(self) -> "ExperimentSpec":
         self._check_graph_and_data()
         positional = self.model.positional
-        covered, needed, why = positional.max_positions, *self._positions_needed()
+        covered, (needed, what, why) = positional.max_positions, self._positions_needed()
         if covered is not None and covered < needed:
             fix = f"data.max_len <= {covered - 1}" if self.data.packing == "sentences" and not self._joint else "a shorter input"
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",
-                f"the {positional.type} position table has {covered} rows but {why} needs {needed}, so longer "
+                f"the {positional.type} position table has {covered} rows but {what} needs {needed} ({why}), so longer "
                 f"sentences would have no position; set model.positional.max_len >= {needed} or {fix}",
             )
         if self.train.compile in ("reduce-overhead", "max-autotune") and self.data.static_shapes is None:

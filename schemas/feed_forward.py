@@ -20,7 +20,8 @@ class _FeedForwardSpec(SublayerSpec):
 
 class FeedForwardSpec(_FeedForwardSpec):
     type: Literal["feed_forward"] = "feed_forward"
-    activation: Literal["relu", "gelu", "silu"] = "relu"
+    # gelu_tanh: GELU's tanh approximation (GPT-2's "gelu_new", BERT's original)
+    activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = "relu"
 
     @property
     def export_as(self) -> str | None:

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
-from aiayn.builder.data.corpus import read_parallel
+from aiayn.builder.data.corpus import read_lines, read_parallel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import is_marian_folder, load_for_inference
-from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, tokenized_bleu
+from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
 from aiayn.builder.run.outputs import check_output
@@ -60,16 +60,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    if (args.src is None) != (args.ref is None):
-        one, other = ("--src", "--ref") if args.src is not None else ("--ref", "--src")
-        raise UserError(f"{one} needs {other}: give both, or neither to evaluate a split of the experiment")
+    if args.src is not None and args.ref is None:
+        raise UserError("--src needs --ref: give both, or neither to evaluate a split of the experiment")
     if args.hyps is not None:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
+    if args.src is None and args.ref is not None and not _language_model(args.checkpoint):
+        raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
     if args.src is None and is_marian_folder(Path(args.checkpoint)):
         raise UserError(f"{args.checkpoint} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
     loaded = load_for_inference(args.checkpoint)
+    if loaded.spec.task == "language_model":
+        return _evaluate_language_model(args, loaded)
     pipelines = pipelines_of(loaded.spec.data)
     sources, refs, raw_refs, data = _texts(args, loaded.spec, pipelines, pair)
     decode = decode_spec(loaded.spec, args)
@@ -114,6 +117,38 @@ def _texts(
     for path in (args.src, args.ref):
         check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
     return pipelines[0].lines(given[0]), pipelines[1].lines(given[1]), given[1], f"{data}, through data.pipeline"
+
+
+def _language_model(checkpoint: str) -> bool:
+    """Whether the trained model at `checkpoint` is a language model (a Marian folder never is)."""
+    return not is_marian_folder(Path(checkpoint)) and load_for_inference(checkpoint).spec.task == "language_model"
+
+
+def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
+    """A language model's PPL and bits per byte on a split of its text (its sentences, each
+    <s> ... </s>, whatever data.packing trained it on), or on the lines of --ref."""
+    if args.src is not None:
+        raise UserError(
+            f"{args.checkpoint} is a language model: it reads no sources; give --ref FILE alone for its text, or a --split"
+        )
+    spec = loaded.spec
+    if args.ref is not None:
+        lines, data = read_lines(args.ref), str(args.ref)
+    else:
+        sources, refs, data = split_texts(spec, args.split)
+        lines = refs if spec.data.side == spec.data.tgt_lang else sources
+    model = loaded.model.to(device_of(args))
+    metrics = text_scores(model, loaded.tgt_tokenizer, lines, spec.decode.max_tokens)
+    result = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"checkpoint  {result['checkpoint']} ({result['model']})\ndata        {data} ({metrics['n_sentences']} sentences, "
+            f"{metrics['n_tokens']} tokens predicted)\nPPL         {metrics['ppl']:6.2f}  per token, teacher-forced, no label "
+            f"smoothing\nbits/byte   {metrics['bpb']:6.3f}  the summed NLL over the text's UTF-8 bytes (a newline each line)"
+        )
+    return 0
 
 
 def length_limit(d: dict[str, Any]) -> str:

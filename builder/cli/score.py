@@ -14,7 +14,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
+from aiayn.builder.cli.translate import (
+    add_checkpoint_argument,
+    add_decode_arguments,
+    decode_spec,
+    device_of,
+    progress_bar,
+    translation_model,
+)
 from aiayn.builder.data.corpus import check_aligned, read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.translator import check_alignment_layer, load_run
@@ -52,7 +59,7 @@ def score(args: argparse.Namespace) -> int:
         raise UserError(
             f"--src {args.src}, line {blank + 1} is blank: there is nothing to score its target against; drop that pair"
         )
-    translator = load_run(args.checkpoint, device=device_of(args))
+    translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     if args.alignment_layer is not None:
         check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")

@@ -109,6 +109,10 @@ def train(args: argparse.Namespace) -> int:
         results = fit(spec, run, experiment_path=Path(args.experiment), resume=resume)
     if results is not None:
         scores = f"BLEU {results['bleu']:.2f}, " if results["bleu"] is not None else ""
-        scores += f"PPL {results['ppl']:.2f}" + (f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else "")
-        print(f"finished in {time.time() - start:.0f} s: {scores} on {results['split']} ({results['n_sentences']} sentences); {run.path}")
+        scores += f"PPL {results['ppl']:.2f}" + (
+            f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else ""
+        )
+        print(
+            f"finished in {time.time() - start:.0f} s: {scores} on {results['split']} ({results['n_sentences']} sentences); {run.path}"
+        )
     return 0

@@ -18,6 +18,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ from tqdm import tqdm
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
-from aiayn.builder.decode.translator import check_alignment_layer, check_n_best, load_run
+from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
@@ -122,6 +123,16 @@ def device_of(args: argparse.Namespace) -> torch.device:
     return resolve_device(args.device, "--device", share_cores=True)
 
 
+def translation_model(model: Any, path: object) -> Translator:
+    """`model` where it translates; a language model's run is a message that names the verbs for it."""
+    if not isinstance(model, Translator):
+        raise UserError(
+            f"{path} is a language model (data.side: {model.spec.data.side}), which translates nothing: aiayn generate "
+            "continues its text, aiayn evaluate gives its perplexity and bits per byte"
+        )
+    return model
+
+
 def read_input(path: Path | None) -> list[str]:
     """The lines of `path`, or of stdin, split on "\\n" only (as training read its corpus)."""
     if path is not None and str(path) != "-":
@@ -151,7 +162,7 @@ def translate(args: argparse.Namespace) -> int:
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
         resolved(args.input)  # a link that leads back to itself is named as one
         raise UserError(f"--input {args.input}: no such file")
-    translator = load_run(args.checkpoint, device=device_of(args))
+    translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     check_n_best(args.n_best, decode.beam, "--n-best", "--beam")
     if args.alignments and args.detokenize:

@@ -51,7 +51,13 @@ from aiayn.schemas.experiment import ExperimentSpec
 # the output bias of aiayn's <pad> where its row is a copy of <s>'s (Marian's pad, the decoder's
 # start): exp(-1e4) is 0 in float32, and a finite value keeps a fine-tune's label-smoothed loss finite
 NO_PROBABILITY = -1e4
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> aiayn's
+ACTIVATIONS = {
+    "relu": "relu",
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "swish": "silu",
+    "silu": "silu",
+}  # transformers' -> aiayn's
 
 
 def load_marian(folder: str | Path) -> ForInference:

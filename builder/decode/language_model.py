@@ -41,6 +41,9 @@ class LanguageModel:
         sampling = _sampling(greedy, temperature, top_k, top_p)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise UserError(f"max_new_tokens: expected a whole number >= 1, got {described(max_new_tokens)}")
+        blank = next((i for i, p in enumerate(prompts) if not p.strip()), None)
+        if blank is not None:
+            raise UserError(f"prompt {blank + 1} is empty; give the text to continue (the model starts it with <s> itself)")
         ids = self.tokenizer.encode_batch(prompts)
         self.check_prompts(ids)
         device = next(self.model.parameters()).device

@@ -136,3 +136,16 @@ def language_model_scores(model: Any, batches: Any, tokens_per_byte: float) -> d
         "loss": per_token, "ppl": math.exp(per_token), "bpb": per_token * tokens_per_byte / math.log(2),
         "n_tokens": count, "n_sentences": rows,
     }  # fmt: skip
+
+
+def text_scores(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
+    """`language_model_scores` of text lines, each one sentence (<s> ... </s>); blank lines are
+    skipped, their newlines counted among the bytes as every line's."""
+    from aiayn.builder.data.blocks import text_bytes
+    from aiayn.builder.data.loaders import loader_options
+
+    ids = RaggedIds.from_lists(tokenizer.encode_batch(list(lines)))
+    dataset = TranslationDataset(ids, ids, np.flatnonzero(ids.lengths > 0), source=False)
+    predicted = int(dataset.tgt_lengths.sum()) + len(dataset)
+    batches = eval_loader(dataset, max_tokens, **loader_options(0, False))
+    return language_model_scores(model, batches, predicted / max(text_bytes(lines), 1))

@@ -36,7 +36,10 @@ from aiayn.builder.model.weights import (
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
-ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU, "silu": common_spec.Activation.SWISH}
+ACTIVATIONS = {
+    "relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU, "gelu_tanh": common_spec.Activation.GELUTanh,
+    "silu": common_spec.Activation.SWISH,
+}  # fmt: skip
 
 
 class AiaynConverter(Converter):

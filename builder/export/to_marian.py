@@ -57,7 +57,7 @@ def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
         encoder_layers=enc.num_layers, decoder_layers=dec.num_layers,
         encoder_attention_heads=stack_spec_heads(enc)[0], decoder_attention_heads=stack_spec_heads(dec)[0],
         encoder_ffn_dim=enc_ffn.d_ff, decoder_ffn_dim=dec_ffn.d_ff,
-        activation_function=enc_ffn.activation, max_position_embeddings=position_rows,
+        activation_function="gelu_new" if enc_ffn.activation == "gelu_tanh" else enc_ffn.activation, max_position_embeddings=position_rows,
         scale_embedding=spec.embedding.scale, dropout=enc.add_norm.dropout,
         attention_dropout=attention.attn_dropout, activation_dropout=enc_ffn.activation_dropout,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None,

@@ -41,7 +41,7 @@ from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
 from aiayn.schemas.sum_bias import SumBiasSpec
 
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "silu": nn.SiLU}
 
 
 def register_builtins() -> None:

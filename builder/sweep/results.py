@@ -38,7 +38,7 @@ COLUMNS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
 SWITCHES = ["norm", "ffn", "kv_heads", "rotary", "position_bias"]  # results.json's paper columns beyond Table 3's
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", *SWITCHES, "uniform", "steps",
-    "ppl", "ppl_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
 
@@ -50,13 +50,14 @@ class Row:
     paper: dict[str, Any]  # our Table 3 columns (results.json "paper")
     steps: tuple[int, ...]
     ppl: tuple[float, ...]
-    bleu: tuple[float, ...]
+    bleu: tuple[float | None, ...]  # None: a language model's run
     params: int
     reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none)
     runs: tuple[tuple[int | None, Path], ...] = ()  # (seed, run directory) of each trial
     config: dict[str, Any] | None = None  # the first run's config.yaml, flattened (path -> value)
     signature: str | None = None  # the first run's BLEU signature (every run of a table is scored alike)
     compared: tuple[float, ...] = ()  # BLEU of its runs on the split the table compares on, where not valid
+    bpb: tuple[float | None, ...] = ()  # a language model's bits per byte (None: a translation model's)
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -135,6 +136,7 @@ def table(runs: list[dict[str, Any]], order: Sequence[str] = ()) -> list[Row]:
                 steps=tuple(r["steps"] for r in group),
                 ppl=tuple(r["ppl"] for r in group),
                 bleu=tuple(r["bleu"] for r in group),
+                bpb=tuple(r.get("bpb") for r in group),
                 params=first["params"],
                 reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
                 runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),
@@ -281,8 +283,19 @@ def mean_std(values: tuple[float, ...]) -> tuple[float, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
-def _cell(values: tuple[float, ...]) -> str:
-    mean, std = mean_std(values)
+def _mean_std_or_blank(values: tuple[float | None, ...]) -> tuple[Any, Any]:
+    """(mean, std) for the CSV, each "" where a run has no value (or one run: no std)."""
+    if not values or any(v is None for v in values):
+        return "", ""
+    mean, std = mean_std(values)  # type: ignore[arg-type]
+    return mean, "" if std is None else std
+
+
+def _cell(values: tuple[float | None, ...]) -> str:
+    """mean ± std of the runs' values; empty where a run has none (a language model's BLEU)."""
+    if not values or any(v is None for v in values):
+        return ""
+    mean, std = mean_std(values)  # type: ignore[arg-type]
     return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
 
 
@@ -334,7 +347,7 @@ def markdown(
     settings, shown = differing(rows), switches(rows)
     compared = [f"BLEU {split}"] if split != "valid" else []
     head = [
-        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "BLEU", *compared, "ΔBLEU [95% CI]",
+        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "bits/byte", "BLEU", *compared, "ΔBLEU [95% CI]",
         "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model",
     ]  # fmt: skip
     agreement = directions(rows, differences, base)
@@ -364,6 +377,7 @@ def _cells(
         _steps(row.steps),
         str(len(row.trials)),
         _cell(row.ppl),
+        _cell(row.bpb),
         _cell(row.bleu),
         *([_cell(row.compared) if row.compared else ""] if compared else []),
         _delta(differences.get(row.variant)),
@@ -384,9 +398,14 @@ def _notes(
 ) -> list[str]:
     """The lines under the table: how BLEU was scored, on which split, how ΔBLEU was computed."""
     lines = []
-    if rows:
+    if any(None not in row.bleu for row in rows):
         scoring = _scoring_label(Scoring.of_signature(rows[0].signature))
         lines += ["", f"BLEU: {scoring}, sacreBLEU {rows[0].signature or 'default (13a)'}."]
+    if any(row.bpb and None not in row.bpb for row in rows):
+        lines += [
+            "",
+            "bits/byte: a language model's summed NLL of the validation text over its UTF-8 bytes (a newline each line), in bits.",
+        ]
     if split != "valid":
         chosen = f", {chose}" if chose else ""
         lines += ["", f"Splits: PPL and BLEU are the validation split's{chosen}; BLEU {split} and ΔBLEU are the {split} split's."]
@@ -433,7 +452,8 @@ def write_csv(
         writer.writeheader()
         for row in rows:
             ppl, ppl_std = mean_std(row.ppl)
-            bleu, bleu_std = mean_std(row.bleu)
+            bleu, bleu_std = _mean_std_or_blank(row.bleu)
+            bpb, bpb_std = _mean_std_or_blank(row.bpb)
             d = (differences or {}).get(row.variant)
             verdict = agreement.get(row.variant, "")
             writer.writerow(
@@ -447,8 +467,10 @@ def write_csv(
                     "steps": _steps(row.steps),
                     "ppl": ppl,
                     "ppl_std": "" if ppl_std is None else ppl_std,
+                    "bpb": bpb,
+                    "bpb_std": bpb_std,
                     "bleu": bleu,
-                    "bleu_std": "" if bleu_std is None else bleu_std,
+                    "bleu_std": bleu_std,
                     **_delta_fields(d),
                     "vs_paper": verdict,
                     "params": row.params,

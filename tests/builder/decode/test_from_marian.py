@@ -145,7 +145,7 @@ def test_what_aiayn_cannot_hold_is_refused_by_name(folder, tmp_path):
         == f"{spm}: opus-mt's tokenizer is source.spm, target.spm, vocab.json, and target.spm and vocab.json are missing"
     )
     for key, value, message in [
-        ("activation_function", "tanh", "activation_function 'tanh'; aiayn has gelu, relu, silu, swish"),
+        ("activation_function", "tanh", "activation_function 'tanh'; aiayn has gelu, gelu_new, relu, silu, swish"),
         ("decoder_vocab_size", 50, "separate source and target vocabularies (vocab_size 121, decoder_vocab_size 50); aiayn reads Marian models with one vocabulary"),
     ]:  # fmt: skip
         bad = tmp_path / key

@@ -230,7 +230,7 @@ def only_error(overrides: list[str]) -> str:
          "in the decoder; use self_attention here"),
         (["model.decoder.layer[1].type=causal_self_attention"],
          "model.decoder.layer: the decoder has no cross_attention sub-layer, so it never sees the source "
-         "sentence; add {type: cross_attention, h: ..., d_k: ..., d_v: ...}"),
+         "sentence; add {type: cross_attention, h: ..., d_k: ..., d_v: ...}, or drop model.encoder for a decoder-only model"),
         (["data.min_len=300"],
          "data.min_len: min_len (300) is greater than max_len (256), which would drop every sentence"),
         (["train.checkpoint.every_n_train_steps=100"],

@@ -1,0 +1,95 @@
+"""A language model end to end through the CLI: `aiayn train` of the lm demo (tiny) writes loss,
+PPL and bits per byte to results.json and TensorBoard, `aiayn generate` continues prompts as the
+Python API does (the same seed, the same text), and what cannot be done is a message."""
+
+import io
+import json
+import math
+import sys
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from aiayn.builder.data.blocks import BlockDataset, text_bytes
+from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.decode.translator import load_run
+from tests.builder.cli.test_bad_inputs import cli
+from tests.conftest import EXPERIMENTS
+
+LM = EXPERIMENTS / "lm" / "demo.yaml"
+TINY = ["dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.N=1", "dims.vocab_size=400",
+        "data.n_train=600", "data.n_valid=20", "data.n_test=20", "train.tokens_per_step=1000", "trainer.val_check_interval=4",
+        "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm")
+    code, out, err = cli("train", LM, *TINY, "trainer.max_steps=8", f"data.cache_dir={root / 'cache'}", "--runs", root / "runs")
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith("finished in ") and " bits per byte on valid (20 sentences); " in out.splitlines()[-1]
+    return root / "runs" / "lm-demo" / "version_0"
+
+
+def test_results_and_tensorboard_hold_loss_ppl_and_bits_per_byte(run):
+    results = json.loads((run / "results.json").read_text())
+    assert results["bleu"] is None and results["sacrebleu_signature"] is None and results["paper"]["graph"] == "decoder-only"
+    assert results["ppl"] > 1 and results["bpb"] > 0 and results["n_sentences"] == 20
+    events = EventAccumulator(str(run)).Reload()
+    bpb = [e.value for e in events.Scalars("bpb/valid")]
+    assert len(bpb) == 2 and bpb[-1] == pytest.approx(results["bpb"], rel=1e-4)
+    ppl = events.Scalars("PPL/valid")[-1].value
+    assert ppl == pytest.approx(results["ppl"], rel=1e-4)
+    assert "valid/samples/text_summary" in events.Tags()["tensors"]
+
+
+def test_generate_prints_each_prompt_with_its_continuation_as_the_python_api_does(run, monkeypatch):
+    code, out, err = cli("generate", run, "--prompt", "she bought", "--prompt", "two", "--seed", "7", "-n", "12")
+    assert code == 0, err
+    model = load_run(run)
+    assert out.splitlines() == model.generate(["she bought", "two"], seed=7, max_new_tokens=12)
+    assert all(line.startswith(p) for line, p in zip(out.splitlines(), ["she bought", "two"]))
+    assert model.generate("two", seed=7, max_new_tokens=12) == model.generate(["two"], seed=7, max_new_tokens=12)
+    greedy = cli("generate", run, "--prompt", "two", "--greedy")[1]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"two\n"), encoding="utf-8"))
+    assert cli("generate", run, "--greedy")[1] == greedy  # stdin, one prompt a line
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--prompt", ""], "prompt 1 is empty; give the text to continue (the model starts it with <s> itself)"),
+        (["--prompt", "a", "--greedy", "--top-p", "0.9"], "--greedy takes the most probable token; --top-p shapes sampling: give one or the other"),
+        (["--prompt", "a", "--temperature", "0"], "temperature (0.0) must be > 0; for the most probable token take greedy"),
+        (["--prompt", "a", "-n", "0"], "max_new_tokens: expected a whole number >= 1, got int 0"),
+    ],
+)  # fmt: skip
+def test_what_generate_cannot_do_is_a_message(run, argv, message):
+    assert cli("generate", run, *argv)[::2] == (2, f"aiayn generate: error: {message}\n")
+
+
+def test_bits_per_byte_read_every_token_once_in_blocks():
+    text = RaggedIds.from_lists([[5, 6, 7], [], [8]])
+    blocks = BlockDataset(text, 2, bos_id=1, eos_id=2)
+    assert blocks.stream.tolist() == [1, 5, 6, 7, 2, 2, 8, 2]
+    assert [b.tgt.tolist() for b in blocks[[0, 1, 2, 3]]] == [[1, 5, 6], [6, 7, 2], [2, 2, 8], [8, 2]]
+    assert blocks.predicted == 7 == sum(blocks.tgt_lengths)
+    assert text_bytes(["abc", "", "é"]) == 4 + 1 + 3
+    assert math.isclose(7 / text_bytes(["abc", "", "é"]), 0.875)
+
+
+def test_evaluate_scores_a_split_as_training_did_and_translate_refuses(run):
+    code, out, err = cli("evaluate", run, "--split", "valid", "--json")
+    assert code == 0, err
+    scores, results = json.loads(out), json.loads((run / "results.json").read_text())
+    assert (scores["ppl"], scores["bpb"], scores["n_sentences"]) == pytest.approx((results["ppl"], results["bpb"], 20))
+    assert cli("translate", run)[::2] == (
+        2, f"aiayn translate: error: {run} is a language model (data.side: en), which translates nothing: aiayn generate "
+        "continues its text, aiayn evaluate gives its perplexity and bits per byte\n",
+    )  # fmt: skip
+
+
+def test_aiayn_results_shows_bits_per_byte_and_no_bleu(run, tmp_path):
+    code, out, err = cli("results", run.parent.parent)
+    head = [c.strip() for c in out.splitlines()[0].strip("|").split("|")]
+    assert code == 0 and "bits/byte" in head and "BLEU" not in head and "graph" in head, err
