@@ -69,17 +69,14 @@ class DecoderOnly(nn.Module):
         offset = 0 if state is None else state.length
         if prefix is None and self.prefix_source and S and first:
             prefix = torch.full((B,), S + 1, dtype=torch.long, device=x.device)  # <s> x and <sep>
-        h = self.tgt_embed(x, offset)  # (B, L, d_model)
-        packed = None
-        if rows is not None:
-            if S or state is not None:
-                raise ValueError("rows select the tokens of a prompt-less, teacher-forced batch: give src with 0 columns")
-            packed = PackedRows(rows, B, tgt.size(1))
-            h = packed.pack(h)  # (n, d_model)
-        y = self.decoder(h, LayerContext(state=state, packed=packed, prefix=prefix))
+        if rows is not None and (S or state is not None):
+            raise ValueError("rows select the tokens of a prompt-less, teacher-forced batch: give src with 0 columns")
+        y = self.decoder(self.tgt_embed(x, offset), LayerContext(state=state, prefix=prefix))  # (B, L, d_model)
         if state is not None:
             state.advance(x.size(1))
-        if packed is None and x.size(1) != tgt.size(1):
+        if rows is not None:  # the positions the loss reads: a translation's target, not its source
+            y = y.flatten(0, 1).index_select(0, rows)  # (n, d_model)
+        elif x.size(1) != tgt.size(1):
             y = y[:, -tgt.size(1) :]  # (B, T, d_model): tgt's positions
         return self.generator(y) if project else y
 

@@ -61,9 +61,6 @@ class _DataSpec(Spec):
     # blocks of block_size tokens cut from the sentences joined by </s> (GPT's packing)
     packing: Literal["sentences", "blocks"] = "sentences"
     block_size: PositiveInt | None = None
-    # the token between source and target where a decoder-only model translates `<s> x <sep> y`;
-    # aiayn's tokenizers add it to the vocabulary for such a run
-    separator: str = Field(default="<sep>", min_length=1)
 
     @model_validator(mode="after")
     def _language_model(self) -> "_DataSpec":

@@ -95,7 +95,12 @@ class FastTokenizer(Tokenizer):
 
 
 def train_tokenizer(
-    texts: Iterable[str] | Callable[[], Iterable[str]], vocab_size: int, *, min_frequency: int = 2, merges: int | None = None
+    texts: Iterable[str] | Callable[[], Iterable[str]],
+    vocab_size: int,
+    *,
+    min_frequency: int = 2,
+    merges: int | None = None,
+    specials: Sequence[str] = (),
 ) -> FastTokenizer:
     """A BPE vocabulary of at most about `vocab_size` entries learned from `texts`, or, with
     `merges`, of that many merges (subword-nmt's -s): the text's characters + the merges + the
@@ -122,11 +127,11 @@ def train_tokenizer(
         if not callable(texts) and iter(texts) is texts:  # a one-pass iterator, read twice below
             kept = list(texts)
             read = lambda: kept  # noqa: E731
-        vocab_size = len(SPECIALS) + len(alphabet(hf, read())) + merges
+        vocab_size = len(SPECIALS) + len(specials) + len(alphabet(hf, read())) + merges
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIALS),
+        special_tokens=[*SPECIALS, *specials],
         show_progress=False,
     )
     n_texts = 0

@@ -22,6 +22,9 @@ class Batch(NamedTuple):
     # (n_src_tokens,) long: flat indices into src of its non-pad tokens (builder/data/buckets.py: and
     # padding positions after them, or None: every position, the padding masked)
     src_rows: torch.Tensor | None
+    # (B,): each row's prefix read both ways (a decoder-only translation's `<s> x <sep>` under
+    # model.source_mask: prefix; builder/data/joint.py); None: causal throughout
+    prefix: torch.Tensor | None = None
 
 
 def padded(

@@ -31,12 +31,13 @@ from aiayn.builder.data.collate import Batch
 from aiayn.builder.data.corpus import count_parallel, filter_by_length, read_lines, sampled_lines
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.demo import write_demo
+from aiayn.builder.data.joint import JointCollator
 from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
 from aiayn.builder.data.make_tokenizers import make_tokenizers
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.text import TextPipeline, processed_file
-from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
+from aiayn.builder.data.tokenizer import SEP, Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir
 from aiayn.schemas.data import StaticShapesSpec
@@ -69,13 +70,14 @@ class TranslationDataModule(LightningDataModule):
         tokenizers: tuple[Tokenizer, Tokenizer] | None = None, cache_dir: Path | None = None, max_tokens: int,
         eval_max_tokens: int | None = None, max_len: int = 256, min_len: int = 1, seed: int = 0, num_workers: int = 0,
         pin_memory: bool = False, pad_to_multiple: int = 1, static_shapes: StaticShapesSpec | None = None, source_eos: int | None = None,
-        side: str | None = None, block_size: int | None = None,
+        side: str | None = None, block_size: int | None = None, joint: Any = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
         self.side, self.block_size = side, block_size  # a language model's text, and its blocks (None: sentences)
+        self.joint = joint  # a decoder-only translation's sequences (a JointLayout), or None
         if side is not None:  # one side's file is both: the tokenizer, the cache and the lengths read it as a pair
             self.paths = {split: (_side(paths, side),) * 2 for split, paths in self.paths.items()}
         self.tokens_per_byte: dict[str, float] = {}  # a language model's evaluation splits: bits per byte from nats per token
@@ -127,6 +129,11 @@ class TranslationDataModule(LightningDataModule):
         if not joint_file.is_file() and not (src_file.is_file() and tgt_file.is_file()):
             self._save(*self._make_tokenizers())
         self.src_tokenizer, self.tgt_tokenizer = load_run_tokenizers(self.run)
+        if self.joint is not None and self.tgt_tokenizer.sep_id is None:
+            raise UserError(
+                f"data: a decoder-only model translates <s> source {SEP} target, and the tokenizer has no {SEP}; train one "
+                f"here (aiayn's tokenizers add it), or give data.tokenizer a file whose vocabulary has {SEP}"
+            )
         return self.src_tokenizer, self.tgt_tokenizer
 
     def _make_tokenizers(self) -> tuple[Tokenizer, Tokenizer, str]:
@@ -141,6 +148,7 @@ class TranslationDataModule(LightningDataModule):
         return make_tokenizers(
             self.tokenizer, vocab_size=self.vocab_size_requested, shared_vocab=self.shared_vocab,
             src=partial(sampled_lines, src_path, n, keep), tgt=partial(sampled_lines, tgt_path, n, keep),
+            specials=(SEP,) if self.joint is not None else (),
         )  # fmt: skip
 
     def _save(self, src: Tokenizer, tgt: Tokenizer, what: str) -> None:
@@ -248,6 +256,8 @@ class TranslationDataModule(LightningDataModule):
         world, rank = self._world()
         static, buckets = self.static_shapes, None
         src, tgt = ds.src_lengths, ds.tgt_lengths + 1
+        if self.joint is not None:  # one sequence a row: <s> x <sep> y, or y </s>
+            src, tgt = np.zeros_like(src), src + tgt + 1
         if static is not None:
             buckets = bucket_widths(
                 np.maximum(src, tgt), num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=self.pad_to_multiple
@@ -280,10 +290,21 @@ class TranslationDataModule(LightningDataModule):
 
     def _eval_loader(self, split: str) -> DataLoader:
         world, rank = self._world()
-        return eval_loader(self._dataset(split), self.eval_max_tokens, num_replicas=world, rank=rank, **self._options())  # type: ignore[arg-type]
+        return eval_loader(
+            self._dataset(split),
+            self.eval_max_tokens,
+            num_replicas=world,
+            rank=rank,
+            joint=self.joint is not None,
+            **self._options(),
+        )  # type: ignore[arg-type]
 
     def _options(self) -> dict[str, Any]:
-        """The loaders' options: blocks have a collator of their own."""
+        """The loaders' options: blocks and a decoder-only translation's sequences have collators of their own."""
+        if self.joint is not None:
+            sep = self.prepare_tokenizers()[1].sep_id
+            assert sep is not None  # prepare_tokenizers checked it
+            return {**self.options, "collate_fn": JointCollator(self.joint, sep_id=sep, pad_to_multiple=self.pad_to_multiple)}
         if self.block_size is None:
             return self.options
         return {**self.options, "collate_fn": BlockCollator(pad_id=Tokenizer.pad_id, pad_to_multiple=self.pad_to_multiple)}

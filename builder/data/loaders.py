@@ -30,13 +30,17 @@ def loader_options(num_workers: int, pin_memory: bool, pad_to_multiple: int = 1)
 
 
 def eval_loader(
-    dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, **options: Any
+    dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, joint: bool = False, **options: Any
 ) -> DataLoader:
     """Batches of at most `max_tokens` padded tokens a side, longest pairs together; rank r of
-    `num_replicas` gets its own share. `Batch.ids` restores the input order."""
+    `num_replicas` gets its own share (`joint`: a pair is one sequence, `<s> x <sep> y`). `Batch.ids`
+    restores the input order."""
+    src, tgt = dataset.src_lengths, dataset.tgt_lengths + 1  # tgt_in / tgt_out carry bos / eos
+    if joint:
+        src, tgt = src * 0, src + tgt + 1
     sampler = TokenBatchSampler(
-        dataset.src_lengths,
-        dataset.tgt_lengths + 1,  # tgt_in / tgt_out carry bos / eos
+        src,
+        tgt,
         max_tokens=max_tokens,
         shuffle=False,
         num_replicas=num_replicas,

@@ -29,11 +29,14 @@ class TokenizerInputs:
     shared_vocab: bool
     src: Texts
     tgt: Texts
+    specials: tuple[str, ...] = ()  # special tokens beyond the four, from id 4 on (<sep> for a decoder-only translation)
 
 
-def make_tokenizers(spec: Any, *, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
+def make_tokenizers(
+    spec: Any, *, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts, specials: tuple[str, ...] = ()
+) -> Made:
     """(source, target, description) as `spec` (data.tokenizer, a registered type) makes them."""
-    made = registration(spec).build(spec, TokenizerInputs(vocab_size, shared_vocab, src, tgt))
+    made = registration(spec).build(spec, TokenizerInputs(vocab_size, shared_vocab, src, tgt, specials))
     if not (isinstance(made, tuple) and len(made) == 3 and all(isinstance(t, Tokenizer) for t in made[:2])):
         raise PluginError(
             f"the builder of the tokenizer {spec.type!r} returned {type(made).__name__}; it must return (source, target, "
@@ -47,11 +50,11 @@ def register_tokenizers(register: Callable[..., Any]) -> None:
     register(
         BpeTokenizerSpec,
         slot="tokenizer",
-        build=lambda spec, given: _bpe(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt),
+        build=lambda spec, given: _bpe(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),
     )
     register(
         SentencePieceTokenizerSpec, slot="tokenizer",
-        build=lambda spec, given: _sentencepiece(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt),
+        build=lambda spec, given: _sentencepiece(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),
     )  # fmt: skip
     register(
         TokenizerFileSpec, slot="tokenizer", build=lambda spec, given: read_tokenizers(spec, shared_vocab=given.shared_vocab)
@@ -62,13 +65,15 @@ def _both(src: Texts, tgt: Texts) -> Texts:
     return lambda: (line for texts in (src, tgt) for line in texts())
 
 
-def _bpe(spec: BpeTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
+def _bpe(
+    spec: BpeTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts, specials: tuple[str, ...] = ()
+) -> Made:
     from aiayn.builder.data.bpe import train_tokenizer
 
     asked = f"data.tokenizer.merges {spec.merges}" if spec.merges is not None else f"asked {vocab_size}"
 
     def train(texts: Texts) -> Tokenizer:
-        return train_tokenizer(texts, vocab_size, min_frequency=spec.min_frequency, merges=spec.merges)
+        return train_tokenizer(texts, vocab_size, min_frequency=spec.min_frequency, merges=spec.merges, specials=specials)
 
     if shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
         tokenizer = train(_both(src, tgt))
@@ -77,7 +82,9 @@ def _bpe(spec: BpeTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts
     return s, t, f"BPE of {s.vocab_size} and {t.vocab_size} ({asked}; {s.describe()}; {t.describe()})"
 
 
-def _sentencepiece(spec: SentencePieceTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts) -> Made:
+def _sentencepiece(
+    spec: SentencePieceTokenizerSpec, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts, specials: tuple[str, ...] = ()
+) -> Made:
     from aiayn.builder.data.spm import one_id_space, train_sentencepiece
 
     joint = shared_vocab if spec.joint is None else spec.joint
@@ -91,7 +98,7 @@ def _sentencepiece(spec: SentencePieceTokenizerSpec, vocab_size: int, shared_voc
 
     def train(texts: Texts) -> Any:
         options = spec.model_dump(include={"model_type", "character_coverage", "normalization_rule_name", "byte_fallback"})
-        return train_sentencepiece(texts, pieces, **options)
+        return train_sentencepiece(texts, pieces, **options, specials=specials)
 
     if joint:
         tokenizer = train(_both(src, tgt))

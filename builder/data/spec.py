@@ -10,6 +10,7 @@ from typing import Any
 
 from aiayn.builder.data.corpus import read_parallel
 from aiayn.builder.data.demo import generate_demo
+from aiayn.builder.data.joint import JointLayout
 from aiayn.builder.data.prepare.corpora import CORPORA
 from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer
@@ -110,6 +111,9 @@ def make_datamodule(
         source_eos=Tokenizer.eos_id if spec.model.source_eos else None,
         side=data.side,
         block_size=data.block_size,
+        joint=JointLayout(source_loss=spec.train.source_loss, prefix=spec.model.source_mask == "prefix")
+        if spec.model.decoder_only and data.side is None
+        else None,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

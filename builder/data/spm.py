@@ -166,6 +166,7 @@ def train_sentencepiece(
     character_coverage: float = 1.0,
     normalization_rule_name: str = "nmt_nfkc",
     byte_fallback: bool = False,
+    specials: Sequence[str] = (),
 ) -> SentencePieceTokenizer:
     """A SentencePiece model of at most `vocab_size` pieces (fewer where the text has not enough:
     hard_vocab_limit false) learnt from `texts`, its ids aiayn's (<pad> 0, <s> 1, </s> 2, <unk> 3).
@@ -184,7 +185,7 @@ def train_sentencepiece(
             character_coverage=character_coverage, normalization_rule_name=normalization_rule_name, byte_fallback=byte_fallback,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=SPECIALS[0], bos_piece=SPECIALS[1], eos_piece=SPECIALS[2],
             unk_piece=SPECIALS[3], hard_vocab_limit=False, input_sentence_size=0, shuffle_input_sentence=False,
-            max_sentence_length=1 << 16, minloglevel=2, num_threads=1,
+            max_sentence_length=1 << 16, minloglevel=2, num_threads=1, user_defined_symbols=list(specials),
         )  # fmt: skip
     except RuntimeError as e:
         raise UserError(f"SentencePiece could not train on this text: {str(e).strip()}") from None

@@ -22,6 +22,7 @@ from aiayn.builder.run.rundir import RunDir
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
+SEP = "<sep>"  # between source and target where a decoder-only model translates `<s> x <sep> y` (id 4 in aiayn's)
 SENTENCEPIECE = "sentencepiece"  # the `aiayn_tokenizer` key of a SentencePiece tokenizer's JSON
 
 
@@ -40,6 +41,12 @@ class Tokenizer:
         """The actual size, specials included (may differ from what training asked for: size the
         embedding from this number)."""
         return len(self.tokens())
+
+    @property
+    def sep_id(self) -> int | None:
+        """The id of <sep> (SEP), where the vocabulary has it: a decoder-only translation's."""
+        tokens = self.tokens()
+        return tokens.index(SEP) if SEP in tokens else None
 
     def id_to_token(self, i: int) -> str:
         tokens = self.tokens()

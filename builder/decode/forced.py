@@ -28,9 +28,8 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import EncoderDecoder, Sublayer
-from aiayn.builder.data.sampler import pack
 from aiayn.builder.decode.search import TokenRules, length_penalty, output_limits
-from aiayn.builder.decode.translate import evaluating, padded, with_source_eos
+from aiayn.builder.decode.translate import batches, evaluating, padded, with_source_eos
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 
@@ -84,7 +83,7 @@ def score_ids(
     results: list[Scored | None] = [None] * len(sources)
     device = next(model.parameters()).device
     with evaluating(model):
-        for chunk in pack(order, lengths, out_lengths, decode.max_tokens):
+        for chunk in batches(model, order, lengths, decode.max_tokens, out_lengths):
             rows = [outputs[i] for i in chunk]
             src = padded([read[i] for i in chunk], model.pad_id).to(device)
             tgt_in = padded([[bos_id, *o[:-1]] if o else [bos_id] for o in rows], model.pad_id).to(device)

@@ -14,14 +14,14 @@ import numpy as np
 import sacrebleu
 import torch
 
-from aiayn.blocks import EncoderDecoder
+from aiayn.blocks import DecoderOnly, EncoderDecoder
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.loaders import eval_loader
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.scoring import DETOKENIZED, Scoring
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.translate import check_lengths, evaluating, translate_texts
-from aiayn.builder.model.loss import label_smoothed_nll
+from aiayn.builder.decode.translate import check_lengths, evaluating, output_start, translate_texts
+from aiayn.builder.model.loss import label_smoothed_nll, prefix_of
 from aiayn.schemas.decode import DecodeSpec
 
 _COMPOUND = re.compile(r"(\S)-(\S)")  # tensor2tensor's get_ende_bleu.sh: a-b -> a ##AT##-##AT## b
@@ -82,20 +82,35 @@ def perplexity(model: EncoderDecoder, batches: Iterable[Any]) -> float:
     nll_sum, count = 0.0, 0
     with evaluating(model):
         for batch in batches:
-            logits = model(batch.src.to(device), batch.tgt_in.to(device))
+            prefix = {k: v.to(device) for k, v in prefix_of(batch).items()}
+            logits = model(batch.src.to(device), batch.tgt_in.to(device), **prefix)
             _, nll, n = label_smoothed_nll(logits, batch.tgt_out.to(device), eps=0.0, pad_id=model.pad_id)
             nll_sum, count = nll_sum + nll.item(), count + int(n)
     return math.exp(nll_sum / max(count, 1))
 
 
 def teacher_forced(
-    src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], max_tokens: int, *, source_eos: int | None = None
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    max_tokens: int,
+    *,
+    source_eos: int | None = None,
+    joint: Any = None,
 ) -> Any:
     """The evaluation batches of these pairs (each source followed by `source_eos`, if given);
     pairs with an empty source are left out (the encoder would have nothing to attend to), as in
-    the validation loop."""
+    the validation loop. `joint`: (JointLayout, <sep>'s id) of a decoder-only model, whose pairs
+    are one sequence each."""
     src, tgt = RaggedIds.from_lists(src_ids), RaggedIds.from_lists(tgt_ids)
-    return eval_loader(TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=source_eos), max_tokens)
+    dataset = TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=source_eos)
+    if joint is None:
+        return eval_loader(dataset, max_tokens)
+    from aiayn.builder.data.joint import JointCollator
+    from aiayn.builder.data.loaders import loader_options
+
+    layout, sep = joint
+    options = {**loader_options(0, False), "collate_fn": JointCollator(layout, sep_id=sep)}
+    return eval_loader(dataset, max_tokens, joint=True, **options)
 
 
 def evaluate_texts(
@@ -114,7 +129,12 @@ def evaluate_texts(
     src_ids = src_tokenizer.encode_batch([s if s.strip() else "" for s in sources])
     tgt_ids = tgt_tokenizer.encode_batch(list(refs))
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
-    ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id))
+    joint = None
+    if isinstance(model, DecoderOnly):  # its pairs are one sequence each; the loss is the target's
+        from aiayn.builder.data.joint import JointLayout
+
+        joint = (JointLayout(prefix=model.prefix_source), output_start(model, tgt_tokenizer))
+    ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id, joint=joint))
     return {"n_sentences": len(refs), **score(hyps, refs, scoring), "ppl": round(ppl, 4)}, hyps
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from aiayn.blocks import EncoderDecoder
+from aiayn.blocks import DecoderOnly, EncoderDecoder, TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
@@ -32,7 +32,7 @@ def translate_texts(
 ) -> list[str]:
     """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
     ids = encode_sources(model, src_tokenizer, lines, decode, what)
-    out = translate_ids(model, ids, decode, bos_id=tgt_tokenizer.bos_id, eos_id=tgt_tokenizer.eos_id, on_batch=on_batch,
+    out = translate_ids(model, ids, decode, bos_id=output_start(model, tgt_tokenizer), eos_id=tgt_tokenizer.eos_id, on_batch=on_batch,
                         rules=token_rules(decode, tgt_tokenizer))  # fmt: skip
     return tgt_tokenizer.decode_batch(out)
 
@@ -72,11 +72,11 @@ def check_lengths(
             f"{what} line {too_long[0] + 1} has {too_long[1]} tokens, more than decode.max_input_len ({limit}); "
             "split that line, or raise the limit (--max-input-len)"
         )
-    embed = model.src_embed if source else model.tgt_embed
+    embed = getattr(model, "src_embed", model.tgt_embed) if source else model.tgt_embed  # a decoder-only model has one
     positions = getattr(embed.positional, "max_len", None)  # None: sinusoids never end
     if positions is None:
         return
-    extra = int(source and model.source_eos_id is not None)
+    extra = int(source and model.source_eos_id is not None) + 2 * int(source and isinstance(model, DecoderOnly))  # <s>, <sep>
     for i, n in enumerate(lengths):
         n += extra
         if n > positions:
@@ -86,11 +86,37 @@ def check_lengths(
             )
 
 
-def with_source_eos(model: EncoderDecoder, sources: Sequence[Sequence[int]]) -> Sequence[Sequence[int]]:
+def with_source_eos(model: TransformerModel, sources: Sequence[Sequence[int]]) -> Sequence[Sequence[int]]:
     """`sources` as the model reads them: each non-empty one followed by the model's
-    source_eos_id (model.source_eos), if it has one."""
-    eos = model.source_eos_id
+    source_eos_id (model.source_eos), if it has one; a decoder-only model's after its <s>."""
+    eos, bos = model.source_eos_id, model.source_bos_id
+    if bos is not None:
+        sources = [[bos, *s] if len(s) else s for s in sources]
     return sources if eos is None else [[*s, eos] if len(s) else s for s in sources]
+
+
+def output_start(model: TransformerModel, tgt_tokenizer: Tokenizer) -> int:
+    """The token the output follows: <s> for an encoder-decoder's decoder, <sep> after a
+    decoder-only model's `<s> x` (a UserError where its vocabulary has none)."""
+    if not isinstance(model, DecoderOnly):
+        return tgt_tokenizer.bos_id
+    if tgt_tokenizer.sep_id is None:
+        raise UserError("this decoder-only model translates <s> source <sep> target, and its tokenizer has no <sep>")
+    return tgt_tokenizer.sep_id
+
+
+def batches(
+    model: TransformerModel, order: np.ndarray, lengths: np.ndarray, max_tokens: int, out_lengths: np.ndarray | None = None
+) -> list[list[int]]:
+    """`pack`'s batches; for a model whose prompts must be of one length (a decoder-only model's), each cut where the length changes."""
+    packed = pack(order, lengths, lengths if out_lengths is None else out_lengths, max_tokens)
+    if not model.equal_length_prompts:
+        return packed
+    return [
+        [int(i) for i in group]
+        for chunk in packed
+        for group in np.split(np.asarray(chunk), np.flatnonzero(np.diff(lengths[chunk])) + 1)
+    ]
 
 
 def padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
@@ -147,7 +173,7 @@ def translate_hypotheses(
     order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, ended=False)] for _ in sources]
     with evaluating(model):
-        for chunk in pack(order, lengths, lengths, decode.max_tokens):
+        for chunk in batches(model, order, lengths, decode.max_tokens):
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
             found = beam_hypotheses(
                 model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, alpha=decode.alpha,

@@ -20,7 +20,14 @@ from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import score_ids
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
 from aiayn.builder.decode.search import Hypothesis
-from aiayn.builder.decode.translate import check_lengths, encode_sources, token_rules, translate_hypotheses, translate_texts
+from aiayn.builder.decode.translate import (
+    check_lengths,
+    encode_sources,
+    output_start,
+    token_rules,
+    translate_hypotheses,
+    translate_texts,
+)
 from aiayn.builder.errors import UserError, bool_argument, described, path_argument, strings_argument
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
@@ -97,7 +104,8 @@ class Translator:
             return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
         ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
         found = translate_hypotheses(
-            self.model, ids, settings, bos_id=self.tgt_tokenizer.bos_id, eos_id=self.tgt_tokenizer.eos_id, n_best=k, on_batch=on_batch,
+            self.model, ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
+            n_best=k, on_batch=on_batch,
             rules=token_rules(settings, self.tgt_tokenizer),
         )  # fmt: skip
         texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
@@ -158,9 +166,11 @@ class Translator:
         *, ended: list[bool] | None = None, on_batch: Progress = None,
     ) -> list[Score]:  # fmt: skip
         if align:
+            if isinstance(self.model, DecoderOnly):
+                raise UserError("alignments: they are read from cross-attention, which a decoder-only model has not")
             check_alignment_layer(layer, len(self.model.decoder.layers))
         scored = score_ids(
-            self.model, src_ids, tgt_ids, settings, bos_id=self.tgt_tokenizer.bos_id, eos_id=self.tgt_tokenizer.eos_id,
+            self.model, src_ids, tgt_ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
             ended=ended, align=align, alignment_layer=layer, on_batch=on_batch, rules=token_rules(settings, self.tgt_tokenizer),
         )  # fmt: skip
         source_words = [self.src_tokenizer.word_index(s) for s in src_ids] if align else [None] * len(src_ids)

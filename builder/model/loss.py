@@ -81,11 +81,17 @@ def batch_loss(
     if fused:
         from aiayn.builder.model.projected_loss import projected_smoothed_nll
 
-        hidden = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows, project=False)  # (n, d_model)
+        hidden = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows, project=False, **prefix_of(batch))  # (n, d_model)
         generator = model.generator
         return projected_smoothed_nll(hidden, generator.weight, generator.bias, target, eps=eps, pad_id=pad_id)
-    logits = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows)  # (n, V)
+    logits = model(batch.src, batch.tgt_in, batch.tgt_rows, batch.src_rows, **prefix_of(batch))  # (n, V)
     return loss(logits, target, eps=eps, pad_id=pad_id)
+
+
+def prefix_of(batch: Any) -> dict[str, Any]:
+    """The batch's prefix lengths as the model takes them (only a decoder-only translation's batch has them)."""
+    prefix = getattr(batch, "prefix", None)
+    return {} if prefix is None else {"prefix": prefix}
 
 
 def _chunks(n: int, vocab: int) -> list[slice]:

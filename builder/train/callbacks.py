@@ -71,7 +71,7 @@ class ValidationTranslations(L.Callback):
             table = "| source | reference | translation |\n|---|---|---|\n" + "\n".join(rows)
             experiment.add_text("valid/samples", table, trainer.global_step)
         every = settings.attention_maps_every
-        if every and (self.validations - 1) % every == 0:
+        if every and (self.validations - 1) % every == 0 and isinstance(task.model, EncoderDecoder):  # maps of cross-attention
             probe = settings.probe_sentence or sources[0]
             for tag, figure in attention_figures(task.model, data.src_tokenizer, data.tgt_tokenizer, probe, spec.decode).items():
                 experiment.add_figure(tag, figure, trainer.global_step)
