@@ -110,7 +110,10 @@ class ExperimentSpec(Spec):
         positional = self.model.positional
         covered, (needed, what, why) = positional.max_positions, self._positions_needed()
         if covered is not None and covered < needed:
-            fix = f"data.max_len <= {covered - 1}" if self.data.packing == "sentences" and not self._joint else "a shorter input"
+            fix = (
+                f"data.block_size <= {covered}" if self.data.packing == "blocks"
+                else f"data.max_len <= {(covered - 2) // 2}" if self._joint else f"data.max_len <= {covered - 1}"
+            )  # fmt: skip
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",
                 f"the {positional.type} position table has {covered} rows but {what} needs {needed} ({why}), so longer "

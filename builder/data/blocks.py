@@ -9,13 +9,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch.utils.data import Dataset
 
 from aiayn.builder.data.collate import Batch, padded, rows_of
 from aiayn.builder.data.dataset import Example
 from aiayn.builder.data.ragged import RaggedIds
 
 
-class BlockDataset:
+class BlockDataset(Dataset):
     """The blocks of `text` (token ids a sentence, no specials); indexed as a TranslationDataset
     is (a position, or a list of them: a batch), its sources empty."""
 

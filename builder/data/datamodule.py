@@ -105,7 +105,7 @@ class TranslationDataModule(LightningDataModule):
 
         self.src_tokenizer: Tokenizer | None = None
         self.tgt_tokenizer: Tokenizer | None = None
-        self.datasets: dict[str, TranslationDataset] = {}
+        self.datasets: dict[str, TranslationDataset | BlockDataset] = {}
         self.filter_counts: dict[str, int] = {}
         self._train_loader: TrainLoader | None = None
 
@@ -246,7 +246,7 @@ class TranslationDataModule(LightningDataModule):
         trainer = self.trainer
         return (1, 0) if trainer is None else (trainer.world_size, trainer.global_rank)
 
-    def _dataset(self, split: str) -> TranslationDataset:
+    def _dataset(self, split: str) -> TranslationDataset | BlockDataset:
         if split not in self.datasets:
             raise UserError(f"data: no {split} split was given")
         return self.datasets[split]
@@ -297,7 +297,7 @@ class TranslationDataModule(LightningDataModule):
             rank=rank,
             joint=self.joint is not None,
             **self._options(),
-        )  # type: ignore[arg-type]
+        )
 
     def _options(self) -> dict[str, Any]:
         """The loaders' options: blocks and a decoder-only translation's sequences have collators of their own."""
@@ -344,7 +344,12 @@ class TrainLoader(DataLoader):
     records its RNG there: what the checkpoint's weights have seen, and no batch more."""
 
     def __init__(
-        self, dataset: TranslationDataset, sampler: TokenBatchSampler, *, global_step: Callable[[], int], **options: Any
+        self,
+        dataset: TranslationDataset | BlockDataset,
+        sampler: TokenBatchSampler,
+        *,
+        global_step: Callable[[], int],
+        **options: Any,
     ) -> None:
         super().__init__(dataset, sampler=sampler, generator=own_generator(), **options)
         self.batches = sampler

@@ -7,7 +7,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from aiayn.builder.data.collate import TranslationCollator
-from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.tokenizer import Tokenizer
 
@@ -30,7 +29,7 @@ def loader_options(num_workers: int, pin_memory: bool, pad_to_multiple: int = 1)
 
 
 def eval_loader(
-    dataset: TranslationDataset, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, joint: bool = False, **options: Any
+    dataset: Any, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, joint: bool = False, **options: Any
 ) -> DataLoader:
     """Batches of at most `max_tokens` padded tokens a side, longest pairs together; rank r of
     `num_replicas` gets its own share (`joint`: a pair is one sequence, `<s> x <sep> y`). `Batch.ids`

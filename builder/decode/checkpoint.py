@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import torch
 from pydantic import ValidationError
 
-from aiayn.blocks import EncoderDecoder
+from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
 from aiayn.builder.errors import UserError, printable, resolved
 from aiayn.builder.model.build import build_model
@@ -39,7 +39,7 @@ _WHAT = "give a .ckpt written by `aiayn train` or `aiayn average`"
 
 
 class ForInference(NamedTuple):
-    model: EncoderDecoder  # in eval mode, on the CPU
+    model: TransformerModel  # in eval mode, on the CPU
     spec: ExperimentSpec
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer  # the same object as src_tokenizer for a shared vocabulary

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from aiayn.blocks import EncoderDecoder, Sublayer
+from aiayn.blocks import Sublayer, TransformerModel
 from aiayn.builder.decode.search import TokenRules, length_penalty, output_limits
 from aiayn.builder.decode.translate import batches, evaluating, padded, with_source_eos
 from aiayn.builder.errors import UserError
@@ -50,7 +50,7 @@ class Scored:
 
 
 def score_ids(
-    model: EncoderDecoder,
+    model: TransformerModel,
     sources: Sequence[Sequence[int]],
     targets: Sequence[Sequence[int]],
     decode: DecodeSpec,
@@ -101,7 +101,7 @@ def score_ids(
     return [r for r in results if r is not None]
 
 
-def _ruled(log_probs: Tensor, rules: TokenRules, model: EncoderDecoder, src: Tensor, decode: DecodeSpec, eos_id: int) -> Tensor:
+def _ruled(log_probs: Tensor, rules: TokenRules, model: TransformerModel, src: Tensor, decode: DecodeSpec, eos_id: int) -> Tensor:
     """log_probs (B, T, V) with the search's rules applied at every position (forced_eos: at a row's length limit)."""
     B, T, V = log_probs.shape
     limits = output_limits(model, src, decode.max_len_a, decode.max_len_b)  # (B,)
@@ -109,7 +109,7 @@ def _ruled(log_probs: Tensor, rules: TokenRules, model: EncoderDecoder, src: Ten
     return rules.apply(log_probs.view(B * T, V), model.pad_id, eos_id, at_limit.flatten()).view(B, T, V)
 
 
-def _forward(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, attention: Sublayer | None) -> tuple[Tensor, Tensor | None]:
+def _forward(model: TransformerModel, src: Tensor, tgt_in: Tensor, attention: Sublayer | None) -> tuple[Tensor, Tensor | None]:
     """log P (B, T, V) as the model gives them (TokenRules.apply does to them what the search
     does), and the head-averaged weights (B, T, S) of `attention` where given."""
     seen: list[Tensor] = []
@@ -127,7 +127,7 @@ def _forward(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, attention: Subl
     return log_probs, (seen[0] if seen else None)
 
 
-def cross_attention(model: EncoderDecoder, layer: int | None) -> Sublayer:
+def cross_attention(model: TransformerModel, layer: int | None) -> Sublayer:
     """The cross-attention of decoder layer `layer` (default: `default_alignment_layer`)."""
     layers = model.decoder.layers
     n = len(layers)

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from aiayn.blocks import EncoderDecoder
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.decode.marian_config import json_object, read_config
 from aiayn.builder.decode.marian_generation import marian_decode
@@ -84,6 +85,7 @@ def load_marian(folder: str | Path) -> ForInference:
     experiment["decode"] = marian_decode(hf.generation_config, config, folder, tgt_tokenizer.tokens(), order)
     spec = ExperimentSpec.model_validate(experiment)
     model = build_model(spec.model)
+    assert isinstance(model, EncoderDecoder)
     load_transformer_weights(model, marian_weights(hf, order))
     what = "a Hugging Face Marian model"
     return ForInference(model.eval(), spec, src_tokenizer, tgt_tokenizer, folder, what, None)

@@ -14,7 +14,7 @@ import numpy as np
 import sacrebleu
 import torch
 
-from aiayn.blocks import DecoderOnly, EncoderDecoder
+from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.loaders import eval_loader
 from aiayn.builder.data.ragged import RaggedIds
@@ -76,7 +76,7 @@ def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> dict
     return {"lc_bleu": round(result.score, 2), "lc_bleu_signature": f"{bleu.get_signature()}|pre:sacremoses-{lang}"}
 
 
-def perplexity(model: EncoderDecoder, batches: Iterable[Any]) -> float:
+def perplexity(model: TransformerModel, batches: Iterable[Any]) -> float:
     """exp of the mean per-target-token NLL, no label smoothing, padding excluded."""
     device = next(model.parameters()).device
     nll_sum, count = 0.0, 0
@@ -114,7 +114,7 @@ def teacher_forced(
 
 
 def evaluate_texts(
-    model: EncoderDecoder,
+    model: TransformerModel,
     src_tokenizer: Tokenizer,
     tgt_tokenizer: Tokenizer,
     sources: Sequence[str],

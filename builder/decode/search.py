@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aiayn.blocks import DecoderState, EncoderDecoder
+from aiayn.blocks import DecoderState, TransformerModel
 from aiayn.builder.errors import UserError
 
 Length = int | float | Tensor
@@ -110,7 +110,7 @@ def _penalty(form: str) -> Callable[[Length, float], float | Tensor]:
 
 @torch.no_grad()
 def greedy_search(
-    model: EncoderDecoder,
+    model: TransformerModel,
     src: Tensor,
     *,
     bos_id: int,
@@ -178,7 +178,7 @@ class _Beams:
         self.max_len, self.sentence = self.max_len[keep], self.sentence[keep]
 
 
-def beam_search(model: EncoderDecoder, src: Tensor, **settings: Any) -> list[list[int]]:
+def beam_search(model: TransformerModel, src: Tensor, **settings: Any) -> list[list[int]]:
     """Beam search with a length penalty and early termination, per sentence of src (B, S): the
     ids of the best hypothesis. `settings` are `beam_hypotheses`'s (bos_id, eos_id, beam, alpha,
     max_len_b, length_penalty, use_cache)."""
@@ -187,7 +187,7 @@ def beam_search(model: EncoderDecoder, src: Tensor, **settings: Any) -> list[lis
 
 @torch.no_grad()
 def beam_hypotheses(
-    model: EncoderDecoder,
+    model: TransformerModel,
     src: Tensor,
     *,
     bos_id: int,
@@ -248,7 +248,7 @@ def _check_beam(beam: int, n_best: int, alpha: float) -> None:
 
 
 def _start(
-    model: EncoderDecoder, src: Tensor, k: int, n_best: int, bos_id: int, limit: tuple[float, int], use_cache: bool
+    model: TransformerModel, src: Tensor, k: int, n_best: int, bos_id: int, limit: tuple[float, int], use_cache: bool
 ) -> _Beams:
     B, device = src.size(0), src.device
     memory, src_pad = model.encode(src)
@@ -296,7 +296,7 @@ def _finish(
 
 
 def _next_log_probs(
-    model: EncoderDecoder,
+    model: TransformerModel,
     tokens: Tensor,
     memory: Tensor,
     memory_padding_mask: Tensor,
@@ -317,7 +317,7 @@ def _next_log_probs(
     return log_probs
 
 
-def output_limits(model: EncoderDecoder, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
+def output_limits(model: TransformerModel, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
     """(B,) output limits: max_len_a * src_len + max_len_b (fairseq's), within the target positions a learned table has."""
     lengths = src.ne(model.pad_id).sum(1)
     limit = lengths + max_len_b if max_len_a == 1 else (lengths * max_len_a).long() + max_len_b
@@ -329,7 +329,7 @@ def _strip(ids: list[int], eos_id: int) -> list[int]:
     return ids[:-1] if ids and ids[-1] == eos_id else ids
 
 
-def _check(model: EncoderDecoder, src: Tensor, *, bos_id: int, eos_id: int, max_len_b: int) -> None:
+def _check(model: TransformerModel, src: Tensor, *, bos_id: int, eos_id: int, max_len_b: int) -> None:
     if model.training:
         raise ValueError("search needs model.eval(): dropout is active in training mode")
     if src.dim() != 2:

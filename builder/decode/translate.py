@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from aiayn.blocks import DecoderOnly, EncoderDecoder, TransformerModel
+from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
@@ -21,7 +21,7 @@ from aiayn.schemas.decode import DecodeSpec
 
 
 def translate_texts(
-    model: EncoderDecoder,
+    model: TransformerModel,
     src_tokenizer: Tokenizer,
     tgt_tokenizer: Tokenizer,
     lines: Sequence[str],
@@ -52,7 +52,7 @@ def token_rules(decode: DecodeSpec, tgt_tokenizer: Tokenizer) -> TokenRules:
 
 
 def encode_sources(
-    model: EncoderDecoder, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeSpec, what: str
+    model: TransformerModel, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeSpec, what: str
 ) -> list[list[int]]:
     """The token ids of each line (a blank line: none), each checked against the input limits."""
     ids = tokenizer.encode_batch([line if line.strip() else "" for line in lines])
@@ -61,7 +61,7 @@ def encode_sources(
 
 
 def check_lengths(
-    model: EncoderDecoder, lengths: Sequence[int], what: str, *, limit: int | None = None, source: bool = False
+    model: TransformerModel, lengths: Sequence[int], what: str, *, limit: int | None = None, source: bool = False
 ) -> None:
     """Name the first line longer than `limit` tokens (decode.max_input_len), or than a learned
     position table has rows (a `source` line's with the </s> the model's sources end with, in
@@ -138,7 +138,7 @@ def evaluating(model: torch.nn.Module) -> Iterator[None]:
 
 
 def translate_ids(
-    model: EncoderDecoder,
+    model: TransformerModel,
     sources: Sequence[Sequence[int]],
     decode: DecodeSpec,
     *,
@@ -155,7 +155,7 @@ def translate_ids(
 
 
 def translate_hypotheses(
-    model: EncoderDecoder,
+    model: TransformerModel,
     sources: Sequence[Sequence[int]],
     decode: DecodeSpec,
     *,

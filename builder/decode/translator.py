@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from aiayn.blocks import DecoderOnly, EncoderDecoder
+from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.text import TextPipeline, pipelines_of
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import load_for_inference
@@ -45,7 +45,7 @@ class Translator:
     is: "step 300", "the mean of ..."). Decode settings (beam, alpha, length_penalty, max_len_b,
     max_tokens, max_input_len) are the run's, each overridable by keyword in every method."""
 
-    model: EncoderDecoder
+    model: TransformerModel
     spec: ExperimentSpec
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer

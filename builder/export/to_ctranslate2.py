@@ -20,6 +20,7 @@ import torch
 from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import common_spec, transformer_spec
 
+from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
@@ -50,10 +51,11 @@ class AiaynConverter(Converter):
 
     def _load(self) -> transformer_spec.TransformerSpec:
         spec, model = self._loaded.spec.model, self._loaded.model
+        assert isinstance(model, EncoderDecoder) and spec.encoder is not None  # check_ctranslate2 refused a decoder-only model
         weights = transformer_weights(model, self._rows)
         ct2 = transformer_spec.TransformerSpec(_encoder_spec(spec, weights.encoder), _decoder_spec(spec, weights.decoder))
         _linear(ct2.decoder.projection, weights.output)
-        ct2.config.layer_norm_epsilon = spec.encoder.add_norm.norm.eps  # type: ignore[attr-defined]
+        ct2.config.layer_norm_epsilon = getattr(spec.encoder.add_norm.norm, "eps")  # LayerNorm's or RMSNorm's (check_ctranslate2)
         ct2.config.decoder_start_token = BOS  # aiayn's decoder starts from <s>; the source has </s> only with model.source_eos
         ct2.config.bos_token, ct2.config.eos_token, ct2.config.unk_token = BOS, EOS, UNK
         ct2.config.add_source_bos, ct2.config.add_source_eos = False, spec.source_eos
@@ -108,6 +110,7 @@ def _stack_options(stack_spec: StackSpec, stack: Stack, d_model: int) -> tuple[i
 
 
 def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerEncoderSpec:
+    assert spec.encoder is not None
     num_layers, h, options = _stack_options(spec.encoder, stack, spec.d_model)
     enc = transformer_spec.TransformerEncoderSpec(num_layers, h, **options)
     _inputs(enc, spec, stack, enc.embeddings[0])

@@ -23,6 +23,7 @@ from tokenizers.processors import TemplateProcessing
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
+from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
@@ -50,6 +51,7 @@ def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
     """The MarianConfig of `spec` (one limits.check_marian passed: the paper's blocks, in its
     layout); `position_rows` bounds input and output positions."""
     enc, dec = spec.encoder, spec.decoder
+    assert enc is not None  # check_marian refused a decoder-only model
     attention, enc_ffn, dec_ffn = enc.layer[0], enc.layer[1], dec.layer[2]
     assert isinstance(attention, AttentionSpec) and isinstance(enc_ffn, FeedForwardSpec) and isinstance(dec_ffn, FeedForwardSpec)
     return MarianConfig(
@@ -85,6 +87,7 @@ def generation_config(loaded: ForInference, position_rows: int) -> GenerationCon
 def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
     """config.json, model.safetensors, generation_config.json and the tokenizer files in `folder`."""
     spec = loaded.spec.model
+    assert isinstance(loaded.model, EncoderDecoder)  # check_marian refused a decoder-only model
     weights = transformer_weights(loaded.model, position_rows)
     if isinstance(spec.positional, SinusoidalSpec) and spec.positional.layout == "interleaved":
         weights = permuted(weights, interleaved_to_concatenated(spec.d_model))

@@ -55,6 +55,7 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
                 prefix_source=spec.source_mask == "prefix",
             )  # fmt: skip
         else:
+            assert src_embed is not None  # an encoder's model has a source embedding
             model = EncoderDecoder(
                 src_embed=src_embed, tgt_embed=tgt_embed, encoder=_stack(spec.encoder, spec.d_model, "encoder"), decoder=decoder,
                 generator=generator, pad_id=PAD_ID, source_eos_id=EOS_ID if spec.source_eos else None,

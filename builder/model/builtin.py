@@ -7,6 +7,8 @@ sigmoid; seams of the attention),
 gated feed-forward (SwiGLU, GEGLU, ReGLU), RMSNorm, no absolute positions, and the biases a stack
 shares (ALiBi, T5's relative bias, several summed)."""
 
+from collections.abc import Callable
+
 from torch import nn
 
 from aiayn.blocks import (
@@ -41,7 +43,9 @@ from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 from aiayn.schemas.stack_bias import AlibiSpec, T5BiasSpec
 from aiayn.schemas.sum_bias import SumBiasSpec
 
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "silu": nn.SiLU}
+_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "silu": nn.SiLU,
+}  # fmt: skip
 
 
 def register_builtins() -> None:

@@ -85,12 +85,12 @@ def _embedding_rows(spec: ModelSpec) -> list[Row]:
             label = {"source": "embedding.source", "target": "embedding.target", "output": "output projection"}[sides[0]]
         rows.append((label, count, 1))
     if positions:
-        sides = len(spec.stacks)
+        n_sides = len(spec.stacks)
         rows.append(
             (
-                f"positional ({registration(spec.positional).label(spec.positional)}{', per side' if sides > 1 else ''})",
+                f"positional ({registration(spec.positional).label(spec.positional)}{', per side' if n_sides > 1 else ''})",
                 positions,
-                sides,
+                n_sides,
             )
         )
     return rows

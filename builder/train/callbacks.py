@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from matplotlib.figure import Figure
 
-from aiayn.blocks import EncoderDecoder, LayerContext, Sublayer
+from aiayn.blocks import DecoderOnly, EncoderDecoder, LayerContext, Sublayer, TransformerModel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.metrics import Scoring, score
@@ -94,10 +94,11 @@ class ValidationSamples(ValidationTranslations):
 
         starts = [" ".join(line.split()[:3]) for line in self.refs[: settings.num_samples]]
         prompts = data.tgt_tokenizer.encode_batch(starts)
+        assert isinstance(task.model, DecoderOnly)  # a language model's task
         with evaluating(task.model):
             found = generate_ids(
                 task.model, prompts, max_new_tokens=40, eos_id=data.tgt_tokenizer.eos_id, sampling=Sampling(greedy=True)
-            )  # type: ignore[arg-type]
+            )
         texts = [data.tgt_tokenizer.decode([*p, *c]) for p, c in zip(prompts, found)]
         rows = [f"| {s} | {t} |" for s, t in zip(starts, texts)]
         experiment.add_text(
@@ -106,7 +107,7 @@ class ValidationSamples(ValidationTranslations):
 
 
 def attention_figures(
-    model: EncoderDecoder, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
+    model: TransformerModel, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
 ) -> dict[str, Figure]:
     """One figure per sub-layer with attention maps (a panel per head) for the model's own
     translation of `sentence`, teacher-forced to read out the weights. Tags name the stack, the
@@ -134,7 +135,7 @@ def attention_figures(
 
 
 def attention_weights(
-    model: EncoderDecoder, src_ids: list[int], tgt_in: list[int]
+    model: TransformerModel, src_ids: list[int], tgt_in: list[int]
 ) -> dict[tuple[str, int, str], tuple[torch.Tensor, bool]]:
     """{(stack, layer index, map name): (weights (1, heads, T, S), whether its keys are the
     source)} of one teacher-forced pass, for every sub-layer that has attention maps."""
@@ -149,9 +150,10 @@ def attention_weights(
 
     handles = [
         addnorm.sublayer.register_forward_hook(recorder((name, i, addnorm.sublayer.map_name)))
-        for name, stack in (("encoder", model.encoder), ("decoder", model.decoder))
+        for name, stack in (("encoder", getattr(model, "encoder", None)), ("decoder", model.decoder))
+        if stack is not None
         for i, layer in enumerate(stack.layers)
-        for addnorm in layer.sublayers  # type: ignore[union-attr]
+        for addnorm in layer.sublayers
         if getattr(addnorm.sublayer, "attention_maps", False)
     ]
     try:

@@ -7,7 +7,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from aiayn.blocks import EncoderDecoder
+from aiayn.blocks import TransformerModel
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.freeze import freeze
@@ -34,7 +34,7 @@ class TranslationTask(L.LightningModule):
     """
 
     spec: ExperimentSpec
-    model: EncoderDecoder
+    model: TransformerModel
 
     def __init__(self, experiment: dict[str, Any], plugins: dict[str, str] | None = None) -> None:
         """`plugins`: {type: "distribution==version"} of the plugins' types the experiment uses
@@ -176,7 +176,7 @@ class TranslationTask(L.LightningModule):
         # every rank has the sums (gathered), so every rank logs them: EarlyStopping reads them on each
         self.log("loss/valid", loss / n, sync_dist=True)
         self.log(PPL, torch.exp(nll / n), sync_dist=True)
-        per_byte = getattr(self.trainer.datamodule, "tokens_per_byte", {}).get("valid")  # a language model's text
+        per_byte = getattr(getattr(self.trainer, "datamodule", None), "tokens_per_byte", {}).get("valid")  # a language model's
         if per_byte is not None:
             self.log(BPB, nll / n * per_byte / math.log(2), sync_dist=True)
         self.validated_at = self.global_step

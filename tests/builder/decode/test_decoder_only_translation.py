@@ -127,7 +127,7 @@ def test_a_tokenizer_without_the_separator_is_named(tmp_path):
 
     path = tmp_path / "tok.json"
     train_tokenizer(["a b c d e f"] * 20, 40).save(path)
-    code, _, err = cli("train", EXPERIMENTS / "lm" / "demo.yaml", "data.side=null", f"data.tokenizer={{type: file, path: {path}}}",
+    code, _, err = cli("train", EXPERIMENTS / "lm" / "demo.yaml", "data.side=null", "data.max_len=60", f"data.tokenizer={{type: file, path: {path}}}",
                        "trainer.max_steps=1", "--runs", tmp_path / "runs")  # fmt: skip
     assert code == 2 and err.endswith(
         "data: a decoder-only model translates <s> source <sep> target, and the tokenizer has no <sep>; train one here "
