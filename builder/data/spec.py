@@ -91,6 +91,9 @@ def make_datamodule(
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
+    joint = spec.model.decoder_only and data.side is None
+    if joint:  # tokens_per_step counts a side; a decoder-only translation's one sequence holds both
+        max_tokens *= 2
     common: dict[str, Any] = dict(
         run_dir=run_dir,
         vocab_size=emb.vocab_size,
@@ -111,9 +114,7 @@ def make_datamodule(
         source_eos=Tokenizer.eos_id if spec.model.source_eos else None,
         side=data.side,
         block_size=data.block_size,
-        joint=JointLayout(source_loss=spec.train.source_loss, prefix=spec.model.source_mask == "prefix")
-        if spec.model.decoder_only and data.side is None
-        else None,
+        joint=JointLayout(source_loss=spec.train.source_loss, prefix=spec.model.source_mask == "prefix") if joint else None,
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)
