@@ -94,6 +94,13 @@ class FastTokenizer(Tokenizer):
         return cls(hf, source=source)
 
 
+def _check_counts(min_frequency: int, merges: int | None) -> None:
+    if min_frequency < 1:
+        raise UserError(f"tokenizer min_frequency must be at least 1, got {min_frequency}")
+    if merges is not None and merges < 1:
+        raise UserError(f"tokenizer merges must be at least 1, got {merges}")
+
+
 def train_tokenizer(
     texts: Iterable[str] | Callable[[], Iterable[str]],
     vocab_size: int,
@@ -114,10 +121,7 @@ def train_tokenizer(
             f"vocab_size ({vocab_size}) must be larger than the {len(SPECIALS)} special tokens "
             f"{', '.join(SPECIALS)}; a BPE vocabulary has a few thousand entries (the paper: 37000)"
         )
-    if min_frequency < 1:
-        raise UserError(f"tokenizer min_frequency must be at least 1, got {min_frequency}")
-    if merges is not None and merges < 1:
-        raise UserError(f"tokenizer merges must be at least 1, got {merges}")
+    _check_counts(min_frequency, merges)
     hf = HFTokenizer(models.BPE(unk_token=UNK))
     hf.normalizer = normalizers.NFKC()
     hf.pre_tokenizer = pre_tokenizers.Metaspace(**_METASPACE)

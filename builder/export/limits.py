@@ -77,16 +77,20 @@ def check_marian(spec: ModelSpec) -> None:
             )
 
 
+def _check_encoder_decoder(spec: ModelSpec, target: str) -> None:
+    if spec.encoder is None:
+        raise UserError(
+            f"cannot export to {target}: model.encoder is absent (a decoder-only model); {target} holds an encoder-decoder"
+        )
+
+
 def check_uniform(
     spec: ModelSpec, target: str, *, has: dict[str, tuple[str, ...]] | None = None, switches: tuple[str, ...] = ()
 ) -> None:
     """Every layer of a stack alike, in the paper's layout, one head shape per stack, a norm and
     positions the target `has` (default: the paper's), no switch but those it holds; else a
     UserError naming the YAML field that `target` cannot express."""
-    if spec.encoder is None:
-        raise UserError(
-            f"cannot export to {target}: model.encoder is absent (a decoder-only model); {target} holds an encoder-decoder"
-        )
+    _check_encoder_decoder(spec, target)
     has = has or PAPER_HAS
     if spec.positional.export_as not in has["positional"]:
         raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")
