@@ -21,6 +21,7 @@ CT2_SWITCHES = ("ffn", "kv_heads", "rotary")
 
 def check_ctranslate2(spec: ModelSpec) -> None:
     """Refuse, naming the field, what a TransformerSpec cannot hold."""
+    _check_encoder_decoder(spec, CTRANSLATE2)
     check_uniform(spec, CTRANSLATE2, has=CT2_HAS, switches=CT2_SWITCHES)
     for side in ("encoder", "decoder"):
         stack = getattr(spec, side)
@@ -52,6 +53,7 @@ def check_ctranslate2(spec: ModelSpec) -> None:
 
 def check_marian(spec: ModelSpec) -> None:
     """Refuse, naming the field, what a MarianConfig cannot hold: the paper's blocks only."""
+    _check_encoder_decoder(spec, MARIAN)
     check_uniform(spec, MARIAN)
     if spec.positional.export_as == "learned":
         raise UserError(
@@ -90,7 +92,6 @@ def check_uniform(
     """Every layer of a stack alike, in the paper's layout, one head shape per stack, a norm and
     positions the target `has` (default: the paper's), no switch but those it holds; else a
     UserError naming the YAML field that `target` cannot express."""
-    _check_encoder_decoder(spec, target)
     has = has or PAPER_HAS
     if spec.positional.export_as not in has["positional"]:
         raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")
