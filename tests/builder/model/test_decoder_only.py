@@ -239,3 +239,21 @@ def test_the_presets_count_what_transformers_counts_at_their_sizes():
         EXPERIMENTS / "lm" / "gpt2.yaml", ["dims.N=24", "dims.d_model=1024", "dims.h=16", "dims.d_ff=4096"]
     ).model
     assert count_params(medium) == 354_823_168  # GPT-2 medium's
+
+
+def test_what_the_decoder_only_graph_has_not_yet_is_refused_by_name():
+    with pytest.raises(UserError) as e:
+        load_experiment(EXPERIMENTS / "lm" / "demo.yaml", ["data.static_shapes={num_buckets: 4}"])
+    assert (
+        "data.static_shapes: fixed batch shapes (and the CUDA graphs they serve) are built for the encoder-decoder's pairs"
+        in str(e.value)
+    )
+    with pytest.raises(UserError) as e:
+        load_experiment(EXPERIMENTS / "demo.yaml", ["train.source_loss=true"])
+    assert "train.source_loss: is the loss on a decoder-only translation's source tokens" in str(e.value)
+    from aiayn.builder.export.limits import check_marian
+
+    with pytest.raises(
+        UserError, match=r"^cannot export to Hugging Face Marian: model.encoder is absent \(a decoder-only model\)"
+    ):
+        check_marian(load_experiment(EXPERIMENTS / "lm" / "demo.yaml").model)
