@@ -24,6 +24,24 @@ TARGETS = {
 }
 
 
+def _export_causal_lm(loaded: ForInference, target: str, name: str, out: Path, quantization: str | None) -> ForInference:
+    from aiayn.builder.export import to_causal_lm
+
+    if loaded.spec.task != "language_model":
+        raise UserError(
+            f"cannot export to {name}: a decoder-only translation model (<s> source <sep> target) has no counterpart there"
+        )
+    to_causal_lm.family(loaded.spec.model, name)
+    if importlib.util.find_spec("transformers") is None:
+        raise UserError(
+            f'--to {target} of a decoder-only model goes through transformers, which is not installed: pip install -e ".[export]"'
+        )
+    write = to_causal_lm.write_ctranslate2 if target == "ctranslate2" else to_causal_lm.write
+    with staged_folder(out) as folder:
+        write(loaded, folder, quantization=quantization)
+    return loaded
+
+
 def export(
     checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False
 ) -> ForInference:
@@ -43,6 +61,8 @@ def export(
             f'pip install -e ".[export]" (or pip install {package})'
         )
     loaded = load_for_inference(checkpoint)
+    if loaded.spec.model.decoder_only:  # GPT-2's or Llama's family, through transformers
+        return _export_causal_lm(loaded, target, name, out, quantization)
     check(loaded.spec.model)
     module = importlib.import_module(module_name)
     # sinusoid tables cover the longest input aiayn translates plus the output it may add to it
