@@ -12,7 +12,7 @@ embedding scale. Anything else is refused, naming the field. The tokenizer is ai
 """
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tokenizers import Tokenizer as HFTokenizer
@@ -128,11 +128,11 @@ def tokenizer(ours: FastTokenizer) -> Any:
 def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
     import transformers
 
-    attention, ffn = spec.decoder.layer
+    attention, ffn = (cast(Any, sub) for sub in spec.decoder.layer)  # family() checked their types
     config = transformers.GPT2Config(
-        vocab_size=spec.embedding.vocab_size, n_positions=spec.positional.max_positions, n_embd=spec.d_model,
+        vocab_size=spec.embedding.vocab_size, n_positions=int(spec.positional.max_positions or 0), n_embd=spec.d_model,
         n_layer=spec.decoder.num_layers, n_head=attention.h, n_inner=ffn.d_ff, activation_function=GPT2_ACTIVATIONS[ffn.activation],
-        layer_norm_epsilon=spec.decoder.add_norm.norm.eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        layer_norm_epsilon=getattr(spec.decoder.add_norm.norm, "eps"), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
     )  # fmt: skip
     hf = transformers.GPT2LMHeadModel(config).eval()
@@ -155,11 +155,12 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
 def _llama_model(spec: ModelSpec, model: Any) -> Any:
     import transformers
 
-    attention, ffn = spec.decoder.layer
+    attention, ffn = (cast(Any, sub) for sub in spec.decoder.layer)  # family() checked their types
     config = transformers.LlamaConfig(
         vocab_size=spec.embedding.vocab_size, hidden_size=spec.d_model, intermediate_size=ffn.d_ff,
         num_hidden_layers=spec.decoder.num_layers, num_attention_heads=attention.h, num_key_value_heads=attention.kv_heads or attention.h,
-        rms_norm_eps=spec.decoder.add_norm.norm.eps, rope_theta=attention.rotary.base, attention_bias=attention.bias,
+        rms_norm_eps=getattr(spec.decoder.add_norm.norm, "eps"), rope_parameters={"rope_type": "default", "rope_theta": attention.rotary.base},
+        attention_bias=attention.bias,
         mlp_bias=ffn.bias, tie_word_embeddings=spec.embedding.share != "none", bos_token_id=1, eos_token_id=2, pad_token_id=0,
         max_position_embeddings=4096,
     )  # fmt: skip

@@ -17,7 +17,7 @@ TINY = ["dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=
         "data.n_train=600", "data.n_valid=12", "data.n_test=12", "train.tokens_per_step=1500", "trainer.val_check_interval=null",
         "trainer.enable_progress_bar=false", "trainer.max_steps=6", "train.lr_schedule.warmup_steps=3"]  # fmt: skip
 LLAMA = ["model.positional=none", "model.decoder.add_norm.norm.type=rms_norm",
-         "model.decoder.layer[0]={type: causal_self_attention, h: 2, d_k: 16, d_v: 16, kv_heads: 1, bias: false, rotary: {}}",
+         "model.decoder.layer[0]={type: causal_self_attention, h: 2, d_k: 16, d_v: 16, kv_heads: 1, bias: false, rotary: {base: 5000.0}}",
          "model.decoder.layer[1]={type: gated_feed_forward, d_ff: 64, activation: silu, bias: false}", "model.embedding.share=none"]  # fmt: skip
 GPT2 = ["model.embedding.scale=false", "model.decoder.layer[1].activation=gelu_tanh"]
 PROMPTS = [f"{a} {b}" for a in ("she", "two", "the man", "a") for b in ("bought", "saw", "has", "gave", "found")]
