@@ -198,6 +198,7 @@ _COLUMN_PATHS = {
     "kv_heads": re.compile(r"\.kv_heads$"),
     "rotary": re.compile(r"\.rotary(\.|$)"),
     "position_bias": re.compile(r"\.position_bias(\.|$)"),
+    "graph": re.compile(r"^model\.(encoder|decoder|embedding)\."),  # what the decoder-only graph has and has not
 }
 _STACK = re.compile(r"^model\.(encoder|decoder)\.")
 
@@ -575,10 +576,12 @@ def sweep_base(directory: Path) -> str | None:
     """The variant of a sweep's directory whose trials are its base experiment with no overrides
     of their own (those every trial has, the seed and the name left aside), if any."""
     try:
-        trials = read_json(directory / "sweep.json")["trials"]
+        record = read_json(directory / "sweep.json")
+        trials = record["trials"]
         common = set.intersection(*(set(t["overrides"]) for t in trials))
-        base_file = collections.Counter(t["experiment"] for t in trials).most_common(1)[0][0]
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        # the sweep's base (an older sweep.json has none: its most used experiment)
+        base_file = record.get("base") or collections.Counter(t["experiment"] for t in trials).most_common(1)[0][0]
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
     for trial in trials:
         own = [o for o in trial["overrides"] if o not in common and not o.startswith(("train.seed=", "name="))]

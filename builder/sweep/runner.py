@@ -69,6 +69,7 @@ class SweepRecord:
         self.data: dict[str, Any] = {
             "name": plan.sweep.name,
             "sweep_file": str(plan.path),
+            "base": str(plan.path.parent / plan.sweep.base),  # the experiment of the variants that name none: ΔBLEU's base
             "launcher": plan.sweep.launcher.model_dump(mode="json"),
             **(
                 {"search": plan.sweep.search.model_dump(mode="json"), "trial_seed": plan.sweep.trial_seed}

@@ -396,3 +396,26 @@ def test_no_column_repeats_what_another_says(tmp_path):
     assert [c for c in extra if c.startswith(("score", "model.", "data."))] == [
         "score", "data.pipeline[0].type", "data.pipeline[1].type", "data.tokenizer.type",
     ]  # fmt: skip
+
+
+def test_a_graphs_table_names_the_graph_once_and_its_base_is_the_sweeps(tmp_path):
+    """An encoder-decoder beside decoder-only variants (two of three on one experiment file): the
+    graph column stands for the stacks' and the embedding's settings, and ΔBLEU's base is the
+    sweep's base experiment, not the file most variants read."""
+    from aiayn.builder.sweep.results import sweep_base
+
+    root = tmp_path / "runs" / "graphs"
+    stacks = {"encoder": {"layer": [{"type": "self_attention"}]}, "decoder": {"layer": [{"type": "cross_attention"}]},
+              "embedding": {"vocab_size": 100}}  # fmt: skip
+    alone = {"encoder": None, "decoder": {"layer": [{"type": "feed_forward"}]}, "embedding": {"vocab_size": 101}}
+    trials = []
+    for name, model, experiment, paper in (("enc-dec", stacks, "tiny.yaml", {}), ("dec", alone, "dec.yaml", {"graph": "decoder-only"}),
+                                           ("dec-prefix", alone, "dec.yaml", {"graph": "decoder-only", "source_mask": "prefix"})):  # fmt: skip
+        put(root, f"{name}-seed1", f"{name}-seed1", ppl=5.0, bleu=20.0, variant=name, seed=1, **paper)
+        (root / f"{name}-seed1" / "version_0" / "config.yaml").write_text(yaml.safe_dump({"model": model}))
+        own = ["model.source_mask=prefix"] if name == "dec-prefix" else []
+        trials.append({"variant": name, "experiment": experiment, "overrides": [*own, "train.seed=1", f"name={name}-seed1"]})
+    (root / "sweep.json").write_text(json.dumps({"base": "tiny.yaml", "trials": trials}))
+    assert sweep_base(root) == "enc-dec"
+    head = [c.strip() for c in write_results(root).splitlines()[0].strip("|").split("|")]
+    assert "graph" in head and "source_mask" in head and not [c for c in head if c.startswith("model.")], head
