@@ -160,7 +160,7 @@ def language_model_scores(model: Any, batches: Any, tokens_per_byte: float) -> d
 
 def text_scores(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
     """`language_model_scores` of text lines, each one sentence (<s> ... </s>); blank lines are
-    skipped, their newlines counted among the bytes as every line's."""
+    skipped, their bytes (a newline) too, as the validation of a run trained on sentences skips them."""
     from aiayn.builder.data.blocks import text_bytes
     from aiayn.builder.data.loaders import loader_options
 
@@ -168,4 +168,4 @@ def text_scores(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: in
     dataset = TranslationDataset(ids, ids, np.flatnonzero(ids.lengths > 0), source=False)
     predicted = int(dataset.tgt_lengths.sum()) + len(dataset)
     batches = eval_loader(dataset, max_tokens, **loader_options(0, False))
-    return language_model_scores(model, batches, predicted / max(text_bytes(lines), 1))
+    return language_model_scores(model, batches, predicted / max(text_bytes([lines[i] for i in dataset.ids]), 1))

@@ -92,7 +92,9 @@ class ValidationSamples(ValidationTranslations):
             return
         from aiayn.builder.decode.generate import Sampling, generate_ids
 
-        starts = [" ".join(line.split()[:3]) for line in self.refs[: settings.num_samples]]
+        data_spec = task.spec.data
+        text = self.sources if data_spec.side == data_spec.src_lang else self.refs  # the side the model reads
+        starts = [" ".join(line.split()[:3]) for line in text[: settings.num_samples]]
         prompts = data.tgt_tokenizer.encode_batch(starts)
         assert isinstance(task.model, DecoderOnly)  # a language model's task
         with evaluating(task.model):

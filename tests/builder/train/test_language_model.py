@@ -11,6 +11,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aiayn.builder.data.blocks import BlockDataset, text_bytes
+from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.decode.translator import load_run
 from tests.builder.cli.test_bad_inputs import cli
@@ -40,7 +41,10 @@ def test_results_and_tensorboard_hold_loss_ppl_and_bits_per_byte(run):
     assert len(bpb) == 2 and bpb[-1] == pytest.approx(results["bpb"], rel=1e-4)
     ppl = events.Scalars("PPL/valid")[-1].value
     assert ppl == pytest.approx(results["ppl"], rel=1e-4)
-    assert "valid/samples/text_summary" in events.Tags()["tensors"]
+    [*_, last] = events.Tensors("valid/samples/text_summary")
+    table = last.tensor_proto.string_val[0].decode()
+    english = generate_demo(600, 20, 20, 1234)["valid"][0][0]  # the side the model reads: its prompts are English
+    assert f"| {' '.join(english.split()[:3])} |" in table, table
 
 
 def test_generate_prints_each_prompt_with_its_continuation_as_the_python_api_does(run, monkeypatch):
