@@ -134,3 +134,15 @@ def test_a_tokenizer_without_the_separator_is_named(tmp_path):
         "(aiayn's tokenizers add it), or give data.tokenizer a file whose vocabulary has <sep>\n"
     ), err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_decoder_only_translations_token_budget_counts_a_side(tmp_path):
+    """tokens_per_step counts a side; a pair's one sequence holds both, so the batches take twice
+    the tokens and as many pairs as an encoder-decoder's (a language model's sentences: once)."""
+    from aiayn.builder.data.spec import make_datamodule
+    from aiayn.builder.run.config import load_experiment
+
+    lm = EXPERIMENTS / "lm" / "demo.yaml"
+    joint = make_datamodule(load_experiment(lm, ["data.side=null", "data.max_len=60"]), tmp_path / "a", max_tokens=1000)
+    assert joint.max_tokens == 2000 and joint.joint is not None
+    assert make_datamodule(load_experiment(lm), tmp_path / "b", max_tokens=1000).max_tokens == 1000
