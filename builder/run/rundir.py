@@ -27,10 +27,12 @@ RUN_DIR_ENV = "AIAYN_RUN_DIR"  # set by rank 0 so the processes it launches shar
 _VERSION = re.compile(r"version_(\d+)")
 _STEP = re.compile(r"step[=_-]?(\d+)(?:-v\d+)?\.ckpt")
 # what a run directory holds: its training's files, and a sweep's trial output beside them
-RUN_FILE = re.compile(
+_RUN_NAMES = (
     r"config(\.diff)?\.yaml|hparams\.yaml|status\.json|results\.json|tokenizer(\.src|\.tgt)?\.json|checkpoints|data"
     r"|translations|events\.out\.tfevents\..*|(stdout|stderr)(\.rank\d+)?\.log"
 )
+# a run's files, and atomic_write's half-written ones (.tokenizer.json.k3x_9f.tmp: another node of the job writing it)
+RUN_FILE = re.compile(rf"(?:{_RUN_NAMES})|\.(?:{_RUN_NAMES})\.\w+\.tmp")
 _HPC = re.compile(r"hpc_ckpt_(\d+)\.ckpt")  # Lightning's name (its checkpoint connector's hpc_save_path)
 
 

@@ -564,12 +564,16 @@ def test_run_dir_must_be_a_run_or_a_new_folder_and_resume_needs_a_run(run, tmp_p
     (run / "checkpoints").rename(tmp_path / "saved")
     fails(f"aiayn train: error: --resume --run-dir {run}: it is a run with no checkpoint yet, so there is nothing to resume; "
           "drop --resume to train a new run there\n", "train", *base, "--resume", "--run-dir", run, untouched=run)  # fmt: skip
-    # a sweep's trial logs beside a new run are no obstacle
+    # a sweep's trial logs beside a new run are no obstacle, nor another node's half-written tokenizer (atomic_write's temp file)
     trial = tmp_path / "sweep" / "trial" / "version_0"
     trial.mkdir(parents=True)
     (trial / "stderr.log").write_text("")
+    (trial / ".tokenizer.json.k3x_9f.tmp").write_text("")
     code, _, err = cli("train", *base, "--run-dir", trial)
     assert code == 0, err
+    from aiayn.builder.run.rundir import RUN_FILE
+
+    assert not RUN_FILE.fullmatch(".todo.txt.k3x_9f.tmp") and not RUN_FILE.fullmatch("tokenizer.json.tmp")
 
 
 # ---- n-best lists, scores and alignments: refused before anything is read or written ----------
