@@ -65,14 +65,14 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.hyps is not None:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
-    if args.src is None and args.ref is not None and not _language_model(args.checkpoint):
-        raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
     if args.src is None and is_marian_folder(Path(args.checkpoint)):
         raise UserError(f"{args.checkpoint} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
     loaded = load_for_inference(args.checkpoint)
-    if loaded.spec.task == "language_model":
+    if loaded.spec.task == "language_model":  # its text alone: a split, or --ref
         return _evaluate_language_model(args, loaded)
+    if args.ref is not None and args.src is None:
+        raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")
     pipelines = pipelines_of(loaded.spec.data)
     sources, refs, raw_refs, data = _texts(args, loaded.spec, pipelines, pair)
     decode = decode_spec(loaded.spec, args)
@@ -117,11 +117,6 @@ def _texts(
     for path in (args.src, args.ref):
         check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
     return pipelines[0].lines(given[0]), pipelines[1].lines(given[1]), given[1], f"{data}, through data.pipeline"
-
-
-def _language_model(checkpoint: str) -> bool:
-    """Whether the trained model at `checkpoint` is a language model (a Marian folder never is)."""
-    return not is_marian_folder(Path(checkpoint)) and load_for_inference(checkpoint).spec.task == "language_model"
 
 
 def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:

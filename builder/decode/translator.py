@@ -7,7 +7,7 @@ each overridable by name), with n-best lists, scores and alignments on request, 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pydantic import ValidationError
@@ -32,6 +32,9 @@ from aiayn.builder.errors import UserError, bool_argument, described, path_argum
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
+
+if TYPE_CHECKING:
+    from aiayn.builder.decode.language_model import LanguageModel
 
 Progress = Callable[[int], None] | None
 
@@ -203,10 +206,11 @@ def check_alignment_layer(layer: object, n_layers: int, name: str = "alignment_l
         raise UserError(f"{name}: the decoder's layers are 0 to {n_layers - 1}, got {described(layer)}")
 
 
-def load_run(path: str | Path, *, device: str | torch.device | None = None) -> Translator:
+def load_run(path: str | Path, *, device: str | torch.device | None = None) -> "Translator | LanguageModel":
     """The model of a run directory (runs/<name>/version_<n>, or runs/<name> for its latest), a
-    .ckpt file or a Hugging Face Marian folder, ready to translate; on `device` (default: CUDA
-    where present, else the CPU, as `aiayn translate`)."""
+    .ckpt file or a Hugging Face Marian folder, ready to translate (a Translator), or a language
+    model's run as a LanguageModel (`.generate`); on `device` (default: CUDA where present, else
+    the CPU, as `aiayn translate`)."""
     path = path_argument(path, "path")
     target = resolve_device(device)  # a bad device is told before the model loads
     loaded = load_for_inference(path)
@@ -216,7 +220,7 @@ def load_run(path: str | Path, *, device: str | torch.device | None = None) -> T
         assert isinstance(loaded.model, DecoderOnly)
         model = LanguageModel(loaded.model, loaded.spec, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
         model.model.to(target)
-        return model  # type: ignore[return-value]
+        return model
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
     translator.model.to(target)
     return translator

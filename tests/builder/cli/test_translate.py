@@ -183,6 +183,10 @@ def test_evaluate_messages(run, tmp_path, capsys):
     assert capsys.readouterr().err == (
         "aiayn evaluate: error: --src needs --ref: give both, or neither to evaluate a split of the experiment\n"
     )
+    assert main(["evaluate", str(run), "--ref", str(ref)]) == 2  # a language model's text alone; a translation needs its sources
+    assert capsys.readouterr().err == (
+        "aiayn evaluate: error: --ref needs --src: give both, or neither to evaluate a split of the experiment\n"
+    )
     assert main(["evaluate", str(run), "--src", str(src), "--ref", str(ref)]) == 2
     assert capsys.readouterr().err == (
         f"aiayn evaluate: error: parallel corpus is misaligned: {src} has 2 lines but {ref} has 1; "

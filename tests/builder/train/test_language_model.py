@@ -87,6 +87,10 @@ def test_evaluate_scores_a_split_as_training_did_and_translate_refuses(run):
     assert code == 0, err
     scores, results = json.loads(out), json.loads((run / "results.json").read_text())
     assert (scores["ppl"], scores["bpb"], scores["n_sentences"]) == pytest.approx((results["ppl"], results["bpb"], 20))
+    text = run.parent.parent / "valid.en"  # the same sentences as a file, a blank line among them: skipped, its byte too
+    text.write_text("\n".join(generate_demo(600, 20, 20, 1234)["valid"][0][:10]) + "\n\n")
+    code, out, err = cli("evaluate", run, "--ref", text, "--json")
+    assert code == 0 and json.loads(out)["n_sentences"] == 10, err
     assert cli("translate", run)[::2] == (
         2, f"aiayn translate: error: {run} is a language model (data.side: en), which translates nothing: aiayn generate "
         "continues its text, aiayn evaluate gives its perplexity and bits per byte\n",
