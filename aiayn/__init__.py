@@ -9,7 +9,9 @@ For a notebook or a script (README, "Python"):
                                           what `aiayn translate` gives (n_best=k, with_scores=True,
                                           alignments=True: Translation records); .score(sources,
                                           targets) what `aiayn score` gives (Score records);
-                                          .model, .spec, tokenizers
+                                          .model, .spec, tokenizers; a language model's run as a
+                                          LanguageModel: .generate(prompts) gives what
+                                          `aiayn generate` gives
 
 and what a plugin needs to add a block (docs/plugins.md):
 
@@ -42,6 +44,7 @@ _PUBLIC = {
     "build_model": "aiayn.builder.model.build",
     "load_run": "aiayn.builder.decode.translator",
     "Translator": "aiayn.builder.decode.translator",
+    "LanguageModel": "aiayn.builder.decode.language_model",
     "Translation": "aiayn.builder.decode.records",
     "Score": "aiayn.builder.decode.records",
     "ExperimentSpec": "aiayn.schemas.experiment",
