@@ -90,16 +90,20 @@ def slurm_task() -> Iterator[threading.Event | None]:
     requeues the job (builder/train/requeue.py). This process must outlive it, so it takes USR1
     with a Python handler (an exec resets that to the default, so the trial installs its own).
     A SIGTERM means SLURM ends this job (scancel, or a requeue): the event is set, so that the
-    trial's interruption is not reported as its result."""
+    trial's interruption is not reported as its result.
+
+    On leaving, USR1 stays ignored: a time-limit signal that lands after the trial ended (while
+    submitit writes its result) must not kill this process (USR1's default action), or a trial that
+    finished would be reported as a job that FAILED with no result."""
     if "SLURM_JOB_ID" not in os.environ or threading.current_thread() is not threading.main_thread():
         yield None
         return
     ended = threading.Event()
-    previous = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    previous_term = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGUSR1, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: ended.set())
     try:
         yield ended
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, previous_term)

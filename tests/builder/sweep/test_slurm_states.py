@@ -1,6 +1,10 @@
 """builder.sweep.slurm: reading SLURM's job states from sacct (with accounting) or scontrol
 (without), as a sweep waits for its job array; the launcher's tasks per node."""
 
+import os
+import subprocess
+import sys
+
 from aiayn.builder.sweep.launch import launcher_overrides
 from aiayn.builder.sweep.slurm import ACTIVE, expand_ids, parse_sacct, parse_scontrol
 from aiayn.schemas.sweep import SlurmLauncherSpec
@@ -52,3 +56,21 @@ def test_tasks_per_node():
         ("launcher", "slurm"), "tasks_per_node",
         "is 2 but gpus_per_node is 4; Lightning runs one task per GPU: leave tasks_per_node out, or set it to gpus_per_node",
     )  # fmt: skip
+
+
+def test_a_time_limit_signal_after_the_trial_does_not_kill_the_jobs_process():
+    # submitit's process writes the trial's result after slurm_task: USR1 there (its default
+    # action ends a process) made a finished trial a job that FAILED with no result
+    code = (
+        "import os, signal\n"
+        "from aiayn.builder.sweep.slurm import slurm_task\n"
+        "with slurm_task() as ended:\n"
+        "    os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    print('during:', ended.is_set())\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "print('after: alive')\n"
+    )
+    env = {**os.environ, "SLURM_JOB_ID": "7"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "during: True\nafter: alive\n"), done.stderr
