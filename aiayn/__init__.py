@@ -11,7 +11,9 @@ For a notebook or a script (README, "Python"):
                                           targets) what `aiayn score` gives (Score records);
                                           .model, .spec, tokenizers; a language model's run as a
                                           LanguageModel: .generate(prompts) gives what
-                                          `aiayn generate` gives
+                                          `aiayn generate` gives; a list of runs: their ensemble
+    load_ensemble(runs)                   two or more translation models as one Translator (the
+                                          mean of their next-token probabilities; one tokenizer)
 
 and what a plugin needs to add a block (docs/plugins.md):
 
@@ -43,6 +45,7 @@ _PUBLIC = {
     "load_experiment": "aiayn.builder.run.config",
     "build_model": "aiayn.builder.model.build",
     "load_run": "aiayn.builder.decode.translator",
+    "load_ensemble": "aiayn.builder.decode.translator",
     "Translator": "aiayn.builder.decode.translator",
     "LanguageModel": "aiayn.builder.decode.language_model",
     "Translation": "aiayn.builder.decode.records",

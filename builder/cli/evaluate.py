@@ -23,15 +23,16 @@ from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_argu
 from aiayn.builder.data.corpus import read_lines, read_parallel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
-from aiayn.builder.decode.checkpoint import is_marian_folder, load_for_inference
+from aiayn.builder.decode.checkpoint import is_marian_folder
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
+from aiayn.builder.decode.translator import load_models
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
 from aiayn.builder.run.outputs import check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_checkpoint_argument(p)
+    add_checkpoint_argument(p, ensemble=True)
     p.add_argument(
         "--split", choices=("valid", "test"), default="test", help="the experiment's split to evaluate (default: test)"
     )
@@ -64,11 +65,11 @@ def evaluate(args: argparse.Namespace) -> int:
         raise UserError("--src needs --ref: give both, or neither to evaluate a split of the experiment")
     if args.hyps is not None:
         check_writable(args.hyps, "--hyps")
-        check_output(args.hyps, "--hyps", inputs=[p for p in (args.checkpoint, args.src, args.ref) if p is not None])
+        check_output(args.hyps, "--hyps", inputs=[p for p in (*args.checkpoint, args.src, args.ref) if p is not None])
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
-    if args.src is None and is_marian_folder(Path(args.checkpoint)):
-        raise UserError(f"{args.checkpoint} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
-    loaded = load_for_inference(args.checkpoint)
+    if args.src is None and is_marian_folder(Path(args.checkpoint[0])):
+        raise UserError(f"{args.checkpoint[0]} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
+    loaded = load_models(args.checkpoint)
     if loaded.spec.task == "language_model":  # its text alone: a split, or --ref
         return _evaluate_language_model(args, loaded)
     if args.ref is not None and args.src is None:
@@ -124,7 +125,7 @@ def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
     <s> ... </s>, whatever data.packing trained it on), or on the lines of --ref."""
     if args.src is not None:
         raise UserError(
-            f"{args.checkpoint} is a language model: it reads no sources; give --ref FILE alone for its text, or a --split"
+            f"{args.checkpoint[0]} is a language model: it reads no sources; give --ref FILE alone for its text, or a --split"
         )
     spec = loaded.spec
     if args.ref is not None:

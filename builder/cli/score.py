@@ -31,7 +31,7 @@ from aiayn.builder.run.outputs import check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_checkpoint_argument(p)
+    add_checkpoint_argument(p, ensemble=True)
     p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
     p.add_argument("--tgt", type=Path, required=True, help="the targets to score, line-aligned with --src")
     p.add_argument("--output", "-o", type=Path, help="write the scores here (default: stdout)")
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def score(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_writable(args.output, "--output")
-        check_output(args.output, "--output", inputs=[args.checkpoint, args.src, args.tgt])
+        check_output(args.output, "--output", inputs=[*args.checkpoint, args.src, args.tgt])
     for flag, path in (("--src", args.src), ("--tgt", args.tgt)):
         if not path.is_file():
             resolved(path)  # a link that leads back to itself is named as one
@@ -59,6 +59,8 @@ def score(args: argparse.Namespace) -> int:
         raise UserError(
             f"--src {args.src}, line {blank + 1} is blank: there is nothing to score its target against; drop that pair"
         )
+    if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
+        raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
     translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     if args.alignment_layer is not None:

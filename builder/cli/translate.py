@@ -46,12 +46,15 @@ DECODE_FLAGS = {
 }
 
 
-def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
+def add_checkpoint_argument(p: argparse.ArgumentParser, *, ensemble: bool = False) -> None:
+    """The model argument; `ensemble`: one or more of them (several decode as their ensemble)."""
     p.add_argument(
         "checkpoint",
         metavar="RUN_OR_CKPT",
+        nargs="+" if ensemble else None,
         help="a trained model: a run directory (runs/<name>/version_<n>; runs/<name> means its latest version), a .ckpt "
-        "file, or a Hugging Face Marian folder (config.json, its weights and tokenizer, as opus-mt's)",
+        "file, or a Hugging Face Marian folder (config.json, its weights and tokenizer, as opus-mt's)"
+        + ("; several: their ensemble (the mean of their next-token probabilities; one tokenizer)" if ensemble else ""),
     )
 
 
@@ -75,7 +78,7 @@ def add_decode_arguments(p: argparse.ArgumentParser, *, search: bool = True) -> 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_checkpoint_argument(p)
+    add_checkpoint_argument(p, ensemble=True)
     p.add_argument("--input", "-i", type=Path, help="source text, one sentence per line (default: stdin)")
     p.add_argument("--output", "-o", type=Path, help="write translations here (default: stdout)")
     p.add_argument(
@@ -125,6 +128,8 @@ def device_of(args: argparse.Namespace) -> torch.device:
 
 def translation_model(model: Any, path: object) -> Translator:
     """`model` where it translates; a language model's run is a message that names the verbs for it."""
+    if isinstance(path, list):
+        path = path[0]
     if not isinstance(model, Translator):
         raise UserError(
             f"{path} is a language model (data.side: {model.spec.data.side}), which translates nothing: aiayn generate "
@@ -156,7 +161,7 @@ def progress_bar(lines: Sequence[str], *, enabled: bool) -> tqdm:
 
 def translate(args: argparse.Namespace) -> int:
     if args.output is not None:
-        reads = [args.checkpoint, *([args.input] if args.input is not None and str(args.input) != "-" else [])]
+        reads = [*args.checkpoint, *([args.input] if args.input is not None and str(args.input) != "-" else [])]
         check_writable(args.output, "--output")
         check_output(args.output, "--output", inputs=reads)
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
@@ -167,12 +172,14 @@ def translate(args: argparse.Namespace) -> int:
     check_n_best(args.n_best, decode.beam, "--n-best", "--beam")
     if args.alignments and args.detokenize:
         raise UserError("--alignments counts the words of the run's tokenized output; drop --detokenize")
+    if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
+        raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
     if args.alignment_layer is not None:
         check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
     pipelines = translator.pipelines
     if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
         raise UserError(
-            f"--detokenize: {args.checkpoint} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize"
+            f"--detokenize: {args.checkpoint[0]} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize"
         )
     if pipelines is not None and args.input is not None and str(args.input) != "-":
         check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
@@ -190,8 +197,9 @@ def translate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    if Path(args.checkpoint).is_dir():  # which of the run's checkpoints that was
-        print(f"aiayn translate: translated with {translator.checkpoint} ({translator.what})", file=sys.stderr)
+    if len(args.checkpoint) > 1 or Path(args.checkpoint[0]).is_dir():  # which of the runs' checkpoints that was
+        used = translator.what if len(args.checkpoint) > 1 else f"{translator.checkpoint} ({translator.what})"
+        print(f"aiayn translate: translated with {used}", file=sys.stderr)
     return 0
 
 

@@ -321,8 +321,8 @@ def output_limits(model: TransformerModel, src: Tensor, max_len_a: float, max_le
     """(B,) output limits: max_len_a * src_len + max_len_b (fairseq's), within the target positions a learned table has."""
     lengths = src.ne(model.pad_id).sum(1)
     limit = lengths + max_len_b if max_len_a == 1 else (lengths * max_len_a).long() + max_len_b
-    positions = getattr(model.tgt_embed.positional, "max_len", None)  # None: sinusoids never end
-    return limit if positions is None else limit.clamp(max=positions)
+    room = model.output_room(src)  # the positions a learned table has left (None: sinusoids never end)
+    return limit if room is None else limit.clamp(max=room)
 
 
 def _strip(ids: list[int], eos_id: int) -> list[int]:

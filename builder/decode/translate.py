@@ -8,6 +8,7 @@ tokenizer, return in input order. A blank line translates to an empty line.
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import cast
 
 import numpy as np
 import torch
@@ -15,6 +16,7 @@ import torch
 from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.ensemble import Ensemble
 from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
@@ -72,6 +74,10 @@ def check_lengths(
             f"{what} line {too_long[0] + 1} has {too_long[1]} tokens, more than decode.max_input_len ({limit}); "
             "split that line, or raise the limit (--max-input-len)"
         )
+    if isinstance(model, Ensemble):  # every member's limits hold
+        for member in model.members:
+            check_lengths(cast(TransformerModel, member), lengths, what, limit=limit, source=source)
+        return
     embed = getattr(model, "src_embed", model.tgt_embed) if source else model.tgt_embed  # a decoder-only model has one
     positions = getattr(embed.positional, "max_len", None)  # None: sinusoids never end
     if positions is None:

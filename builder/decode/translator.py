@@ -7,7 +7,7 @@ each overridable by name), with n-best lists, scores and alignments on request, 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from pydantic import ValidationError
@@ -15,8 +15,9 @@ from pydantic import ValidationError
 from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.text import TextPipeline, pipelines_of
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.decode.device import resolve_device
+from aiayn.builder.decode.ensemble import Ensemble
 from aiayn.builder.decode.forced import score_ids
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
 from aiayn.builder.decode.search import Hypothesis
@@ -169,6 +170,8 @@ class Translator:
         *, ended: list[bool] | None = None, on_batch: Progress = None,
     ) -> list[Score]:  # fmt: skip
         if align:
+            if isinstance(self.model, Ensemble):
+                raise UserError("alignments: the members of an ensemble each attend their own way; align with one of its models")
             if isinstance(self.model, DecoderOnly):
                 raise UserError("alignments: they are read from cross-attention, which a decoder-only model has not")
             check_alignment_layer(layer, len(self.model.decoder.layers))
@@ -206,11 +209,16 @@ def check_alignment_layer(layer: object, n_layers: int, name: str = "alignment_l
         raise UserError(f"{name}: the decoder's layers are 0 to {n_layers - 1}, got {described(layer)}")
 
 
-def load_run(path: str | Path, *, device: str | torch.device | None = None) -> "Translator | LanguageModel":
+def load_run(
+    path: str | Path | Sequence[str | Path], *, device: str | torch.device | None = None
+) -> "Translator | LanguageModel":
     """The model of a run directory (runs/<name>/version_<n>, or runs/<name> for its latest), a
     .ckpt file or a Hugging Face Marian folder, ready to translate (a Translator), or a language
     model's run as a LanguageModel (`.generate`); on `device` (default: CUDA where present, else
-    the CPU, as `aiayn translate`)."""
+    the CPU, as `aiayn translate`). A list of two or more of them: their ensemble, a Translator
+    (`load_ensemble`)."""
+    if isinstance(path, (list, tuple)):
+        return load_ensemble(path, device=device) if len(path) != 1 else load_run(path[0], device=device)
     path = path_argument(path, "path")
     target = resolve_device(device)  # a bad device is told before the model loads
     loaded = load_for_inference(path)
@@ -224,3 +232,71 @@ def load_run(path: str | Path, *, device: str | torch.device | None = None) -> "
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
     translator.model.to(target)
     return translator
+
+
+def load_ensemble(paths: Sequence[str | Path], *, device: str | torch.device | None = None) -> Translator:
+    """The ensemble of two or more trained translation models (runs, checkpoints or Marian
+    folders, as `load_run` takes each) that read and write the same tokens: a Translator whose
+    next-token probabilities are the mean of theirs (builder/decode/ensemble.py). Its decode
+    settings, text pipeline and tokenizers are the first model's."""
+    if isinstance(paths, (str, Path)) or not isinstance(paths, (list, tuple)) or len(paths) < 2:
+        got = f"a list of {len(paths)}" if isinstance(paths, (list, tuple)) else described(paths)
+        raise UserError(f"paths: an ensemble takes a list of two or more models, got {got}")
+    paths = [path_argument(p, f"paths[{i}]") for i, p in enumerate(paths)]
+    target = resolve_device(device)
+    loaded = load_models(paths)
+    loaded.model.to(target)
+    return Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
+
+
+def load_models(paths: Sequence[str | Path]) -> ForInference:
+    """`load_for_inference` of one path; of several, their ensemble as one model (on the CPU),
+    with the first one's settings and tokenizers, each member checked to read and write what the
+    first does."""
+    if len(paths) == 1:
+        return load_for_inference(paths[0])
+    loaded = [load_for_inference(p) for p in paths]
+    for p, one in zip(paths, loaded):
+        if one.spec.task == "language_model":
+            raise UserError(f"{p} is a language model: an ensemble translates, and aiayn generate takes one language model")
+    first = loaded[0]
+    for p, one in zip(paths[1:], loaded[1:]):
+        _check_member(Path(paths[0]), first, Path(p), one)
+    model = cast(TransformerModel, Ensemble([one.model for one in loaded]))  # it answers every call a search makes of a model
+    what = f"an ensemble of {len(loaded)}: " + ", ".join(f"{one.checkpoint} ({one.what})" for one in loaded)
+    return first._replace(model=model, what=what)
+
+
+def _check_member(first_path: Path, first: Any, path: Path, one: Any) -> None:
+    """`one` reads and writes what `first` does: the same tokenizers, text pipeline and graph."""
+    where = f"{path} cannot join an ensemble with {first_path}"
+    for side, a, b in (("source", first.src_tokenizer, one.src_tokenizer), ("target", first.tgt_tokenizer, one.tgt_tokenizer)):
+        difference = vocabulary_difference(a, b)
+        if difference:
+            raise UserError(
+                f"{where}: their {side} vocabularies differ ({difference}); ensemble models trained with one tokenizer"
+            )
+    if first.spec.data.pipeline != one.spec.data.pipeline:
+        raise UserError(f"{where}: their text pipelines (data.pipeline) differ, so they read different text")
+    if isinstance(first.model, DecoderOnly) != isinstance(one.model, DecoderOnly):
+        raise UserError(f"{where}: one is an encoder-decoder and the other a decoder-only model; ensemble models of one graph")
+    sizes = (first.model.generator.vocab_size, one.model.generator.vocab_size)
+    if sizes[0] != sizes[1]:
+        raise UserError(f"{where}: their output layers have {sizes[1]} and {sizes[0]} rows; an ensemble averages one vocabulary")
+    if first.model.source_eos_id != one.model.source_eos_id:
+        raise UserError(f"{where}: one ends its sources with </s> and the other not (model.source_eos differs)")
+
+
+def vocabulary_difference(a: Tokenizer, b: Tokenizer) -> str | None:
+    """None where the tokenizers split text alike into the same ids, else what differs, in a few words."""
+    if type(a) is not type(b):
+        return f"{type(a).__name__} and {type(b).__name__}"
+    ta, tb = a.tokens(), b.tokens()
+    if len(ta) != len(tb):
+        return f"{len(ta)} and {len(tb)} tokens"
+    diff = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
+    if diff is not None:
+        return f"token {diff} is {ta[diff]!r} in one and {tb[diff]!r} in the other"
+    if a.to_json() != b.to_json():
+        return "the same tokens, split from text by different rules"
+    return None

@@ -1,0 +1,123 @@
+"""Several models decoding as one: each step's next-token distribution is the mean of theirs.
+
+An ensemble's probability of the next token is the average of its members' (fairseq's
+EnsembleModel: the log of the mean of the probabilities, not the mean of the log-probabilities),
+so a search, forced scoring and an n-best list treat it as one model whose log P(y_t | y_<t, X)
+is log(1/M sum_m P_m(y_t | y_<t, X)). It answers every call the searches make of a model (encode,
+decode with a DecoderState, the teacher-forced pass, its ids, its output room); the members must
+read and write the same token ids, which `load_ensemble` checks of their tokenizers.
+
+The memory a search carries (and reorders row by row) is the members' encoder outputs side by
+side in its last dimension; `decode` gives each member its own part. One DecoderState serves
+every member (its caches are keyed by module); the position it counts advances once a step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.blocks import DecoderOnly, DecoderState, EncoderDecoder, TransformerModel
+
+
+class Ensemble(nn.Module):
+    """`models` (two or more, of one graph, with one pad id and the same source ends) as one model."""
+
+    def __init__(self, models: Sequence[TransformerModel]) -> None:
+        super().__init__()
+        if len(models) < 2:
+            raise ValueError(f"an ensemble needs two or more models, got {len(models)}")
+        first = models[0]
+        for name, value in (("pad_id", _pad), ("source_eos_id", _eos), ("source_bos_id", _bos), ("vocab_size", _vocab)):
+            values = {value(m) for m in models}
+            if len(values) > 1:
+                raise ValueError(
+                    f"the members of an ensemble read their inputs alike: their {name} differ ({sorted(map(str, values))})"
+                )
+        if len({type(m) for m in models}) > 1:
+            raise ValueError("the members of an ensemble are of one graph: encoder-decoder models, or decoder-only models")
+        unique: list[TransformerModel] = []
+        for m in models:  # a model given twice counts twice, but runs once (a DecoderState keys its caches by module)
+            if not any(m is u for u in unique):
+                unique.append(m)
+        self.members = nn.ModuleList(unique)
+        self.counts = [sum(m is u for m in models) for u in unique]
+        self.pad_id, self.source_eos_id, self.source_bos_id = first.pad_id, first.source_eos_id, first.source_bos_id
+        self.equal_length_prompts = first.equal_length_prompts
+        self._decoder_only = isinstance(first, DecoderOnly)
+        self._widths = [0 if self._decoder_only else _width(m) for m in unique]
+
+    def encode(self, src: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """src (B, S) -> every member's memory side by side (B, S, sum of d_model) and the padding (B, S)."""
+        if self._decoder_only:  # a decoder-only model's memory is the prompt itself, the same for all
+            return src, src.eq(self.pad_id)
+        memories = [m.encode(src)[0] for m in self.members]
+        return torch.cat(memories, dim=-1), src.eq(self.pad_id)
+
+    def _memories(self, memory: Tensor) -> list[Tensor]:
+        if self._decoder_only:
+            return [memory] * len(self.members)
+        return list(memory.split(self._widths, dim=-1))
+
+    def decode(
+        self, tgt: Tensor, memory: Tensor, memory_padding_mask: Tensor | None, state: DecoderState | None = None
+    ) -> Tensor:
+        """log of the members' mean next-token probability (B, T, V), as logits a log-softmax leaves as they are."""
+        start = None if state is None else state.length
+        log_probs = []
+        for member, part in zip(self.members, self._memories(memory)):
+            if state is not None and start is not None:
+                state.length = start  # each member reads the positions from where the step began
+            logits = member.decode(tgt, part, memory_padding_mask, state)
+            log_probs.append(logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1))
+        return mean_of_probabilities(log_probs, self.counts)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: the log of the members' mean probabilities (B, T, V)."""
+        log_probs = [m(src, tgt_in).to(torch.promote_types(m.generator.weight.dtype, torch.float32)).log_softmax(dim=-1)
+                     for m in self.members]  # fmt: skip
+        return mean_of_probabilities(log_probs, self.counts)
+
+    def init_state(self) -> DecoderState:
+        return DecoderState()
+
+    def output_room(self, src: Tensor) -> int | Tensor | None:
+        """The least room any member's learned positions leave (None: none of them ends)."""
+        rooms = [r for r in (m.output_room(src) for m in self.members) if r is not None]
+        return min(rooms) if rooms else None
+
+    def __len__(self) -> int:
+        return sum(self.counts)
+
+
+def mean_of_probabilities(log_probs: Sequence[Tensor], counts: Sequence[int] | None = None) -> Tensor:
+    """log(1/M sum_m exp(log_probs[m])), elementwise; `counts`: how many times each stands in the M."""
+    counts = [1] * len(log_probs) if counts is None else list(counts)
+    weights = torch.tensor([math.log(c) for c in counts], dtype=log_probs[0].dtype, device=log_probs[0].device)
+    stacked = torch.stack(list(log_probs)) + weights.view(-1, *([1] * log_probs[0].dim()))
+    return torch.logsumexp(stacked, dim=0) - math.log(sum(counts))
+
+
+def _pad(model: TransformerModel) -> int | None:
+    return model.pad_id
+
+
+def _eos(model: TransformerModel) -> int | None:
+    return model.source_eos_id
+
+
+def _bos(model: TransformerModel) -> int | None:
+    return model.source_bos_id
+
+
+def _vocab(model: TransformerModel) -> int | None:
+    return int(model.generator.vocab_size)
+
+
+def _width(model: TransformerModel) -> int:
+    """The width of an encoder-decoder's memory: its d_model."""
+    assert isinstance(model, EncoderDecoder)
+    return int(model.generator.d_model)
