@@ -18,9 +18,10 @@ For a notebook or a script (README, "Python"):
 and what a plugin needs to add a block (docs/plugins.md):
 
     specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec, TextStepSpec,
-                TokenizerSpec (the bases of a block's YAML schema; a text step's build(spec, lang)
+                TokenizerSpec, UtilitySpec (the bases of a block's YAML schema; a text step's build(spec, lang)
                 returns its function of a line; a tokenizer's build(spec, TokenizerInputs) its
-                (source, target, description), e.g. FastTokenizers), PositiveInt, Probability, FieldError
+                (source, target, description), e.g. FastTokenizers; an MBR utility's build(spec) its
+                function (candidates, references) -> scores array), PositiveInt, Probability, FieldError
     register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
                 PluginError
@@ -63,6 +64,7 @@ _PUBLIC = {
     "ScoreSpec": "aiayn.schemas.score",
     "TextStepSpec": "aiayn.schemas.text_step",
     "TokenizerSpec": "aiayn.schemas.tokenizer",
+    "UtilitySpec": "aiayn.schemas.utility",
     "TokenizerInputs": "aiayn.builder.data.make_tokenizers",
     "FastTokenizer": "aiayn.builder.data.bpe",
     "PluginError": "aiayn.schemas.slots",

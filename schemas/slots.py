@@ -3,7 +3,8 @@
 A slot is a place in an experiment that a registered spec class fills: a sub-layer of a layer
 (`sublayer`), the normaliser of add & norm (`norm`), the positions added to each side's
 embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`), the step
-from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`), the tokenizer (`tokenizer`). A field
+from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`), the tokenizer (`tokenizer`), the
+utility of minimum-Bayes-risk decoding (`utility`, chosen on the command line, not in YAML). A field
 typed with a slot (`AnySublayer`, ...) validates as a union discriminated by `type` over the
 classes registered for that slot when its schema is built (on first use: specs defer their
 build); a later registration rebuilds the schemas that were built.
@@ -35,6 +36,7 @@ from aiayn.schemas.stack_bias import StackBiasSpec
 from aiayn.schemas.sublayer import SublayerSpec
 from aiayn.schemas.text_step import TextStepSpec
 from aiayn.schemas.tokenizer import TokenizerSpec
+from aiayn.schemas.utility import UtilitySpec
 
 GROUP = "aiayn.blocks"
 OWN = "aiayn"  # the distribution whose entry point registers the built-in blocks
@@ -78,7 +80,8 @@ STACK_BIAS = Slot("stack_bias", StackBiasSpec, "stack-level bias")
 SCORE = Slot("score", ScoreSpec, "score step")
 TEXT_STEP = Slot("text_step", TextStepSpec, "text pipeline step")
 TOKENIZER = Slot("tokenizer", TokenizerSpec, "tokenizer")
-SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER)}
+UTILITY = Slot("utility", UtilitySpec, "MBR utility")
+SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER, UTILITY)}
 
 AnySublayer = Annotated[SublayerSpec, SUBLAYER]
 AnyNorm = Annotated[NormSpec, NORM]
@@ -87,6 +90,7 @@ AnyStackBias = Annotated[StackBiasSpec, STACK_BIAS]
 AnyScore = Annotated[ScoreSpec, SCORE]
 AnyTextStep = Annotated[TextStepSpec, TEXT_STEP]
 AnyTokenizer = Annotated[TokenizerSpec, TOKENIZER]
+AnyUtility = Annotated[UtilitySpec, UTILITY]
 
 _owners: dict[str, str] = {}  # type tag -> who registered it
 _dists: dict[str, str] = {}  # type tag -> the distribution that registered it, "name==version"

@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from pydantic import ValidationError
 from tqdm import tqdm
 
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
+from aiayn.builder.decode.mbr import WEIGHTS, utility_spec
+from aiayn.builder.decode.sampling import sampling_from
 from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
@@ -107,6 +110,90 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
     )  # fmt: skip
     add_decode_arguments(p)
+    add_sampling_arguments(p)
+    g = p.add_argument_group(
+        "minimum-Bayes-risk decoding: of each line's --n-best K candidates (a beam's, or samples), the one that agrees most "
+        "with the others"
+    )
+    g.add_argument(
+        "--mbr", metavar="UTILITY",
+        help="choose by MBR with this utility: chrf, bleu, a plugin's, or one with settings as YAML ('{type: chrf, word_order: 2}')",
+    )  # fmt: skip
+    g.add_argument(
+        "--mbr-weights", choices=WEIGHTS, default="uniform",
+        help="the pseudo-references' weights: uniform (default), or the model's probabilities renormalised over them",
+    )  # fmt: skip
+    g.add_argument(
+        "--mbr-references", type=int, metavar="N",
+        help="draw N samples as pseudo-references (default: the candidates themselves)",
+    )  # fmt: skip
+    p.add_argument("--unique", action="store_true", help="each text once in a line's n-best list (its best segmentation)")
+
+
+# the sampling flags, as the Python API names them
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "epsilon": "--epsilon"}
+
+
+def add_sampling_arguments(p: argparse.ArgumentParser, *, switch: bool = True) -> None:
+    """--sampling (where `switch`) and the flags that shape it, --seed."""
+    g = p.add_argument_group("sampling (instead of beam search): each token drawn from the model's distribution")
+    if switch:
+        g.add_argument(
+            "--sampling", action="store_true", help="draw --n-best K samples of each line (default 1) instead of searching"
+        )
+    g.add_argument("--temperature", type=float, metavar="T", help="divide the logits by T before sampling (default: 1)")
+    g.add_argument("--top-k", type=int, metavar="K", help="sample among the K most probable tokens (default: all)")
+    g.add_argument(
+        "--top-p", type=float, metavar="P", help="sample among the fewest tokens whose probability reaches P (default: 1)"
+    )
+    g.add_argument("--epsilon", type=float, metavar="E", help="sample among the tokens of probability >= E (default: 0, all)")
+    g.add_argument("--seed", type=int, default=1, help="the sampler's seed: the same seed, the same samples (default: 1)")
+
+
+def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling flags given, by their Python names, checked in the flags' words."""
+    given = {name: getattr(args, name) for name in SAMPLING_FLAGS if getattr(args, name) is not None}
+    try:
+        sampling_from(**given)
+    except UserError as e:
+        name = str(e).split(" ", 1)[0].rstrip(":")
+        raise UserError(str(e).replace(name, SAMPLING_FLAGS.get(name, name), 1)) from None
+    return given
+
+
+def check_choice(args: argparse.Namespace) -> None:
+    """--sampling, --mbr and their flags: what goes with what."""
+    shaping = [SAMPLING_FLAGS[name] for name in SAMPLING_FLAGS if getattr(args, name) is not None]
+    if shaping and not args.sampling:
+        raise UserError(f"{shaping[0]} shapes sampling; give --sampling, or drop it")
+    if args.sampling and args.beam is not None:
+        raise UserError("--beam: --sampling draws each token and keeps no beam; give one or the other")
+    if args.mbr is None:
+        for flag, given in (
+            ("--mbr-references", args.mbr_references is not None),
+            ("--mbr-weights", args.mbr_weights != "uniform"),
+        ):
+            if given:
+                raise UserError(f"{flag} goes with --mbr; give --mbr UTILITY, or drop it")
+        return
+    if args.n_best is None or args.n_best < 2:
+        raise UserError("--mbr chooses among candidates: give --n-best K >= 2 (the beam's K best, or K samples with --sampling)")
+    if args.mbr_references is not None and args.mbr_references < 1:
+        raise UserError(f"--mbr-references ({args.mbr_references}): give 1 or more samples to draw")
+    if args.alignments:
+        raise UserError("--alignments: MBR's choice is written without them; align it with aiayn score --alignments")
+
+
+def mbr_utility(text: str) -> Any:
+    """--mbr's value: a type name, or a YAML mapping with its settings."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return text
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise UserError(f"--mbr {text}: not a YAML mapping; give a type (chrf) or '{{type: chrf, word_order: 2}}'") from None
+    return value
 
 
 def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:
@@ -167,9 +254,12 @@ def translate(args: argparse.Namespace) -> int:
     if args.input is not None and str(args.input) != "-" and not args.input.is_file():
         resolved(args.input)  # a link that leads back to itself is named as one
         raise UserError(f"--input {args.input}: no such file")
+    check_choice(args)
+    sampling = sampling_settings(args) if args.sampling else {}
+    utility = utility_spec(mbr_utility(args.mbr), "--mbr") if args.mbr is not None else None
     translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
     decode = decode_spec(translator.spec, args)
-    check_n_best(args.n_best, decode.beam, "--n-best", "--beam")
+    check_n_best(args.n_best, None if args.sampling else decode.beam, "--n-best", "--beam")
     if args.alignments and args.detokenize:
         raise UserError("--alignments counts the words of the run's tokenized output; drop --detokenize")
     if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
@@ -186,10 +276,13 @@ def translate(args: argparse.Namespace) -> int:
     lines = read_input(args.input)  # stdin is read once everything else checked out
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
     records = args.scores or args.alignments
+    settings = decode.model_dump(exclude={"beam"} if args.sampling else set())
     with progress_bar(lines, enabled=progress) as bar:
         found = translator.translate(
-            lines, n_best=args.n_best if (args.n_best or records) else None, with_scores=args.scores, alignments=args.alignments,
-            alignment_layer=args.alignment_layer, detokenize=args.detokenize, on_batch=bar.update, **decode.model_dump(),
+            lines, n_best=args.n_best if (args.n_best or records or args.sampling) else None, with_scores=args.scores,
+            alignments=args.alignments, alignment_layer=args.alignment_layer, detokenize=args.detokenize, on_batch=bar.update,
+            sampling=args.sampling, seed=args.seed, unique=args.unique, mbr=utility, mbr_weights=args.mbr_weights,
+            mbr_references=args.mbr_references, **sampling, **settings,
         )  # fmt: skip
     text = "".join(line + "\n" for line in output_lines(found, args))
     if args.output is not None:
@@ -207,14 +300,15 @@ def output_lines(found: list, args: argparse.Namespace) -> list[str]:
     """The lines `aiayn translate` writes: the translation alone; with --n-best or --scores,
     the input's index (from 0) first and, with --scores, the score; with --alignments, the
     alignment last. Columns are separated by tabs."""
-    if not (args.n_best or args.scores or args.alignments):
-        return found
+    listed = bool(args.n_best) and args.mbr is None  # a list a line, not one choice
+    if not (listed or args.scores or args.alignments):
+        return found if isinstance(found[0] if found else "", str) else [group[0] for group in found]
     rows = []
     for index, group in enumerate(found):
         for entry in group:
             text = entry if isinstance(entry, str) else entry.text
-            columns = [str(index)] if (args.n_best or args.scores) else []
-            columns += [f"{entry.score:.6f}"] if args.scores else []
+            columns = [str(index)] if (listed or args.scores) else []
+            columns += [f"{entry.utility if args.mbr is not None else entry.score:.6f}"] if args.scores else []
             columns += [text] + ([entry.pharaoh()] if args.alignments else [])
             rows.append("\t".join(columns))
     return rows

@@ -43,7 +43,8 @@ class Ensemble(nn.Module):
         for m in models:  # a model given twice counts twice, but runs once (a DecoderState keys its caches by module)
             if not any(m is u for u in unique):
                 unique.append(m)
-        self.members = nn.ModuleList(unique)
+        self.members = nn.ModuleList(unique)  # registers their parameters (device moves, eval mode)
+        self.models = unique  # the same, typed: each member once
         self.counts = [sum(m is u for m in models) for u in unique]
         self.pad_id, self.source_eos_id, self.source_bos_id = first.pad_id, first.source_eos_id, first.source_bos_id
         self.equal_length_prompts = first.equal_length_prompts
@@ -54,12 +55,12 @@ class Ensemble(nn.Module):
         """src (B, S) -> every member's memory side by side (B, S, sum of d_model) and the padding (B, S)."""
         if self._decoder_only:  # a decoder-only model's memory is the prompt itself, the same for all
             return src, src.eq(self.pad_id)
-        memories = [m.encode(src)[0] for m in self.members]
+        memories = [m.encode(src)[0] for m in self.models]
         return torch.cat(memories, dim=-1), src.eq(self.pad_id)
 
     def _memories(self, memory: Tensor) -> list[Tensor]:
         if self._decoder_only:
-            return [memory] * len(self.members)
+            return [memory] * len(self.models)
         return list(memory.split(self._widths, dim=-1))
 
     def decode(
@@ -68,7 +69,7 @@ class Ensemble(nn.Module):
         """log of the members' mean next-token probability (B, T, V), as logits a log-softmax leaves as they are."""
         start = None if state is None else state.length
         log_probs = []
-        for member, part in zip(self.members, self._memories(memory)):
+        for member, part in zip(self.models, self._memories(memory)):
             if state is not None and start is not None:
                 state.length = start  # each member reads the positions from where the step began
             logits = member.decode(tgt, part, memory_padding_mask, state)
@@ -78,7 +79,7 @@ class Ensemble(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: the log of the members' mean probabilities (B, T, V)."""
         log_probs = [m(src, tgt_in).to(torch.promote_types(m.generator.weight.dtype, torch.float32)).log_softmax(dim=-1)
-                     for m in self.members]  # fmt: skip
+                     for m in self.models]  # fmt: skip
         return mean_of_probabilities(log_probs, self.counts)
 
     def init_state(self) -> DecoderState:
@@ -86,7 +87,7 @@ class Ensemble(nn.Module):
 
     def output_room(self, src: Tensor) -> int | Tensor | None:
         """The least room any member's learned positions leave (None: none of them ends)."""
-        rooms = [r for r in (m.output_room(src) for m in self.members) if r is not None]
+        rooms = [r for r in (m.output_room(src) for m in self.models) if r is not None]
         return min(rooms) if rooms else None
 
     def __len__(self) -> int:

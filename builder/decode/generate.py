@@ -1,5 +1,5 @@
 """A decoder-only language model's continuation of prompts: greedy, or sampled with a temperature,
-top-k (Fan et al. 2018) and top-p (nucleus, Holtzman et al. 2020) filtering, from a seeded
+top-k (Fan et al. 2018), top-p (nucleus, Holtzman et al. 2020) and epsilon filtering (sampling.py), from a seeded
 generator: the same seed gives the same text on the same device (on the CPU here; a GPU's kernels
 may differ in their last bits, and a sample with them).
 
@@ -10,52 +10,14 @@ the reference: the whole sequence again at every step; both give the same tokens
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from aiayn.blocks import DecoderOnly
+from aiayn.builder.decode.sampling import Sampling
 
-
-@dataclass(frozen=True)
-class Sampling:
-    """How the next token is chosen: `greedy` (the most probable), else drawn from the softmax of
-    the logits / temperature, kept to the top_k most probable (0: all) and to the smallest set
-    whose probability reaches top_p (1.0: all)."""
-
-    greedy: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ValueError(f"temperature ({self.temperature}) must be > 0; for the most probable token take greedy")
-        if self.top_k < 0:
-            raise ValueError(f"top_k ({self.top_k}) must be >= 0 (0: no limit)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p ({self.top_p}) must be in (0, 1]")
-
-    def choose(self, logits: Tensor, generator: torch.Generator | None) -> Tensor:
-        """(n,) next tokens from logits (n, V)."""
-        if self.greedy:
-            return logits.argmax(-1)
-        return torch.multinomial(self.probabilities(logits), 1, generator=generator).squeeze(1)
-
-    def probabilities(self, logits: Tensor) -> Tensor:
-        """(n, V) the distribution a token is drawn from: tempered, top-k and top-p filtered, renormalised."""
-        logits = logits.float() / self.temperature
-        if self.top_k and self.top_k < logits.size(-1):
-            kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (n, 1)
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = logits.softmax(-1)
-        if self.top_p < 1.0:
-            sorted_probs, order = probs.sort(dim=-1, descending=True)
-            before = sorted_probs.cumsum(-1) - sorted_probs  # the mass of the tokens ranked above each
-            sorted_probs = sorted_probs.masked_fill(before >= self.top_p, 0.0)  # keep the smallest set reaching top_p
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-        return probs / probs.sum(-1, keepdim=True)
+__all__ = ["Sampling", "generate_ids"]
 
 
 @torch.no_grad()

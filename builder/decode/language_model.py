@@ -10,7 +10,8 @@ import torch
 
 from aiayn.blocks import DecoderOnly
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.generate import Sampling, generate_ids
+from aiayn.builder.decode.generate import generate_ids
+from aiayn.builder.decode.sampling import sampling_from
 from aiayn.builder.errors import UserError, described, strings_argument
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -31,14 +32,15 @@ class LanguageModel:
 
     def generate(
         self, prompts: Sequence[str] | str, *, max_new_tokens: int = 50, greedy: bool = False, temperature: float = 1.0,
-        top_k: int = 0, top_p: float = 1.0, seed: int = 1,
+        top_k: int = 0, top_p: float = 1.0, epsilon: float = 0.0, seed: int = 1,
     ) -> list[str]:  # fmt: skip
         """Each prompt (a str: that one) with its continuation, as one text: the tokenizer's
         decoding of the prompt's tokens and the generated ones, as `aiayn generate` prints them.
         `greedy`: the most probable token at every step; else drawn with `temperature`, `top_k`
-        (0: no limit) and `top_p` (1.0: no limit) from a generator seeded with `seed`."""
+        (0: no limit), `top_p` (1.0: no limit) and `epsilon` (0: no limit) from a generator seeded
+        with `seed`."""
         prompts = strings_argument(prompts, "prompts", one=True)
-        sampling = _sampling(greedy, temperature, top_k, top_p)
+        sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise UserError(f"max_new_tokens: expected a whole number >= 1, got {described(max_new_tokens)}")
         blank = next((i for i, p in enumerate(prompts) if not p.strip()), None)
@@ -63,18 +65,3 @@ class LanguageModel:
                     f"prompt {i + 1} has {len(p)} tokens, and with its <s> the model's {positions} learned positions leave no "
                     "room to continue it; shorten it"
                 )
-
-
-def _sampling(greedy: object, temperature: object, top_k: object, top_p: object) -> Sampling:
-    """The settings as a Sampling, or a UserError naming the one that is wrong."""
-    if not isinstance(greedy, bool):
-        raise UserError(f"greedy: expected True or False, got {described(greedy)}")
-    for name, value in (("temperature", temperature), ("top_p", top_p)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise UserError(f"{name}: expected a number, got {described(value)}")
-    if not isinstance(top_k, int) or isinstance(top_k, bool):
-        raise UserError(f"top_k: expected a whole number, got {described(top_k)}")
-    try:
-        return Sampling(greedy=greedy, temperature=float(temperature), top_k=top_k, top_p=float(top_p))  # type: ignore[arg-type]
-    except ValueError as e:
-        raise UserError(str(e)) from None

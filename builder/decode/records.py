@@ -39,9 +39,11 @@ class Score:
 class Translation(Score):
     """One of a source's n best translations: a `Score` (`score` and `log_prob` as the search
     computed them) with its `text`, as `aiayn translate` writes it. An empty (blank) source is not
-    decoded: its one translation is empty, with score 0."""
+    decoded: its one translation is empty, with score 0. `utility`: where minimum-Bayes-risk
+    decoding chose it, its expected utility against the pseudo-references."""
 
     text: str = ""
+    utility: float | None = None
 
 
 def scored_record(ids: Sequence[int], scored: Scored, tgt_tokenizer: Tokenizer, source_words: Sequence[int] | None) -> Score:
@@ -54,13 +56,15 @@ def scored_record(ids: Sequence[int], scored: Scored, tgt_tokenizer: Tokenizer, 
     return Score(list(ids), tokens, scored.score, scored.log_prob, scored.length, scored.token_log_probs, words, scored.alignment)
 
 
-def translation_record(hypothesis: Hypothesis, text: str, base: Score | None, *, align: bool) -> Translation:
+def translation_record(
+    hypothesis: Hypothesis, text: str, base: Score | None, *, align: bool, utility: float | None = None
+) -> Translation:
     """A Translation of a search's hypothesis: its score and log P as the search ranked it,
     the rest from its forced decoding (`base`); None: a blank source's empty translation."""
     if base is None:
         empty: list[tuple[int, int]] | None = [] if align else None
-        return Translation([], [], hypothesis.score, hypothesis.log_prob, 0, [], empty, empty, text)
+        return Translation([], [], hypothesis.score, hypothesis.log_prob, 0, [], empty, empty, text, utility)
     return Translation(
         base.ids, base.tokens, hypothesis.score, hypothesis.log_prob, base.length, base.token_log_probs,
-        base.alignment, base.token_alignment, text,
+        base.alignment, base.token_alignment, text, utility,
     )  # fmt: skip

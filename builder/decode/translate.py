@@ -8,7 +8,6 @@ tokenizer, return in input order. A blank line translates to an empty line.
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import cast
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.ensemble import Ensemble
+from aiayn.builder.decode.sampling import Sampling, sample_hypotheses
 from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
@@ -75,8 +75,8 @@ def check_lengths(
             "split that line, or raise the limit (--max-input-len)"
         )
     if isinstance(model, Ensemble):  # every member's limits hold
-        for member in model.members:
-            check_lengths(cast(TransformerModel, member), lengths, what, limit=limit, source=source)
+        for member in model.models:
+            check_lengths(member, lengths, what, limit=limit, source=source)
         return
     embed = getattr(model, "src_embed", model.tgt_embed) if source else model.tgt_embed  # a decoder-only model has one
     positions = getattr(embed.positional, "max_len", None)  # None: sinusoids never end
@@ -170,10 +170,14 @@ def translate_hypotheses(
     n_best: int = 1,
     on_batch: Callable[[int], None] | None = None,
     rules: TokenRules = TokenRules(),
+    sampling: Sampling | None = None,
+    seed: int = 1,
 ) -> list[list[Hypothesis]]:
     """`translate_ids` with the `n_best` best hypotheses of each source and their scores, best
-    first. An empty source is not decoded: one empty hypothesis, score 0."""
+    first. An empty source is not decoded: one empty hypothesis, score 0. With `sampling`,
+    `n_best` samples of each source instead (sampling.py), drawn from a generator seeded with `seed`."""
     device = next(model.parameters()).device
+    generator = torch.Generator(device).manual_seed(seed) if sampling is not None else None
     sources = with_source_eos(model, sources)
     lengths = np.array([len(s) for s in sources], dtype=np.int64)
     order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
@@ -181,11 +185,17 @@ def translate_hypotheses(
     with evaluating(model):
         for chunk in batches(model, order, lengths, decode.max_tokens):
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
-            found = beam_hypotheses(
-                model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, alpha=decode.alpha,
-                max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, length_penalty=decode.length_penalty, n_best=n_best,
-                early_stopping=decode.early_stopping, rules=rules,
-            )  # fmt: skip
+            if sampling is not None:
+                found = sample_hypotheses(
+                    model, src, bos_id=bos_id, eos_id=eos_id, n=n_best, sampling=sampling, generator=generator, rules=rules,
+                    max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                )  # fmt: skip
+            else:
+                found = beam_hypotheses(
+                    model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, n_best=n_best, early_stopping=decode.early_stopping,
+                    rules=rules, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, alpha=decode.alpha,
+                    length_penalty=decode.length_penalty,
+                )  # fmt: skip
             for i, hyps in zip(chunk, found):
                 results[i] = hyps
             if on_batch is not None:

@@ -19,7 +19,9 @@ from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.ensemble import Ensemble
 from aiayn.builder.decode.forced import score_ids
+from aiayn.builder.decode.mbr import WEIGHTS, Weights, make_utility, mbr_choice, utility_spec
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
+from aiayn.builder.decode.sampling import Sampling, sampling_from
 from aiayn.builder.decode.search import Hypothesis
 from aiayn.builder.decode.translate import (
     check_lengths,
@@ -33,6 +35,7 @@ from aiayn.builder.errors import UserError, bool_argument, described, path_argum
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.utility import UtilitySpec
 
 if TYPE_CHECKING:
     from aiayn.builder.decode.language_model import LanguageModel
@@ -75,53 +78,102 @@ class Translator:
 
     def translate(
         self, lines: Sequence[str] | str, *, n_best: int | None = None, with_scores: bool = False, alignments: bool = False,
-        alignment_layer: int | None = None, detokenize: bool = False, on_batch: Progress = None, **decode: Any,
+        alignment_layer: int | None = None, detokenize: bool = False, on_batch: Progress = None, sampling: bool = False,
+        temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, epsilon: float | None = None,
+        seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
+        **decode: Any,
     ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
         """The translation of each line (a str: of that one line), as `aiayn translate` writes it:
         through the run's text pipeline, beam search, its output text (`detokenize`: plain text
         from a run trained on tokenized text). `decode` overrides the run's decode settings.
 
-        With `n_best=k` (at most the beam size), each line's k best translations, best first.
+        With `n_best=k` (at most the beam size), each line's k best translations, best first;
+        `sampling`: k samples (any k; `temperature`, `top_k`, `top_p`, `epsilon`, `seed`: see
+        sampling.py), sorted by score; `unique`: each text once in a line's list (fewer may stay).
         With `with_scores` or `alignments`, records (`Translation`: text, tokens, ids, score as
         the search ranked it, log_prob, token_log_probs, alignment) instead of strings, a list
-        per line (k, or 1 without `n_best`). `alignments`: word pairs from the cross-attention of
-        decoder layer `alignment_layer` (default: the penultimate of more than two, else the last),
-        heads averaged."""
+        per line. `alignments`: word pairs from the cross-attention of decoder layer
+        `alignment_layer` (default: the penultimate of more than two, else the last).
+        `mbr`: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a registered one or
+        a mapping with its settings) among each line's n_best >= 2 candidates, against them (or
+        `mbr_references` samples), weighted `mbr_weights` ("uniform", "model"): see mbr.py; one
+        translation a line (records: its `utility`)."""
         lines = strings_argument(lines, "lines", one=True)
-        with_scores, alignments, detokenize = (
-            bool_argument(v, n) for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize"))
-        )
+        with_scores, alignments, detokenize, unique = (
+            bool_argument(v, n)
+            for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize"), (unique, "unique"))
+        )  # fmt: skip
+        sampler = _sampler(sampling, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon}, decode)
         settings = self.decode_spec(**decode)
         records = bool(with_scores or alignments)
-        k = check_n_best(n_best, settings.beam, "n_best", "beam")
-        if detokenize and alignments:
-            raise UserError("alignments: they count the words of the run's tokenized output; drop detokenize")
-        pipelines = self.pipelines
-        if detokenize and (pipelines is None or pipelines[1].tokenizer is None):
-            raise UserError("detokenize: this run was trained on untokenized text (data.pipeline has no moses_tokenize)")
+        k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
+        chooser = _chooser(mbr, mbr_weights, mbr_references, n_best)
+        pipelines = self._pipelines_for(detokenize, alignments)
         if pipelines is not None:
             lines = pipelines[0].lines(lines)
-        if n_best is None and not records:
+        if n_best is None and not records and sampler is None:
             hyps = translate_texts(
                 self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input"
             )
             return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
         ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
-        found = translate_hypotheses(
-            self.model, ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
-            n_best=k, on_batch=on_batch,
-            rules=token_rules(settings, self.tgt_tokenizer),
-        )  # fmt: skip
-        texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
+        found, texts = self._candidates(ids, settings, k, sampler, seed, on_batch, unique=unique)
+        utilities = None
+        if chooser is not None:
+            found, texts, utilities = self._mbr(ids, found, texts, settings, chooser, sampler, seed)
         if detokenize and pipelines is not None:
             texts = [[pipelines[1].detokenize(t) for t in group] for group in texts]
         if not records:
-            return texts
-        return self._records(ids, found, texts, settings, alignments, alignment_layer)
+            return [group[0] for group in texts] if chooser is not None or n_best is None else texts
+        return self._records(ids, found, texts, settings, alignments, alignment_layer, utilities)
+
+    def _pipelines_for(self, detokenize: bool, alignments: bool) -> tuple[TextPipeline, TextPipeline] | None:
+        """The run's text pipelines, checked to undo what `detokenize` asks for."""
+        if detokenize and alignments:
+            raise UserError("alignments: they count the words of the run's tokenized output; drop detokenize")
+        pipelines = self.pipelines
+        if detokenize and (pipelines is None or pipelines[1].tokenizer is None):
+            raise UserError("detokenize: this run was trained on untokenized text (data.pipeline has no moses_tokenize)")
+        return pipelines
+
+    def _candidates(
+        self, ids: list[list[int]], settings: DecodeSpec, k: int, sampler: Sampling | None, seed: int, on_batch: Progress,
+        *, unique: bool = False,
+    ) -> tuple[list[list[Hypothesis]], list[list[str]]]:  # fmt: skip
+        """Each source's k best hypotheses (or k samples) and their texts; `unique`: each text once."""
+        found = translate_hypotheses(
+            self.model, ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
+            n_best=k, on_batch=on_batch, rules=token_rules(settings, self.tgt_tokenizer), sampling=sampler, seed=seed,
+        )  # fmt: skip
+        texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
+        if unique:
+            kept = [[i for i, t in enumerate(group) if t not in group[:i]] for group in texts]
+            found = [[hyps[i] for i in keep] for hyps, keep in zip(found, kept)]
+            texts = [[group[i] for i in keep] for group, keep in zip(texts, kept)]
+        return found, texts
+
+    def _mbr(
+        self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
+        chooser: "_Chooser", sampler: Sampling | None, seed: int,
+    ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:  # fmt: skip
+        """Each source's MBR choice among its candidates, and its expected utility."""
+        references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
+        if chooser.references is not None:  # pseudo-references drawn apart from the candidates
+            references = self._candidates(ids, settings, chooser.references, sampler or Sampling(), seed + 1, None)
+        utility, chosen, values = make_utility(chooser.utility), [], []
+        for hyps, group, ref_hyps, refs, source in zip(found, texts, *references, ids):
+            if not source:  # a blank line: its one empty translation
+                chosen.append(0)
+                values.append(0.0)
+                continue
+            best, value = mbr_choice(utility, group, refs, [h.log_prob for h in ref_hyps], chooser.weights)
+            chosen.append(best)
+            values.append(value)
+        return [[h[i]] for h, i in zip(found, chosen)], [[t[i]] for t, i in zip(texts, chosen)], values
 
     def _records(
         self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
-        align: bool, layer: int | None,
+        align: bool, layer: int | None, utilities: list[float] | None = None,
     ) -> list[list[Translation]]:  # fmt: skip
         """Each hypothesis's Translation: its forced decoding gives the per-token numbers and the alignment."""
         flat = [(i, h) for i, hyps in enumerate(found) for h in hyps if ids[i]]
@@ -130,7 +182,12 @@ class Translator:
         )
         forced = iter(scored)  # in the order of `flat`: a blank source's hypothesis has none
         return [
-            [translation_record(h, text, next(forced) if ids[i] else None, align=align) for h, text in zip(hyps, group)]
+            [
+                translation_record(
+                    h, text, next(forced) if ids[i] else None, align=align, utility=None if utilities is None else utilities[i]
+                )
+                for h, text in zip(hyps, group)
+            ]
             for i, (hyps, group) in enumerate(zip(found, texts))
         ]
 
@@ -188,13 +245,52 @@ class Translator:
         return self
 
 
-def check_n_best(n_best: object, beam: int, name: str, beam_name: str) -> int:
-    """`n_best` (None: 1) as a count within the beam, or a UserError in the words of `name`."""
+@dataclass(frozen=True)
+class _Chooser:
+    """How MBR chooses: its utility, the references' weights, and how many samples to draw as
+    references (None: the candidates themselves)."""
+
+    utility: UtilitySpec
+    weights: Weights
+    references: int | None
+
+
+def _chooser(mbr: Any, weights: object, references: object, n_best: object) -> _Chooser | None:
+    """The MBR settings checked (None: no MBR)."""
+    if mbr is None:
+        return None
+    utility = utility_spec(mbr, "mbr")
+    if weights not in WEIGHTS:
+        raise UserError(f"mbr_weights: expected one of {', '.join(WEIGHTS)}, got {described(weights)}")
+    if references is not None and (not isinstance(references, int) or isinstance(references, bool) or references < 1):
+        raise UserError(
+            f"mbr_references: expected a whole number >= 1 (samples to draw as pseudo-references), got {described(references)}"
+        )
+    if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 2:
+        raise UserError("mbr: it chooses among candidates; give n_best >= 2 (the beam's n best, or samples with sampling=True)")
+    return _Chooser(utility, cast(Weights, weights), references)
+
+
+def _sampler(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
+    """The sampling settings checked (None: beam search); each one given without `sampling` is refused."""
+    sampling = bool_argument(sampling, "sampling")
+    given = {name: value for name, value in settings.items() if value is not None}
+    if not sampling:
+        if given:
+            raise UserError(f"{next(iter(given))}: it shapes sampling; give sampling=True, or drop it")
+        return None
+    if "beam" in decode:
+        raise UserError("beam: sampling draws each token and keeps no beam; drop beam, or sampling")
+    return sampling_from(**given)
+
+
+def check_n_best(n_best: object, beam: int | None, name: str, beam_name: str) -> int:
+    """`n_best` (None: 1) as a count within the beam (None: no beam, any count), or a UserError in the words of `name`."""
     if n_best is None:
         return 1
     if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
         raise UserError(f"{name}: expected a whole number >= 1, got {described(n_best)}")
-    if n_best > beam:
+    if beam is not None and n_best > beam:
         raise UserError(
             f"{name} ({n_best}) is more than the beam size ({beam}): a search keeps {beam} hypotheses a sentence; "
             f"raise {beam_name} to at least {n_best}"

@@ -25,6 +25,7 @@ from aiayn.blocks import (
 )
 from aiayn.builder.data.make_tokenizers import register_tokenizers
 from aiayn.builder.data.text_steps import register_text_steps
+from aiayn.builder.data.utilities import register_utilities
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.attention import (
     attention_activations,
@@ -69,6 +70,7 @@ def register_builtins() -> None:
     register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=_sigmoid_label)
     register_text_steps(register)
     register_tokenizers(register)
+    register_utilities(register)
     register(
         LayerNormSpec,
         slot="norm",

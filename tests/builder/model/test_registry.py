@@ -224,7 +224,7 @@ def test_what_registering_refuses(gated):
         aiayn.register(Again, slot="norm", build=build_gated)
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer$",
+        match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
     ):
         aiayn.register(Again, slot="sublayers", **fine)
     with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):

@@ -1,0 +1,79 @@
+"""Minimum-Bayes-risk decoding (Kumar & Byrne 2004; Freitag et al. 2022): of a source's
+candidates (a beam's n-best, or samples), the one with the highest expected utility against
+pseudo-references (the candidates themselves, or samples drawn apart), each reference weighted
+alike (`uniform`: a Monte Carlo estimate where they are samples) or by the model's probability
+renormalised over them (`model`: the n-best's usual weighting). The utility is a registered type
+(schemas/utilities.py: chrF, BLEU; a plugin's, e.g. a neural metric): one call a source,
+candidates x references, so that a utility can batch its pairs."""
+
+import difflib
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, cast
+
+import numpy as np
+from pydantic import ValidationError
+
+from aiayn.builder.errors import UserError, described
+from aiayn.builder.registry import registration
+from aiayn.builder.run.validation import format_validation_error
+from aiayn.schemas.slots import UTILITY, PluginError, type_tag
+from aiayn.schemas.utility import UtilitySpec
+
+Utility = Callable[[Sequence[str], Sequence[str]], Any]
+Weights = Literal["uniform", "model"]
+WEIGHTS = ("uniform", "model")
+
+
+def utility_spec(value: object, where: str = "mbr") -> UtilitySpec:
+    """A utility named by its type ("chrf") or given with its settings ({"type": "chrf", "word_order": 2})."""
+    if isinstance(value, UtilitySpec):
+        return value
+    data = {"type": value} if isinstance(value, str) else value
+    if not isinstance(data, dict):
+        raise UserError(
+            f"{where}: expected a utility's type (chrf, bleu, ...) or a mapping with its type, got {described(value)}"
+        )
+    known = {type_tag(cls): cls for cls in UTILITY.classes()}
+    tag = data.get("type")
+    if tag not in known:
+        near = difflib.get_close_matches(str(tag), list(known), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise UserError(f"{where}: {tag!r} is not a utility type; the registered ones are {', '.join(known)}{hint}")
+    try:
+        return cast(UtilitySpec, known[tag].model_validate(data))
+    except ValidationError as e:
+        raise UserError(f"{where}: " + "; ".join(format_validation_error(e, root=known[tag]))) from None
+
+
+def make_utility(spec: UtilitySpec) -> Utility:
+    """The function its registration builds."""
+    return registration(spec).build(spec)
+
+
+def expected_utilities(
+    utility: Utility, candidates: Sequence[str], references: Sequence[str], log_probs: Sequence[float], weights: Weights
+) -> np.ndarray:
+    """(len(candidates),) each candidate's utility against the references, averaged with the
+    references' weights (`log_probs`: the model's log P of each reference, for `model`)."""
+    scores = np.asarray(utility(candidates, references), dtype=np.float64)
+    if scores.shape != (len(candidates), len(references)) or not np.isfinite(scores).all():
+        raise PluginError(
+            f"an MBR utility must return a finite array of shape (candidates, references) = ({len(candidates)}, "
+            f"{len(references)}), got {'shape ' + str(scores.shape) if scores.shape != (len(candidates), len(references)) else 'a value that is not finite'}"
+        )
+    if weights == "uniform":
+        w = np.full(len(references), 1.0 / len(references))
+    else:
+        lp = np.asarray(log_probs, dtype=np.float64)
+        w = np.exp(lp - lp.max())
+        w /= w.sum()
+    return scores @ w
+
+
+def mbr_choice(
+    utility: Utility, candidates: Sequence[str], references: Sequence[str], log_probs: Sequence[float], weights: Weights
+) -> tuple[int, float]:
+    """(the index of the candidate of highest expected utility, the first of equals; its expected utility)."""
+    expected = expected_utilities(utility, candidates, references, log_probs, weights)
+    best = int(np.argmax(expected))
+    return best, float(expected[best])

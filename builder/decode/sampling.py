@@ -1,0 +1,144 @@
+"""Sampling instead of search: each next token drawn from the model's distribution.
+
+`Sampling` says how a token is drawn: from the softmax of the scores / temperature, kept to the
+top_k most probable (Fan et al. 2018), then to the smallest set whose probability reaches top_p
+(nucleus, Holtzman et al. 2020), then to the tokens whose probability is at least epsilon
+(Hewitt et al. 2022), renormalised after each filter, in transformers' order of its warpers
+(temperature, top-k, top-p, epsilon); the most probable token always stays.
+
+`sample_hypotheses` draws `n` outputs of each source (ancestral sampling: fairseq's --sampling,
+Marian's --output-sampling), with the search's token rules and length limits. Each sample's
+`log_prob` is log P(Y | X) under the model as the search reads it (the rules applied; no
+temperature, no filter), its `score` log_prob / lp(|Y|), as a beam hypothesis's: samples of one
+source come back sorted by score (the same output drawn twice is there twice). The draws come
+from `generator`: the same seed, the same samples, on the same device and batches (on the CPU
+here; a GPU's kernels may differ in their last bits, and a draw with them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aiayn.blocks import TransformerModel
+from aiayn.builder.decode.search import Hypothesis, TokenRules, _check, _next_log_probs, _penalty, _strip, output_limits
+from aiayn.builder.errors import UserError, described
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is chosen: `greedy` (the most probable), else drawn from the filtered
+    distribution (see the module's text): temperature > 0, top_k >= 0 (0: all), top_p in (0, 1]
+    (1: all), epsilon in [0, 1) (0: all)."""
+
+    greedy: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    epsilon: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0 or not math.isfinite(self.temperature):
+            raise ValueError(f"temperature ({self.temperature}) must be > 0; for the most probable token take greedy")
+        if self.top_k < 0:
+            raise ValueError(f"top_k ({self.top_k}) must be >= 0 (0: no limit)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p ({self.top_p}) must be in (0, 1]")
+        if not 0 <= self.epsilon < 1:
+            raise ValueError(f"epsilon ({self.epsilon}) must be in [0, 1) (0: no limit)")
+
+    def choose(self, logits: Tensor, generator: torch.Generator | None) -> Tensor:
+        """(n,) next tokens from logits (n, V) (or log-probabilities: the same distribution)."""
+        if self.greedy:
+            return logits.argmax(-1)
+        return torch.multinomial(self.probabilities(logits), 1, generator=generator).squeeze(1)
+
+    def probabilities(self, logits: Tensor) -> Tensor:
+        """(n, V) the distribution a token is drawn from: tempered, filtered, renormalised."""
+        logits = logits.float() / self.temperature
+        if self.top_k and self.top_k < logits.size(-1):
+            kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (n, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = logits.softmax(-1)
+        if self.top_p < 1.0:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            before = sorted_probs.cumsum(-1) - sorted_probs  # the mass of the tokens ranked above each
+            sorted_probs = sorted_probs.masked_fill(before >= self.top_p, 0.0)  # keep the smallest set reaching top_p
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+            probs = probs / probs.sum(-1, keepdim=True)
+        if self.epsilon > 0:
+            best = probs.argmax(-1, keepdim=True)
+            low = probs < self.epsilon
+            probs = probs.masked_fill(low.scatter(-1, best, False), 0.0)  # the most probable token stays
+        return probs / probs.sum(-1, keepdim=True)
+
+
+def sampling_from(*, greedy: object = False, temperature: object = 1.0, top_k: object = 0, top_p: object = 1.0,
+                  epsilon: object = 0.0) -> Sampling:  # fmt: skip
+    """The settings as a Sampling, or a UserError naming the one that is wrong (its Python name)."""
+    if not isinstance(greedy, bool):
+        raise UserError(f"greedy: expected True or False, got {described(greedy)}")
+    for name, value in (("temperature", temperature), ("top_p", top_p), ("epsilon", epsilon)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise UserError(f"{name}: expected a number, got {described(value)}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool):
+        raise UserError(f"top_k: expected a whole number, got {described(top_k)}")
+    try:
+        return Sampling(greedy, float(temperature), top_k, float(top_p), float(epsilon))  # type: ignore[arg-type]
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+@torch.no_grad()
+def sample_hypotheses(
+    model: TransformerModel,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    n: int,
+    sampling: Sampling,
+    generator: torch.Generator | None = None,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    alpha: float = 0.6,
+    length_penalty: str = "gnmt",
+    rules: TokenRules = TokenRules(),
+    use_cache: bool = True,
+) -> list[list[Hypothesis]]:
+    """`n` samples of each sentence of src (B, S), sorted by score (see the module's text)."""
+    _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
+    if n < 1:
+        raise ValueError(f"n ({n}) must be >= 1")
+    lp = _penalty(length_penalty)
+    memory, src_pad = model.encode(src)
+    assert src_pad is not None  # encode without rows always makes the mask
+    memory, src_pad = memory.repeat_interleave(n, 0), src_pad.repeat_interleave(n, 0)
+    max_len = output_limits(model, src, max_len_a, max_len_b).repeat_interleave(n)  # (B*n,)
+    row = torch.arange(src.size(0) * n, device=src.device)  # each live row's sample: sentence * n + draw
+    tokens = torch.full((row.numel(), 1), bos_id, dtype=torch.long, device=src.device)
+    log_prob = torch.zeros(row.numel(), dtype=torch.float64, device=src.device)
+    state = model.init_state() if use_cache else None
+    drawn: list[Hypothesis | None] = [None] * row.numel()
+    for step in range(1, int(max_len.max()) + 1):
+        log_probs = rules.apply(_next_log_probs(model, tokens, memory, src_pad, state), model.pad_id, eos_id, max_len.le(step))
+        token = sampling.choose(log_probs, generator)  # (m,)
+        log_prob += log_probs.gather(1, token[:, None]).squeeze(1).double()
+        tokens = torch.cat([tokens, token[:, None]], dim=1)
+        ended, done = token.eq(eos_id), token.eq(eos_id) | max_len.le(step)
+        if not bool(done.any()):
+            continue
+        for r in done.nonzero().flatten().tolist():
+            total, end = float(log_prob[r]), bool(ended[r])
+            drawn[int(row[r])] = Hypothesis(_strip(tokens[r, 1:].tolist(), eos_id), total / float(lp(step, alpha)), total, end)
+        keep = (~done).nonzero().flatten()
+        if keep.numel() == 0:
+            break
+        tokens, memory, src_pad, max_len, row, log_prob = (t[keep] for t in (tokens, memory, src_pad, max_len, row, log_prob))
+        if state is not None:
+            state.reorder(keep)
+    samples = [h for h in drawn if h is not None]
+    return [sorted(samples[i * n : (i + 1) * n], key=lambda h: -h.score) for i in range(src.size(0))]
