@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +38,8 @@ class Ensemble(nn.Module):
                 raise ValueError(
                     f"the members of an ensemble read their inputs alike: their {name} differ ({sorted(map(str, values))})"
                 )
+        if len({getattr(m, "prefix_source", None) for m in models}) > 1:
+            raise ValueError("the members of an ensemble read their inputs alike: some read the source as a prefix, some not")
         if len({type(m) for m in models}) > 1:
             raise ValueError("the members of an ensemble are of one graph: encoder-decoder models, or decoder-only models")
         unique: list[TransformerModel] = []
@@ -76,9 +79,10 @@ class Ensemble(nn.Module):
             log_probs.append(logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1))
         return mean_of_probabilities(log_probs, self.counts)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: the log of the members' mean probabilities (B, T, V)."""
-        log_probs = [m(src, tgt_in).to(torch.promote_types(m.generator.weight.dtype, torch.float32)).log_softmax(dim=-1)
+    def forward(self, src: Tensor, tgt_in: Tensor, **kwargs: Any) -> Tensor:
+        """Teacher forcing: the log of the members' mean probabilities (B, T, V) (`kwargs`: what
+        each member's forward takes besides, a decoder-only translation's `prefix`)."""
+        log_probs = [m(src, tgt_in, **kwargs).to(torch.promote_types(m.generator.weight.dtype, torch.float32)).log_softmax(dim=-1)
                      for m in self.models]  # fmt: skip
         return mean_of_probabilities(log_probs, self.counts)
 
@@ -92,6 +96,14 @@ class Ensemble(nn.Module):
 
     def __len__(self) -> int:
         return sum(self.counts)
+
+
+def as_decoder_only(model: Any) -> DecoderOnly | None:
+    """A decoder-only model, or an ensemble's first member where they are decoder-only (what reads
+    the layout of their sequences); None for an encoder-decoder graph."""
+    if isinstance(model, Ensemble):
+        model = model.models[0]
+    return model if isinstance(model, DecoderOnly) else None
 
 
 def mean_of_probabilities(log_probs: Sequence[Tensor], counts: Sequence[int] | None = None) -> Tensor:

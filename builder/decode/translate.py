@@ -15,7 +15,7 @@ import torch
 from aiayn.blocks import DecoderOnly, TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.ensemble import Ensemble
+from aiayn.builder.decode.ensemble import Ensemble, as_decoder_only
 from aiayn.builder.decode.sampling import Sampling, sample_hypotheses
 from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
 from aiayn.builder.errors import UserError
@@ -104,7 +104,7 @@ def with_source_eos(model: TransformerModel, sources: Sequence[Sequence[int]]) -
 def output_start(model: TransformerModel, tgt_tokenizer: Tokenizer) -> int:
     """The token the output follows: <s> for an encoder-decoder's decoder, <sep> after a
     decoder-only model's `<s> x` (a UserError where its vocabulary has none)."""
-    if not isinstance(model, DecoderOnly):
+    if as_decoder_only(model) is None:
         return tgt_tokenizer.bos_id
     if tgt_tokenizer.sep_id is None:
         raise UserError("this decoder-only model translates <s> source <sep> target, and its tokenizer has no <sep>")

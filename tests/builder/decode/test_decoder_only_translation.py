@@ -146,3 +146,16 @@ def test_a_decoder_only_translations_token_budget_counts_a_side(tmp_path):
     joint = make_datamodule(load_experiment(lm, ["data.side=null", "data.max_len=60"]), tmp_path / "a", max_tokens=1000)
     assert joint.max_tokens == 2000 and joint.joint is not None
     assert make_datamodule(load_experiment(lm), tmp_path / "b", max_tokens=1000).max_tokens == 1000
+
+
+def test_decoder_only_models_ensemble_sample_and_choose_by_mbr(run, tmp_path):
+    src = tmp_path / "src.txt"
+    src.write_text("she bought three books\ntwo men\n")
+    alone = cli("translate", run, "--input", src, "--n-best", "2", "--scores")
+    twice = cli("translate", run, run / "checkpoints" / "last.ckpt", "--input", src, "--n-best", "2", "--scores")  # two copies
+    assert twice[0] == 0 and twice[1] == alone[1], twice[2]
+    one = json.loads(cli("evaluate", run, "--json")[1])
+    two = json.loads(cli("evaluate", run, run / "checkpoints" / "last.ckpt", "--json")[1])
+    assert (two["bleu"], two["ppl"]) == (one["bleu"], pytest.approx(one["ppl"], rel=1e-5))
+    code, out, err = cli("translate", run, "--input", src, "--sampling", "--n-best", "3", "--mbr", "chrf")
+    assert code == 0 and len(out.splitlines()) == 2, err
