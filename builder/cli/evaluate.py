@@ -19,7 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
+from aiayn.builder.cli.translate import (
+    add_checkpoint_argument,
+    add_choice_arguments,
+    add_decode_arguments,
+    choice_record,
+    chosen,
+    decode_spec,
+    device_of,
+    progress_bar,
+)
 from aiayn.builder.data.corpus import read_lines, read_parallel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
@@ -58,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "already (e.g. the Multi30k literature's tokenized files)",
     )  # fmt: skip
     add_decode_arguments(p)
+    add_choice_arguments(p, n_best=True)
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -80,9 +90,11 @@ def evaluate(args: argparse.Namespace) -> int:
     loaded.model.to(device_of(args))
     scoring = Scoring.of(loaded.spec.data)
     with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
+        hyps = chosen(loaded, sources, decode, args, on_batch=bar.update)
         metrics, hyps = evaluate_texts(
-            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, scoring=scoring, on_batch=bar.update
-        )
+            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, scoring=scoring, on_batch=bar.update,
+            hyps=hyps,
+        )  # fmt: skip
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
     result: dict[str, Any] = {
@@ -91,6 +103,7 @@ def evaluate(args: argparse.Namespace) -> int:
         "data": data,
         **metrics,
         "decode": decode.model_dump(),
+        **choice_record(args),
     }
     if scoring.tokenized and raw_refs is not None and pipelines is not None:
         result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))

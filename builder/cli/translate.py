@@ -29,8 +29,8 @@ from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.mbr import WEIGHTS, utility_spec
-from aiayn.builder.decode.sampling import sampling_from
-from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
+from aiayn.builder.decode.sampling import Sampling, sampling_from
+from aiayn.builder.decode.translator import MBRChoice, Translator, check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
@@ -110,6 +110,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
     )  # fmt: skip
     add_decode_arguments(p)
+    add_choice_arguments(p)
+    p.add_argument("--unique", action="store_true", help="each text once in a line's n-best list (its best segmentation)")
+
+
+def add_choice_arguments(p: argparse.ArgumentParser, *, n_best: bool = False) -> None:
+    """--sampling and its flags, --mbr and its flags; `n_best`: with --n-best, MBR's candidates
+    (evaluate's; translate has its own, for n-best lists)."""
+    if n_best:
+        p.add_argument(
+            "--n-best", type=int, metavar="K", help="with --mbr: choose among K candidates (the beam's K best, or K samples)"
+        )
     add_sampling_arguments(p)
     g = p.add_argument_group(
         "minimum-Bayes-risk decoding: of each line's --n-best K candidates (a beam's, or samples), the one that agrees most "
@@ -127,7 +138,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--mbr-references", type=int, metavar="N",
         help="draw N samples as pseudo-references (default: the candidates themselves)",
     )  # fmt: skip
-    p.add_argument("--unique", action="store_true", help="each text once in a line's n-best list (its best segmentation)")
 
 
 # the sampling flags, as the Python API names them
@@ -180,8 +190,39 @@ def check_choice(args: argparse.Namespace) -> None:
         raise UserError("--mbr chooses among candidates: give --n-best K >= 2 (the beam's K best, or K samples with --sampling)")
     if args.mbr_references is not None and args.mbr_references < 1:
         raise UserError(f"--mbr-references ({args.mbr_references}): give 1 or more samples to draw")
-    if args.alignments:
+    if getattr(args, "alignments", False):
         raise UserError("--alignments: MBR's choice is written without them; align it with aiayn score --alignments")
+
+
+def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Namespace, *, on_batch: Any) -> list[str] | None:
+    """evaluate's translations of `lines` (through the run's pipeline already) where --sampling or
+    --mbr chooses them (None: beam search's best, as validation translates)."""
+    check_choice(args)
+    if not args.sampling and args.mbr is None:
+        if args.n_best is not None:
+            raise UserError("--n-best: evaluate scores one translation a line; give it with --mbr (its candidates)")
+        return None
+    sampling = Sampling(**sampling_settings(args)) if args.sampling else None
+    choice = None
+    if args.mbr is not None:
+        choice = MBRChoice(utility_spec(mbr_utility(args.mbr), "--mbr"), args.mbr_weights, args.mbr_references)
+    translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
+    k = args.n_best or 1
+    _, _, texts, _ = translator.decode_lines(
+        lines, decode, n_best=k, sampling=sampling, seed=args.seed, mbr=choice, on_batch=on_batch
+    )
+    return [group[0] for group in texts]
+
+
+def choice_record(args: argparse.Namespace) -> dict[str, Any]:
+    """What chose evaluate's translations besides the decode section, for its result."""
+    record: dict[str, Any] = {}
+    if args.sampling:
+        record["sampling"] = {"seed": args.seed, **sampling_settings(args)}
+    if args.mbr is not None:
+        record["mbr"] = {"utility": utility_spec(mbr_utility(args.mbr), "--mbr").model_dump(), "candidates": args.n_best,
+                         "weights": args.mbr_weights, "references": args.mbr_references or "the candidates"}  # fmt: skip
+    return record
 
 
 def mbr_utility(text: str) -> Any:

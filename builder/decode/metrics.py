@@ -124,9 +124,15 @@ def evaluate_texts(
     *,
     scoring: Scoring = DETOKENIZED,
     on_batch: Callable[[int], None] | None = None,
+    hyps: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """({n_sentences, bleu, chrf, signatures, ppl}, the translations) of `sources` against `refs`."""
-    hyps = translate_texts(model, src_tokenizer, tgt_tokenizer, sources, decode, on_batch=on_batch)
+    """({n_sentences, bleu, chrf, signatures, ppl}, the translations) of `sources` against `refs`
+    (`hyps`: translations chosen otherwise, scored as they are)."""
+    hyps = (
+        list(hyps)
+        if hyps is not None
+        else translate_texts(model, src_tokenizer, tgt_tokenizer, sources, decode, on_batch=on_batch)
+    )
     src_ids = src_tokenizer.encode_batch([s if s.strip() else "" for s in sources])
     tgt_ids = tgt_tokenizer.encode_batch(list(refs))
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")

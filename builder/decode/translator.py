@@ -103,11 +103,11 @@ class Translator:
             bool_argument(v, n)
             for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize"), (unique, "unique"))
         )  # fmt: skip
-        sampler = _sampler(sampling, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon}, decode)
+        sampler = sampler_of(sampling, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon}, decode)
         settings = self.decode_spec(**decode)
         records = bool(with_scores or alignments)
         k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
-        chooser = _chooser(mbr, mbr_weights, mbr_references, n_best)
+        chooser = mbr_choice_of(mbr, mbr_weights, mbr_references, n_best)
         pipelines = self._pipelines_for(detokenize, alignments)
         if pipelines is not None:
             lines = pipelines[0].lines(lines)
@@ -116,16 +116,26 @@ class Translator:
                 self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input"
             )
             return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
-        ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
-        found, texts = self._candidates(ids, settings, k, sampler, seed, on_batch, unique=unique)
-        utilities = None
-        if chooser is not None:
-            found, texts, utilities = self._mbr(ids, found, texts, settings, chooser, sampler, seed)
+        ids, found, texts, utilities = self.decode_lines(
+            lines, settings, n_best=k, sampling=sampler, seed=seed, unique=unique, mbr=chooser, on_batch=on_batch
+        )
         if detokenize and pipelines is not None:
             texts = [[pipelines[1].detokenize(t) for t in group] for group in texts]
         if not records:
             return [group[0] for group in texts] if chooser is not None or n_best is None else texts
         return self._records(ids, found, texts, settings, alignments, alignment_layer, utilities)
+
+    def decode_lines(
+        self, lines: Sequence[str], settings: DecodeSpec, *, n_best: int = 1, sampling: Sampling | None = None, seed: int = 1,
+        unique: bool = False, mbr: "MBRChoice | None" = None, on_batch: Progress = None,
+    ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:  # fmt: skip
+        """The core of `translate`, on lines through the run's pipeline already (checked settings):
+        (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities)."""
+        ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
+        found, texts = self._candidates(ids, settings, n_best, sampling, seed, on_batch, unique=unique)
+        if mbr is None:
+            return ids, found, texts, None
+        return ids, *self._mbr(ids, found, texts, settings, mbr, sampling, seed)
 
     def _pipelines_for(self, detokenize: bool, alignments: bool) -> tuple[TextPipeline, TextPipeline] | None:
         """The run's text pipelines, checked to undo what `detokenize` asks for."""
@@ -154,7 +164,7 @@ class Translator:
 
     def _mbr(
         self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
-        chooser: "_Chooser", sampler: Sampling | None, seed: int,
+        chooser: "MBRChoice", sampler: Sampling | None, seed: int,
     ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:  # fmt: skip
         """Each source's MBR choice among its candidates, and its expected utility."""
         references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
@@ -246,8 +256,8 @@ class Translator:
 
 
 @dataclass(frozen=True)
-class _Chooser:
-    """How MBR chooses: its utility, the references' weights, and how many samples to draw as
+class MBRChoice:
+    """How minimum-Bayes-risk decoding chooses: its utility, the references' weights, and how many samples to draw as
     references (None: the candidates themselves)."""
 
     utility: UtilitySpec
@@ -255,7 +265,7 @@ class _Chooser:
     references: int | None
 
 
-def _chooser(mbr: Any, weights: object, references: object, n_best: object) -> _Chooser | None:
+def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object) -> MBRChoice | None:
     """The MBR settings checked (None: no MBR)."""
     if mbr is None:
         return None
@@ -268,10 +278,10 @@ def _chooser(mbr: Any, weights: object, references: object, n_best: object) -> _
         )
     if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 2:
         raise UserError("mbr: it chooses among candidates; give n_best >= 2 (the beam's n best, or samples with sampling=True)")
-    return _Chooser(utility, cast(Weights, weights), references)
+    return MBRChoice(utility, cast(Weights, weights), references)
 
 
-def _sampler(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
+def sampler_of(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
     """The sampling settings checked (None: beam search); each one given without `sampling` is refused."""
     sampling = bool_argument(sampling, "sampling")
     given = {name: value for name, value in settings.items() if value is not None}

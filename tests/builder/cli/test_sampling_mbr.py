@@ -3,6 +3,7 @@ command line and Python agree; MBR's choice is the brute-force one (sacreBLEU's 
 every pair, averaged with the weights asked for); a utility of one's own registers and plugs in;
 bad combinations are messages (exit 2)."""
 
+import json
 import math
 from typing import Literal
 
@@ -171,3 +172,23 @@ def test_the_python_api_refuses_the_same_by_name(translator):
         with pytest.raises(UserError) as e:
             translator.translate(LINES, **kwargs)
         assert str(e.value) == message
+
+
+def test_evaluate_scores_the_mbr_choice_and_samples(run, translator, source, tmp_path, capsys):
+    ref = tmp_path / "ref.txt"
+    ref.write_text("".join(line + "\n" for line in ["she sold eight apples", "we counted two pictures", "x", "the dog"]))
+    hyps = tmp_path / "hyps.txt"
+    assert main(["evaluate", str(run), "--src", str(source), "--ref", str(ref), "--n-best", "4", "--mbr", "chrf", "--json",
+                 "--hyps", str(hyps)]) == 0  # fmt: skip
+    result = json.loads(capsys.readouterr().out)
+    assert hyps.read_text().splitlines() == translator.translate(LINES, n_best=4, mbr="chrf")
+    assert result["mbr"] == {"utility": {"type": "chrf", "char_order": 6, "word_order": 0, "beta": 2}, "candidates": 4,
+                             "weights": "uniform", "references": "the candidates"}  # fmt: skip
+    assert main(["evaluate", str(run), "--src", str(source), "--ref", str(ref), "--sampling", "--seed", "2", "--json",
+                 "--hyps", str(hyps)]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["sampling"] == {"seed": 2}
+    assert hyps.read_text().splitlines() == translator.translate(LINES, sampling=True, seed=2)
+    assert main(["evaluate", str(run), "--src", str(source), "--ref", str(ref), "--n-best", "4"]) == 2
+    assert capsys.readouterr().err == (
+        "aiayn evaluate: error: --n-best: evaluate scores one translation a line; give it with --mbr (its candidates)\n"
+    )
