@@ -208,9 +208,10 @@ def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Nam
         choice = MBRChoice(utility_spec(mbr_utility(args.mbr), "--mbr"), args.mbr_weights, args.mbr_references)
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
     k = args.n_best or 1
-    _, _, texts, _ = translator.decode_lines(
-        lines, decode, n_best=k, sampling=sampling, seed=args.seed, mbr=choice, on_batch=on_batch
-    )
+    with progress_bar(lines, enabled=choice is not None and sys.stderr.isatty(), what="MBR") as bar:
+        _, _, texts, _ = translator.decode_lines(
+            lines, decode, n_best=k, sampling=sampling, seed=args.seed, mbr=choice, on_batch=on_batch, on_choice=bar.update
+        )
     return [group[0] for group in texts]
 
 
@@ -282,9 +283,27 @@ def read_input(path: Path | None) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def progress_bar(lines: Sequence[str], *, enabled: bool) -> tqdm:
-    """Sentences translated so far, on stderr (blank lines are not translated, so not counted)."""
-    return tqdm(total=sum(1 for line in lines if line.strip()), unit="sent", file=sys.stderr, disable=not enabled)
+def progress_bar(lines: Sequence[str], *, enabled: bool, what: str | None = None) -> tqdm:
+    """Sentences translated so far (`what`: a later stage's, e.g. MBR's choices), on stderr (blank
+    lines are not translated, so not counted)."""
+    total = sum(1 for line in lines if line.strip())
+    return tqdm(total=total, unit="sent", file=sys.stderr, disable=not enabled, desc=what)
+
+
+def check_columns(args: argparse.Namespace, translator: Translator) -> Any:
+    """--alignments and --detokenize checked against the model; its text pipelines."""
+    if args.alignments and args.detokenize:
+        raise UserError("--alignments counts the words of the run's tokenized output; drop --detokenize")
+    if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
+        raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
+    if args.alignment_layer is not None:
+        check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
+    pipelines = translator.pipelines
+    if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
+        raise UserError(
+            f"--detokenize: {args.checkpoint[0]} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize"
+        )
+    return pipelines
 
 
 def translate(args: argparse.Namespace) -> int:
@@ -301,29 +320,22 @@ def translate(args: argparse.Namespace) -> int:
     translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     check_n_best(args.n_best, None if args.sampling else decode.beam, "--n-best", "--beam")
-    if args.alignments and args.detokenize:
-        raise UserError("--alignments counts the words of the run's tokenized output; drop --detokenize")
-    if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
-        raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
-    if args.alignment_layer is not None:
-        check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
-    pipelines = translator.pipelines
-    if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
-        raise UserError(
-            f"--detokenize: {args.checkpoint[0]} was trained on untokenized text (data.pipeline has no moses_tokenize); drop --detokenize"
-        )
+    pipelines = check_columns(args, translator)
     if pipelines is not None and args.input is not None and str(args.input) != "-":
         check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
     lines = read_input(args.input)  # stdin is read once everything else checked out
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
     records = args.scores or args.alignments
     settings = decode.model_dump(exclude={"beam"} if args.sampling else set())
-    with progress_bar(lines, enabled=progress) as bar:
+    with (
+        progress_bar(lines, enabled=progress) as bar,
+        progress_bar(lines, enabled=progress and utility is not None, what="MBR") as mbr,
+    ):
         found = translator.translate(
             lines, n_best=args.n_best if (args.n_best or records or args.sampling) else None, with_scores=args.scores,
             alignments=args.alignments, alignment_layer=args.alignment_layer, detokenize=args.detokenize, on_batch=bar.update,
             sampling=args.sampling, seed=args.seed, unique=args.unique, mbr=utility, mbr_weights=args.mbr_weights,
-            mbr_references=args.mbr_references, **sampling, **settings,
+            mbr_references=args.mbr_references, on_choice=mbr.update, **sampling, **settings,
         )  # fmt: skip
     text = "".join(line + "\n" for line in output_lines(found, args))
     if args.output is not None:

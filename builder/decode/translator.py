@@ -81,7 +81,7 @@ class Translator:
         alignment_layer: int | None = None, detokenize: bool = False, on_batch: Progress = None, sampling: bool = False,
         temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, epsilon: float | None = None,
         seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
-        **decode: Any,
+        on_choice: Progress = None, **decode: Any,
     ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
         """The translation of each line (a str: of that one line), as `aiayn translate` writes it:
         through the run's text pipeline, beam search, its output text (`detokenize`: plain text
@@ -94,10 +94,8 @@ class Translator:
         the search ranked it, log_prob, token_log_probs, alignment) instead of strings, a list
         per line. `alignments`: word pairs from the cross-attention of decoder layer
         `alignment_layer` (default: the penultimate of more than two, else the last).
-        `mbr`: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a registered one or
-        a mapping with its settings) among each line's n_best >= 2 candidates, against them (or
-        `mbr_references` samples), weighted `mbr_weights` ("uniform", "model"): see mbr.py; one
-        translation a line (records: its `utility`)."""
+        `mbr`: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", ...; docs/decoding.md)
+        among each line's n_best >= 2 candidates: one translation a line (records: `utility`)."""
         lines = strings_argument(lines, "lines", one=True)
         with_scores, alignments, detokenize, unique = (
             bool_argument(v, n)
@@ -116,9 +114,8 @@ class Translator:
                 self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input"
             )
             return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
-        ids, found, texts, utilities = self.decode_lines(
-            lines, settings, n_best=k, sampling=sampler, seed=seed, unique=unique, mbr=chooser, on_batch=on_batch
-        )
+        choice = dict(n_best=k, sampling=sampler, seed=seed, unique=unique, mbr=chooser, on_batch=on_batch, on_choice=on_choice)
+        ids, found, texts, utilities = self.decode_lines(lines, settings, **choice)  # type: ignore[arg-type]
         if detokenize and pipelines is not None:
             texts = [[pipelines[1].detokenize(t) for t in group] for group in texts]
         if not records:
@@ -127,15 +124,16 @@ class Translator:
 
     def decode_lines(
         self, lines: Sequence[str], settings: DecodeSpec, *, n_best: int = 1, sampling: Sampling | None = None, seed: int = 1,
-        unique: bool = False, mbr: "MBRChoice | None" = None, on_batch: Progress = None,
+        unique: bool = False, mbr: "MBRChoice | None" = None, on_batch: Progress = None, on_choice: Progress = None,
     ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:  # fmt: skip
         """The core of `translate`, on lines through the run's pipeline already (checked settings):
-        (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities)."""
+        (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities).
+        `on_choice(1)` after each line MBR chose for (a progress bar of its utility calls)."""
         ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
         found, texts = self._candidates(ids, settings, n_best, sampling, seed, on_batch, unique=unique)
         if mbr is None:
             return ids, found, texts, None
-        return ids, *self._mbr(ids, found, texts, settings, mbr, sampling, seed)
+        return ids, *self._mbr(ids, found, texts, settings, mbr, sampling, seed, on_choice)
 
     def _pipelines_for(self, detokenize: bool, alignments: bool) -> tuple[TextPipeline, TextPipeline] | None:
         """The run's text pipelines, checked to undo what `detokenize` asks for."""
@@ -164,7 +162,7 @@ class Translator:
 
     def _mbr(
         self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
-        chooser: "MBRChoice", sampler: Sampling | None, seed: int,
+        chooser: "MBRChoice", sampler: Sampling | None, seed: int, on_choice: Progress = None,
     ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:  # fmt: skip
         """Each source's MBR choice among its candidates, and its expected utility."""
         references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
@@ -179,6 +177,8 @@ class Translator:
             best, value = mbr_choice(utility, group, refs, [h.log_prob for h in ref_hyps], chooser.weights)
             chosen.append(best)
             values.append(value)
+            if on_choice is not None:
+                on_choice(1)
         return [[h[i]] for h, i in zip(found, chosen)], [[t[i]] for t, i in zip(texts, chosen)], values
 
     def _records(
