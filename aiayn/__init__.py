@@ -40,7 +40,7 @@ first use, so `import aiayn` (and `import aiayn.schemas`) does not pay for PyTor
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
     "load_experiment": "aiayn.builder.run.config",
@@ -89,6 +89,52 @@ _PUBLIC = {
     "Dropout": "aiayn.blocks",
 }
 __all__ = sorted(_PUBLIC)
+
+if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_api.py holds them equal to _PUBLIC)
+    from aiayn.blocks import CausalMask as CausalMask
+    from aiayn.blocks import CrossAttention as CrossAttention
+    from aiayn.blocks import DecoderState as DecoderState
+    from aiayn.blocks import Dropout as Dropout
+    from aiayn.blocks import LayerContext as LayerContext
+    from aiayn.blocks import MultiHeadAttention as MultiHeadAttention
+    from aiayn.blocks import PackedRows as PackedRows
+    from aiayn.blocks import PositionwiseFeedForward as PositionwiseFeedForward
+    from aiayn.blocks import Rotary as Rotary
+    from aiayn.blocks import ScoreStep as ScoreStep
+    from aiayn.blocks import SelfAttention as SelfAttention
+    from aiayn.blocks import Sublayer as Sublayer
+    from aiayn.builder.data.bpe import FastTokenizer as FastTokenizer
+    from aiayn.builder.data.make_tokenizers import TokenizerInputs as TokenizerInputs
+    from aiayn.builder.decode.language_model import LanguageModel as LanguageModel
+    from aiayn.builder.decode.records import Score as Score
+    from aiayn.builder.decode.records import Translation as Translation
+    from aiayn.builder.decode.translator import Translator as Translator
+    from aiayn.builder.decode.translator import load_ensemble as load_ensemble
+    from aiayn.builder.decode.translator import load_run as load_run
+    from aiayn.builder.errors import UserError as UserError
+    from aiayn.builder.model.attention import attention_activations as attention_activations
+    from aiayn.builder.model.attention import attention_flops as attention_flops
+    from aiayn.builder.model.attention import attention_parts as attention_parts
+    from aiayn.builder.model.build import build_model as build_model
+    from aiayn.builder.model.registry import BuildContext as BuildContext
+    from aiayn.builder.model.registry import StackPlan as StackPlan
+    from aiayn.builder.model.registry import register as register
+    from aiayn.builder.run.config import load_experiment as load_experiment
+    from aiayn.schemas._base import FieldError as FieldError
+    from aiayn.schemas._base import PositiveInt as PositiveInt
+    from aiayn.schemas._base import Probability as Probability
+    from aiayn.schemas._base import Spec as Spec
+    from aiayn.schemas.attention import AttentionSpec as AttentionSpec
+    from aiayn.schemas.experiment import ExperimentSpec as ExperimentSpec
+    from aiayn.schemas.norm import NormSpec as NormSpec
+    from aiayn.schemas.positional import PositionalSpec as PositionalSpec
+    from aiayn.schemas.score import ScoreSpec as ScoreSpec
+    from aiayn.schemas.slots import PluginError as PluginError
+    from aiayn.schemas.stack_bias import StackBiasSpec as StackBiasSpec
+    from aiayn.schemas.sublayer import SublayerSpec as SublayerSpec
+    from aiayn.schemas.text_step import TextStepSpec as TextStepSpec
+    from aiayn.schemas.tokenizer import TokenizerSpec as TokenizerSpec
+    from aiayn.schemas.utility import UtilitySpec as UtilitySpec
 
 
 def __getattr__(name: str) -> Any:

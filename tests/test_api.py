@@ -2,6 +2,7 @@
 built (its count as `aiayn show` counts it), and a run loaded that translates as `aiayn
 translate` does."""
 
+import ast
 import json
 import os
 import subprocess
@@ -166,3 +167,12 @@ def test_a_translator_has_a_short_repr_and_every_public_name_a_docstring(run):
     assert undocumented == []
     methods = [m for m in ("translate", "score", "to", "decode_spec", "pipelines") if not getattr(aiayn.Translator, m).__doc__]
     assert methods == []
+
+
+def test_the_typed_import_block_names_what_the_lazy_map_names():
+    # type checkers read the `if TYPE_CHECKING:` block; `import aiayn` reads the lazy map: one list
+    tree = ast.parse((ROOT / "aiayn" / "__init__.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    typed = {a.asname: node.module for node in block.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert typed == aiayn._PUBLIC
+    assert all(a.asname == a.name for node in block.body for a in node.names)  # re-exported under their own names
