@@ -29,7 +29,7 @@ from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.mbr import WEIGHTS, utility_spec
-from aiayn.builder.decode.sampling import Sampling, sampling_from
+from aiayn.builder.decode.sampling import Sampling, sampling_from, seed_argument
 from aiayn.builder.decode.translator import MBRChoice, Translator, check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
@@ -163,6 +163,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser, *, switch: bool = True) -
 def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The sampling flags given, by their Python names, checked in the flags' words."""
     given = {name: getattr(args, name) for name in SAMPLING_FLAGS if getattr(args, name) is not None}
+    seed_argument(args.seed, "--seed")
     try:
         sampling_from(**given)
     except UserError as e:

@@ -11,7 +11,7 @@ import torch
 from aiayn.blocks import DecoderOnly
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
-from aiayn.builder.decode.sampling import sampling_from
+from aiayn.builder.decode.sampling import sampling_from, seed_argument
 from aiayn.builder.errors import UserError, described, strings_argument
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -41,6 +41,7 @@ class LanguageModel:
         with `seed`."""
         prompts = strings_argument(prompts, "prompts", one=True)
         sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon)
+        seed = seed_argument(seed)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise UserError(f"max_new_tokens: expected a whole number >= 1, got {described(max_new_tokens)}")
         blank = next((i for i, p in enumerate(prompts) if not p.strip()), None)

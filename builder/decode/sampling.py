@@ -92,6 +92,16 @@ def sampling_from(*, greedy: object = False, temperature: object = 1.0, top_k: o
         raise UserError(str(e)) from None
 
 
+MAX_SEED = 2**63 - 1
+
+
+def seed_argument(seed: object, name: str = "seed") -> int:
+    """A sampler's seed: a whole number from 0 to 2**63 - 1 (what torch.Generator takes), or a UserError naming `name`."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise UserError(f"{name}: expected a whole number from 0 to 2**63 - 1, got {described(seed)}")
+    return seed
+
+
 @torch.no_grad()
 def sample_hypotheses(
     model: TransformerModel,

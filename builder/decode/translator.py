@@ -21,7 +21,7 @@ from aiayn.builder.decode.ensemble import Ensemble
 from aiayn.builder.decode.forced import score_ids
 from aiayn.builder.decode.mbr import WEIGHTS, Weights, make_utility, mbr_choice, utility_spec
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
-from aiayn.builder.decode.sampling import Sampling, sampling_from
+from aiayn.builder.decode.sampling import MAX_SEED, Sampling, sampling_from, seed_argument
 from aiayn.builder.decode.search import Hypothesis
 from aiayn.builder.decode.translate import (
     check_lengths,
@@ -102,6 +102,7 @@ class Translator:
             for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize"), (unique, "unique"))
         )  # fmt: skip
         sampler = sampler_of(sampling, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon}, decode)
+        seed = seed_argument(seed)
         settings = self.decode_spec(**decode)
         records = bool(with_scores or alignments)
         k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
@@ -167,7 +168,9 @@ class Translator:
         """Each source's MBR choice among its candidates, and its expected utility."""
         references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
         if chooser.references is not None:  # pseudo-references drawn apart from the candidates
-            references = self._candidates(ids, settings, chooser.references, sampler or Sampling(), seed + 1, None)
+            references = self._candidates(
+                ids, settings, chooser.references, sampler or Sampling(), (seed + 1) % (MAX_SEED + 1), None
+            )
         utility, chosen, values = make_utility(chooser.utility), [], []
         for hyps, group, ref_hyps, refs, source in zip(found, texts, *references, ids):
             if not source:  # a blank line: its one empty translation

@@ -149,6 +149,7 @@ def test_a_utility_of_ones_own_plugs_in(translator):
         (["--sampling", "--top-p", "0"], "--top-p (0.0) must be in (0, 1]"),
         (["--sampling", "--epsilon", "1"], "--epsilon (1.0) must be in [0, 1) (0: no limit)"),
         (["--temperature", "2"], "--temperature shapes sampling; give --sampling, or drop it"),
+        (["--sampling", "--seed", "99999999999999999999"], "--seed: expected a whole number from 0 to 2**63 - 1, got int 99999999999999999999"),
         (["--sampling", "--beam", "4"], "--beam: --sampling draws each token and keeps no beam; give one or the other"),
         (["--n-best", "5"], "--n-best (5) is more than the beam size (4): a search keeps 4 hypotheses a sentence; raise --beam to at least 5"),
     ],
@@ -167,6 +168,7 @@ def test_the_python_api_refuses_the_same_by_name(translator):
         (dict(top_p=0.5), "top_p: it shapes sampling; give sampling=True, or drop it"),
         (dict(sampling=True, beam=4), "beam: sampling draws each token and keeps no beam; drop beam, or sampling"),
         (dict(sampling=True, top_k=-1), "top_k (-1) must be >= 0 (0: no limit)"),
+        (dict(sampling=True, seed="1"), "seed: expected a whole number from 0 to 2**63 - 1, got str '1'"),
         (dict(n_best=2, mbr="chrf", mbr_weights="prob"), "mbr_weights: expected one of uniform, model, got str 'prob'"),
     ]:
         with pytest.raises(UserError) as e:
