@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import aiayn
 from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.spm import SentencePieceTokenizer
@@ -266,3 +267,18 @@ def test_a_generation_setting_aiayn_has_not_is_refused_by_name(folder, tmp_path,
     with pytest.raises(UserError) as e:
         load_for_inference(bad)
     assert str(e.value) == f"{bad / 'generation_config.json'}: {message}"
+
+
+def test_marian_folders_ensemble(folder, tmp_path):
+    # opus-mt folders of one tokenizer (another seed's weights): an ensemble, which is neither;
+    # the folder with itself is the folder
+    other = opus_mt_folder(tmp_path / "opus-mt-en-de-2", seed=1, max_length=16)
+    lines = ["she bought three books", "two men sold seven cars"]
+    alone = aiayn.load_run(folder, device="cpu").translate(lines, n_best=2, with_scores=True)
+    twice = aiayn.load_run([folder, folder], device="cpu").translate(lines, n_best=2, with_scores=True)
+    assert [[t.text for t in g] for g in twice] == [[t.text for t in g] for g in alone]
+    assert [t.score for g in twice for t in g] == pytest.approx([t.score for g in alone for t in g], abs=1e-5)
+    both = aiayn.load_ensemble([folder, other], device="cpu")
+    assert both.what.startswith("an ensemble of 2: ")
+    scores = [[t.score for t in g] for g in both.translate(lines, n_best=2, with_scores=True)]
+    assert scores != [[t.score for t in g] for g in alone]
