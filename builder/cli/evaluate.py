@@ -166,12 +166,24 @@ def length_limit(d: dict[str, Any]) -> str:
     return f"{b} tokens" if a == 0 else f"input + {b}" if a == 1 else f"{a:g} x input + {b}"
 
 
+def _search(r: dict[str, Any]) -> str:
+    """How the translations were chosen, in words: the beam, sampling, MBR's choice among them."""
+    sampling = r.get("sampling")
+    shaped = ", ".join(f"{k} {v}" for k, v in (sampling or {}).items() if k != "seed")
+    how = f"sampling ({shaped + ', ' if shaped else ''}seed {sampling['seed']})" if sampling else f"beam {r['decode']['beam']}"
+    mbr = r.get("mbr")
+    if mbr is None:
+        return how
+    weights = "" if mbr["weights"] == "uniform" else ", model-weighted"
+    return f"MBR ({mbr['utility']['type']}{weights}) among {mbr['candidates']} candidates of {how}"
+
+
 def render(r: dict[str, Any]) -> str:
     d = r["decode"]
     lines = [
         f"checkpoint  {r['checkpoint']} ({r['model']})",
         f"data        {r['data']} ({r['n_sentences']} sentences)",
-        f"decoding    beam {d['beam']}, {d['length_penalty']} length penalty alpha {d['alpha']}, max length {length_limit(d)}",
+        f"decoding    {_search(r)}, {d['length_penalty']} length penalty alpha {d['alpha']}, max length {length_limit(d)}",
         f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}"
         + ("  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""),
         f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",
