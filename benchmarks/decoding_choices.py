@@ -26,10 +26,9 @@ import torch
 
 import aiayn
 from aiayn.builder.data.spec import split_texts
-from aiayn.builder.decode.mbr import utility_spec
+from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, score
 from aiayn.builder.decode.sampling import Sampling
-from aiayn.builder.decode.translator import MBRChoice
 
 
 def main() -> None:

@@ -19,25 +19,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.builder.cli.translate import (
-    add_checkpoint_argument,
-    add_choice_arguments,
-    add_decode_arguments,
-    choice_record,
-    chosen,
-    decode_spec,
-    device_of,
-    progress_bar,
-)
+from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
+from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
 from aiayn.builder.data.corpus import read_lines, read_parallel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import is_marian_folder
+from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
-from aiayn.builder.decode.translator import load_models
+from aiayn.builder.decode.sampling import Sampling
+from aiayn.builder.decode.translator import Translator, load_models
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
 from aiayn.builder.run.outputs import check_output
+from aiayn.schemas.decode import DecodeSpec
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -205,3 +200,35 @@ def render(r: dict[str, Any]) -> str:
             f"not comparable to sacreBLEU ({r['lc_bleu_signature']})"
         )
     return "\n".join(lines)
+
+
+def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Namespace, *, on_batch: Any) -> list[str] | None:
+    """evaluate's translations of `lines` (through the run's pipeline already) where --sampling or
+    --mbr chooses them (None: beam search's best, as validation translates)."""
+    check_choice(args)
+    if not args.sampling and args.mbr is None:
+        if args.n_best is not None:
+            raise UserError("--n-best: evaluate scores one translation a line; give it with --mbr (its candidates)")
+        return None
+    sampling = Sampling(**sampling_settings(args)) if args.sampling else None
+    choice = None
+    if args.mbr is not None:
+        choice = MBRChoice(utility_spec(mbr_utility(args.mbr), "--mbr"), args.mbr_weights, args.mbr_references)
+    translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
+    k = args.n_best or 1
+    with progress_bar(lines, enabled=choice is not None and sys.stderr.isatty(), what="MBR") as bar:
+        _, _, texts, _ = translator.decode_lines(
+            lines, decode, n_best=k, sampling=sampling, seed=args.seed, mbr=choice, on_batch=on_batch, on_choice=bar.update
+        )
+    return [group[0] for group in texts]
+
+
+def choice_record(args: argparse.Namespace) -> dict[str, Any]:
+    """What chose evaluate's translations besides the decode section, for its result."""
+    record: dict[str, Any] = {}
+    if args.sampling:
+        record["sampling"] = {"seed": args.seed, **sampling_settings(args)}
+    if args.mbr is not None:
+        record["mbr"] = {"utility": utility_spec(mbr_utility(args.mbr), "--mbr").model_dump(), "candidates": args.n_best,
+                         "weights": args.mbr_weights, "references": args.mbr_references or "the candidates"}  # fmt: skip
+    return record

@@ -6,14 +6,8 @@ decodes the prompt's tokens and the generated ones."""
 import argparse
 import sys
 
-from aiayn.builder.cli.translate import (
-    SAMPLING_FLAGS,
-    add_checkpoint_argument,
-    add_sampling_arguments,
-    device_of,
-    read_input,
-    sampling_settings,
-)
+from aiayn.builder.cli.choice import SAMPLING_FLAGS, add_sampling_arguments, sampling_settings
+from aiayn.builder.cli.translate import add_checkpoint_argument, device_of, read_input
 from aiayn.builder.decode.translator import load_run
 from aiayn.builder.errors import UserError
 

@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from pydantic import ValidationError
 from tqdm import tqdm
 
+from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
-from aiayn.builder.decode.mbr import WEIGHTS, utility_spec
-from aiayn.builder.decode.sampling import Sampling, sampling_from, seed_argument
-from aiayn.builder.decode.translator import MBRChoice, Translator, check_alignment_layer, check_n_best, load_run
+from aiayn.builder.decode.mbr import utility_spec
+from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
@@ -112,131 +111,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_decode_arguments(p)
     add_choice_arguments(p)
     p.add_argument("--unique", action="store_true", help="each text once in a line's n-best list (its best segmentation)")
-
-
-def add_choice_arguments(p: argparse.ArgumentParser, *, n_best: bool = False) -> None:
-    """--sampling and its flags, --mbr and its flags; `n_best`: with --n-best, MBR's candidates
-    (evaluate's; translate has its own, for n-best lists)."""
-    if n_best:
-        p.add_argument(
-            "--n-best", type=int, metavar="K", help="with --mbr: choose among K candidates (the beam's K best, or K samples)"
-        )
-    add_sampling_arguments(p)
-    g = p.add_argument_group(
-        "minimum-Bayes-risk decoding: of each line's --n-best K candidates (a beam's, or samples), the one that agrees most "
-        "with the others"
-    )
-    g.add_argument(
-        "--mbr", metavar="UTILITY",
-        help="choose by MBR with this utility: chrf, bleu, a plugin's, or one with settings as YAML ('{type: chrf, word_order: 2}')",
-    )  # fmt: skip
-    g.add_argument(
-        "--mbr-weights", choices=WEIGHTS, default="uniform",
-        help="the pseudo-references' weights: uniform (default), or the model's probabilities renormalised over them",
-    )  # fmt: skip
-    g.add_argument(
-        "--mbr-references", type=int, metavar="N",
-        help="draw N samples as pseudo-references (default: the candidates themselves)",
-    )  # fmt: skip
-
-
-# the sampling flags, as the Python API names them
-SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "epsilon": "--epsilon"}
-
-
-def add_sampling_arguments(p: argparse.ArgumentParser, *, switch: bool = True) -> None:
-    """--sampling (where `switch`) and the flags that shape it, --seed."""
-    g = p.add_argument_group("sampling (instead of beam search): each token drawn from the model's distribution")
-    if switch:
-        g.add_argument(
-            "--sampling", action="store_true", help="draw --n-best K samples of each line (default 1) instead of searching"
-        )
-    g.add_argument("--temperature", type=float, metavar="T", help="divide the logits by T before sampling (default: 1)")
-    g.add_argument("--top-k", type=int, metavar="K", help="sample among the K most probable tokens (default: all)")
-    g.add_argument(
-        "--top-p", type=float, metavar="P", help="sample among the fewest tokens whose probability reaches P (default: 1)"
-    )
-    g.add_argument("--epsilon", type=float, metavar="E", help="sample among the tokens of probability >= E (default: 0, all)")
-    g.add_argument("--seed", type=int, default=1, help="the sampler's seed: the same seed, the same samples (default: 1)")
-
-
-def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The sampling flags given, by their Python names, checked in the flags' words."""
-    given = {name: getattr(args, name) for name in SAMPLING_FLAGS if getattr(args, name) is not None}
-    seed_argument(args.seed, "--seed")
-    try:
-        sampling_from(**given)
-    except UserError as e:
-        name = str(e).split(" ", 1)[0].rstrip(":")
-        raise UserError(str(e).replace(name, SAMPLING_FLAGS.get(name, name), 1)) from None
-    return given
-
-
-def check_choice(args: argparse.Namespace) -> None:
-    """--sampling, --mbr and their flags: what goes with what."""
-    shaping = [SAMPLING_FLAGS[name] for name in SAMPLING_FLAGS if getattr(args, name) is not None]
-    if shaping and not args.sampling:
-        raise UserError(f"{shaping[0]} shapes sampling; give --sampling, or drop it")
-    if args.sampling and args.beam is not None:
-        raise UserError("--beam: --sampling draws each token and keeps no beam; give one or the other")
-    if args.mbr is None:
-        for flag, given in (
-            ("--mbr-references", args.mbr_references is not None),
-            ("--mbr-weights", args.mbr_weights != "uniform"),
-        ):
-            if given:
-                raise UserError(f"{flag} goes with --mbr; give --mbr UTILITY, or drop it")
-        return
-    if args.n_best is None or args.n_best < 2:
-        raise UserError("--mbr chooses among candidates: give --n-best K >= 2 (the beam's K best, or K samples with --sampling)")
-    if args.mbr_references is not None and args.mbr_references < 1:
-        raise UserError(f"--mbr-references ({args.mbr_references}): give 1 or more samples to draw")
-    if getattr(args, "alignments", False):
-        raise UserError("--alignments: MBR's choice is written without them; align it with aiayn score --alignments")
-
-
-def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Namespace, *, on_batch: Any) -> list[str] | None:
-    """evaluate's translations of `lines` (through the run's pipeline already) where --sampling or
-    --mbr chooses them (None: beam search's best, as validation translates)."""
-    check_choice(args)
-    if not args.sampling and args.mbr is None:
-        if args.n_best is not None:
-            raise UserError("--n-best: evaluate scores one translation a line; give it with --mbr (its candidates)")
-        return None
-    sampling = Sampling(**sampling_settings(args)) if args.sampling else None
-    choice = None
-    if args.mbr is not None:
-        choice = MBRChoice(utility_spec(mbr_utility(args.mbr), "--mbr"), args.mbr_weights, args.mbr_references)
-    translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
-    k = args.n_best or 1
-    with progress_bar(lines, enabled=choice is not None and sys.stderr.isatty(), what="MBR") as bar:
-        _, _, texts, _ = translator.decode_lines(
-            lines, decode, n_best=k, sampling=sampling, seed=args.seed, mbr=choice, on_batch=on_batch, on_choice=bar.update
-        )
-    return [group[0] for group in texts]
-
-
-def choice_record(args: argparse.Namespace) -> dict[str, Any]:
-    """What chose evaluate's translations besides the decode section, for its result."""
-    record: dict[str, Any] = {}
-    if args.sampling:
-        record["sampling"] = {"seed": args.seed, **sampling_settings(args)}
-    if args.mbr is not None:
-        record["mbr"] = {"utility": utility_spec(mbr_utility(args.mbr), "--mbr").model_dump(), "candidates": args.n_best,
-                         "weights": args.mbr_weights, "references": args.mbr_references or "the candidates"}  # fmt: skip
-    return record
-
-
-def mbr_utility(text: str) -> Any:
-    """--mbr's value: a type name, or a YAML mapping with its settings."""
-    text = text.strip()
-    if not text.startswith("{"):
-        return text
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise UserError(f"--mbr {text}: not a YAML mapping; give a type (chrf) or '{{type: chrf, word_order: 2}}'") from None
-    return value
 
 
 def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:

@@ -8,6 +8,7 @@ candidates x references, so that a utility can batch its pairs."""
 
 import difflib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -77,3 +78,29 @@ def mbr_choice(
     expected = expected_utilities(utility, candidates, references, log_probs, weights)
     best = int(np.argmax(expected))
     return best, float(expected[best])
+
+
+@dataclass(frozen=True)
+class MBRChoice:
+    """How minimum-Bayes-risk decoding chooses: its utility, the references' weights, and how many samples to draw as
+    references (None: the candidates themselves)."""
+
+    utility: UtilitySpec
+    weights: Weights
+    references: int | None
+
+
+def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object) -> MBRChoice | None:
+    """The MBR settings checked (None: no MBR)."""
+    if mbr is None:
+        return None
+    utility = utility_spec(mbr, "mbr")
+    if weights not in WEIGHTS:
+        raise UserError(f"mbr_weights: expected one of {', '.join(WEIGHTS)}, got {described(weights)}")
+    if references is not None and (not isinstance(references, int) or isinstance(references, bool) or references < 1):
+        raise UserError(
+            f"mbr_references: expected a whole number >= 1 (samples to draw as pseudo-references), got {described(references)}"
+        )
+    if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 2:
+        raise UserError("mbr: it chooses among candidates; give n_best >= 2 (the beam's n best, or samples with sampling=True)")
+    return MBRChoice(utility, cast(Weights, weights), references)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from aiayn.blocks import TransformerModel
 from aiayn.builder.decode.search import Hypothesis, TokenRules, _check, _next_log_probs, _penalty, _strip, output_limits
-from aiayn.builder.errors import UserError, described
+from aiayn.builder.errors import UserError, bool_argument, described
 
 
 @dataclass(frozen=True)
@@ -152,3 +153,16 @@ def sample_hypotheses(
             state.reorder(keep)
     samples = [h for h in drawn if h is not None]
     return [sorted(samples[i * n : (i + 1) * n], key=lambda h: -h.score) for i in range(src.size(0))]
+
+
+def sampler_of(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
+    """The sampling settings checked (None: beam search); each one given without `sampling` is refused."""
+    sampling = bool_argument(sampling, "sampling")
+    given = {name: value for name, value in settings.items() if value is not None}
+    if not sampling:
+        if given:
+            raise UserError(f"{next(iter(given))}: it shapes sampling; give sampling=True, or drop it")
+        return None
+    if "beam" in decode:
+        raise UserError("beam: sampling draws each token and keeps no beam; drop beam, or sampling")
+    return sampling_from(**given)

@@ -19,9 +19,9 @@ from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.ensemble import Ensemble
 from aiayn.builder.decode.forced import score_ids
-from aiayn.builder.decode.mbr import WEIGHTS, Weights, make_utility, mbr_choice, utility_spec
+from aiayn.builder.decode.mbr import MBRChoice, make_utility, mbr_choice, mbr_choice_of
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
-from aiayn.builder.decode.sampling import MAX_SEED, Sampling, sampling_from, seed_argument
+from aiayn.builder.decode.sampling import MAX_SEED, Sampling, sampler_of, seed_argument
 from aiayn.builder.decode.search import Hypothesis
 from aiayn.builder.decode.translate import (
     check_lengths,
@@ -35,7 +35,6 @@ from aiayn.builder.errors import UserError, bool_argument, described, path_argum
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.utility import UtilitySpec
 
 if TYPE_CHECKING:
     from aiayn.builder.decode.language_model import LanguageModel
@@ -125,7 +124,7 @@ class Translator:
 
     def decode_lines(
         self, lines: Sequence[str], settings: DecodeSpec, *, n_best: int = 1, sampling: Sampling | None = None, seed: int = 1,
-        unique: bool = False, mbr: "MBRChoice | None" = None, on_batch: Progress = None, on_choice: Progress = None,
+        unique: bool = False, mbr: MBRChoice | None = None, on_batch: Progress = None, on_choice: Progress = None,
     ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:  # fmt: skip
         """The core of `translate`, on lines through the run's pipeline already (checked settings):
         (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities).
@@ -163,7 +162,7 @@ class Translator:
 
     def _mbr(
         self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
-        chooser: "MBRChoice", sampler: Sampling | None, seed: int, on_choice: Progress = None,
+        chooser: MBRChoice, sampler: Sampling | None, seed: int, on_choice: Progress = None,
     ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:  # fmt: skip
         """Each source's MBR choice among its candidates, and its expected utility."""
         references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
@@ -256,45 +255,6 @@ class Translator:
         """The model moved to `device` ("cpu", "cuda", "cuda:1"); returns the Translator."""
         self.model.to(resolve_device(device))
         return self
-
-
-@dataclass(frozen=True)
-class MBRChoice:
-    """How minimum-Bayes-risk decoding chooses: its utility, the references' weights, and how many samples to draw as
-    references (None: the candidates themselves)."""
-
-    utility: UtilitySpec
-    weights: Weights
-    references: int | None
-
-
-def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object) -> MBRChoice | None:
-    """The MBR settings checked (None: no MBR)."""
-    if mbr is None:
-        return None
-    utility = utility_spec(mbr, "mbr")
-    if weights not in WEIGHTS:
-        raise UserError(f"mbr_weights: expected one of {', '.join(WEIGHTS)}, got {described(weights)}")
-    if references is not None and (not isinstance(references, int) or isinstance(references, bool) or references < 1):
-        raise UserError(
-            f"mbr_references: expected a whole number >= 1 (samples to draw as pseudo-references), got {described(references)}"
-        )
-    if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 2:
-        raise UserError("mbr: it chooses among candidates; give n_best >= 2 (the beam's n best, or samples with sampling=True)")
-    return MBRChoice(utility, cast(Weights, weights), references)
-
-
-def sampler_of(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
-    """The sampling settings checked (None: beam search); each one given without `sampling` is refused."""
-    sampling = bool_argument(sampling, "sampling")
-    given = {name: value for name, value in settings.items() if value is not None}
-    if not sampling:
-        if given:
-            raise UserError(f"{next(iter(given))}: it shapes sampling; give sampling=True, or drop it")
-        return None
-    if "beam" in decode:
-        raise UserError("beam: sampling draws each token and keeps no beam; drop beam, or sampling")
-    return sampling_from(**given)
 
 
 def check_n_best(n_best: object, beam: int | None, name: str, beam_name: str) -> int:
