@@ -7,8 +7,10 @@ GPT-2's family: learned positions, pre-norm LayerNorm with a final one, self-att
 feed-forward network (GELU's tanh approximation, GELU or ReLU) with biases, d_k = d_v = d_model / h,
 the embedding tied to the output and not scaled. Llama's: no absolute positions, rotary on every
 dim of the self-attention (any number of K/V heads), pre-norm RMSNorm with a final one, SwiGLU, no
-embedding scale. Anything else is refused, naming the field. The tokenizer is aiayn's BPE
-(tokenizer.json), which puts <s> before the text as aiayn's generation does.
+embedding scale. Anything else is refused, naming the field. The tokenizer goes as tokenizer.json,
+putting <s> before the text as aiayn's generation does: aiayn's BPE as it is, a SentencePiece model
+(unigram or BPE, aiayn's own ids) rebuilt from its pieces and normalisation rules by transformers'
+SpmConverter, so that it encodes as SentencePiece does.
 """
 
 from pathlib import Path
@@ -19,6 +21,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers.processors import TemplateProcessing
 
 from aiayn.builder.data.bpe import FastTokenizer
+from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
 from aiayn.builder.errors import UserError
@@ -91,11 +94,11 @@ def write_ctranslate2(loaded: ForInference, folder: Path, quantization: str | No
 
     with tempfile.TemporaryDirectory() as staging:
         write(loaded, Path(staging))
-        rows, hf = loaded.spec.model.embedding.vocab_size, tokenizer(loaded.tgt_tokenizer)  # type: ignore[arg-type]
+        rows, hf = loaded.spec.model.embedding.vocab_size, tokenizer(loaded.tgt_tokenizer)
         hf.add_tokens([f"<unused{i}>" for i in range(len(hf), rows)])  # CTranslate2 wants a token for every row
         hf.save_pretrained(staging)
         TransformersConverter(staging).convert(str(folder), quantization=quantization, force=True)
-        tokenizer(loaded.tgt_tokenizer).save_pretrained(folder)  # type: ignore[arg-type]
+        tokenizer(loaded.tgt_tokenizer).save_pretrained(folder)
 
 
 def write(loaded: ForInference, folder: Path, **_: Any) -> None:
@@ -103,10 +106,6 @@ def write(loaded: ForInference, folder: Path, **_: Any) -> None:
     import transformers
 
     spec = loaded.spec.model
-    if not isinstance(loaded.tgt_tokenizer, FastTokenizer):
-        raise UserError(
-            f"cannot export to {HF}: a decoder-only model's tokenizer goes as tokenizer.json, and this run's is {loaded.tgt_tokenizer.kind}; train it with data.tokenizer: bpe"
-        )
     hf = _gpt2_model(spec, loaded.model) if family(spec) == "gpt2" else _llama_model(spec, loaded.model)
     hf.generation_config = transformers.GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
     transformers.utils.logging.disable_progress_bar()
@@ -114,14 +113,36 @@ def write(loaded: ForInference, folder: Path, **_: Any) -> None:
     hf.save_pretrained(folder)
 
 
-def tokenizer(ours: FastTokenizer) -> Any:
-    """aiayn's BPE as transformers sees it: <s> before the text, as aiayn generates."""
+def tokenizer(ours: Tokenizer) -> Any:
+    """The run's tokenizer as transformers sees it: <s> before the text, as aiayn generates."""
     from transformers import PreTrainedTokenizerFast
 
-    hf = HFTokenizer.from_str(ours.hf.to_str())  # a copy: the run's own tokenizer stays as it is
+    hf = _tokenizer_json(ours)
     hf.post_processor = TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, Tokenizer.bos_id)])
     return PreTrainedTokenizerFast(tokenizer_object=hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
                                    clean_up_tokenization_spaces=False)  # fmt: skip
+
+
+def _tokenizer_json(ours: Tokenizer) -> HFTokenizer:
+    """A `tokenizers` Tokenizer that numbers as `ours` does, or a UserError naming why none can."""
+    if isinstance(ours, FastTokenizer):
+        return HFTokenizer.from_str(ours.hf.to_str())  # a copy: the run's own tokenizer stays as it is
+    if not isinstance(ours, SentencePieceTokenizer):
+        raise UserError(f"cannot export to {HF}: a {ours.kind} tokenizer has no tokenizer.json form")
+    if ours.vocab is not None or ours.language_codes:
+        raise UserError(
+            f"cannot export to {HF}: this run's SentencePiece tokenizer numbers its pieces by a vocabulary of its own "
+            "(a model from elsewhere, or opus-mt's), and tokenizer.json can hold only the model's own ids"
+        )
+    from sentencepiece import sentencepiece_model_pb2
+    from transformers.convert_slow_tokenizer import SpmConverter
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(ours.model)
+    pieces = list(proto.pieces)
+    unigram = proto.trainer_spec.model_type == proto.trainer_spec.UNIGRAM
+    vocab: Any = [(p.piece, p.score) for p in pieces] if unigram else {p.piece: i for i, p in enumerate(pieces)}
+    return SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)
 
 
 @torch.no_grad()

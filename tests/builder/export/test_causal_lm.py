@@ -23,9 +23,14 @@ GPT2 = ["model.embedding.scale=false", "model.decoder.layer[1].activation=gelu_t
 PROMPTS = [f"{a} {b}" for a in ("she", "two", "the man", "a") for b in ("bought", "saw", "has", "gave", "found")]
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_the_export_generates_as_aiayn_generate_does(family, tmp_path):
+SENTENCEPIECE = {"unigram": ["data.tokenizer.type=sentencepiece"],
+                 "bpe": ["data.tokenizer.type=sentencepiece", "data.tokenizer.model_type=bpe"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(("family", "tokenizer"), [("gpt2", "bpe"), ("llama", "bpe"), ("llama", "unigram"), ("gpt2", "spm-bpe")])
+def test_the_export_generates_as_aiayn_generate_does(family, tokenizer, tmp_path):
     settings = GPT2 if family == "gpt2" else [*GPT2[:1], *LLAMA]
+    settings += SENTENCEPIECE.get(tokenizer.removeprefix("spm-"), []) if tokenizer != "bpe" else []
     code, _, err = cli("train", LM, *TINY, *settings, f"data.cache_dir={tmp_path / 'c'}", "--runs", tmp_path / "runs")
     assert code == 0, err
     run = tmp_path / "runs" / "lm-demo" / "version_0"
@@ -37,6 +42,9 @@ def test_the_export_generates_as_aiayn_generate_does(family, tmp_path):
     theirs = [tok.decode(hf.generate(**tok(p, return_tensors="pt"), max_new_tokens=12, do_sample=False)[0], skip_special_tokens=True)
               for p in PROMPTS]  # fmt: skip
     assert theirs == ours  # 20 of 20
+    texts = [*PROMPTS, "  two  spaces ", "ＡＢＣ", "unseen 漢字 here", "a\tb"]  # SentencePiece's normalisation included
+    run_tokenizer = load_run(run).tokenizer
+    assert [tok(t).input_ids for t in texts] == [[1, *run_tokenizer.encode(t)] for t in texts]
     ctranslate2 = pytest.importorskip("ctranslate2")
     export(run, "ctranslate2", tmp_path / "ct2")
     generator = ctranslate2.Generator(str(tmp_path / "ct2"))
@@ -60,3 +68,17 @@ def test_what_neither_family_holds_is_refused_by_name(tmp_path):
         family(load_experiment(LM, [*GPT2, "model.decoder.layer[1].bias=false"]).model, "X")
     with pytest.raises(UserError, match=r"^cannot export to X: model.positional \(sinusoidal\): GPT-2's are learned"):
         family(load_experiment(LM, [*GPT2, "model.positional={type: sinusoidal}"]).model, "X")
+
+
+def test_a_sentencepiece_model_numbered_by_its_own_vocabulary_is_refused_by_name():
+    from aiayn.builder.data.spm import SentencePieceTokenizer, train_sentencepiece
+    from aiayn.builder.export.to_causal_lm import tokenizer
+
+    trained = train_sentencepiece(lambda: ["a man runs", "a dog jumps over a cat"] * 50, 30)
+    assert tokenizer(trained)("a dog").input_ids == [1, *trained.encode("a dog")]
+    with pytest.raises(UserError) as e:
+        tokenizer(SentencePieceTokenizer(trained.model, [*trained.pieces, "extra"]))
+    assert str(e.value) == (
+        "cannot export to Hugging Face transformers: this run's SentencePiece tokenizer numbers its pieces by a "
+        "vocabulary of its own (a model from elsewhere, or opus-mt's), and tokenizer.json can hold only the model's own ids"
+    )
