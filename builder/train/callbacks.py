@@ -6,11 +6,19 @@ import lightning as L
 import torch
 from matplotlib.figure import Figure
 
-from aiayn.blocks import DecoderOnly, EncoderDecoder, LayerContext, Sublayer, TransformerModel
+from aiayn.blocks import DecoderOnly, LayerContext, Sublayer, TransformerModel
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.metrics import Scoring, score
-from aiayn.builder.decode.translate import evaluating, padded, token_rules, translate_ids, translate_texts, with_source_eos
+from aiayn.builder.decode.translate import (
+    evaluating,
+    output_start,
+    padded,
+    token_rules,
+    translate_ids,
+    translate_texts,
+    with_source_eos,
+)
 from aiayn.builder.train.attributes import datamodule_of
 from aiayn.builder.train.board import BLEU, Board, bleu_tag
 from aiayn.builder.train.task import as_task
@@ -70,11 +78,15 @@ class ValidationTranslations(L.Callback):
             rows = [f"| {s} | {r} | {h} |" for s, r, h in list(zip(sources, refs, hyps))[: settings.num_samples]]
             table = "| source | reference | translation |\n|---|---|---|\n" + "\n".join(rows)
             experiment.add_text("valid/samples", table, trainer.global_step)
-        every = settings.attention_maps_every
-        if every and (self.validations - 1) % every == 0 and isinstance(task.model, EncoderDecoder):  # maps of cross-attention
+        if self.maps_due(settings):
             probe = settings.probe_sentence or sources[0]
             for tag, figure in attention_figures(task.model, data.src_tokenizer, data.tgt_tokenizer, probe, spec.decode).items():
                 experiment.add_figure(tag, figure, trainer.global_step)
+
+    def maps_due(self, settings: Any) -> bool:
+        """Whether this validation draws attention maps: the first, then every attention_maps_every-th."""
+        every = settings.attention_maps_every
+        return bool(every) and (self.validations - 1) % every == 0
 
 
 class ValidationSamples(ValidationTranslations):
@@ -88,12 +100,18 @@ class ValidationSamples(ValidationTranslations):
         settings, data = task.spec.train.validation, datamodule_of(trainer)
         self.validations += 1
         experiment = getattr(trainer.logger, "experiment", None)
-        if experiment is None or not settings.num_samples:
+        if experiment is None:
+            return
+        data_spec = task.spec.data
+        text = self.sources if data_spec.side == data_spec.src_lang else self.refs  # the side the model reads
+        if self.maps_due(settings):
+            probe = settings.probe_sentence or text[0]
+            for tag, figure in text_attention_figures(task.model, data.tgt_tokenizer, probe).items():
+                experiment.add_figure(tag, figure, trainer.global_step)
+        if not settings.num_samples:
             return
         from aiayn.builder.decode.generate import Sampling, generate_ids
 
-        data_spec = task.spec.data
-        text = self.sources if data_spec.side == data_spec.src_lang else self.refs  # the side the model reads
         starts = [" ".join(line.split()[:3]) for line in text[: settings.num_samples]]
         prompts = data.tgt_tokenizer.encode_batch(starts)
         assert isinstance(task.model, DecoderOnly)  # a language model's task
@@ -113,25 +131,32 @@ def attention_figures(
 ) -> dict[str, Figure]:
     """One figure per sub-layer with attention maps (a panel per head) for the model's own
     translation of `sentence`, teacher-forced to read out the weights. Tags name the stack, the
-    layer and the block's `map_name`: valid/attention/decoder.layer0.cross."""
+    layer and the block's `map_name`: valid/attention/decoder.layer0.cross. A decoder-only model's
+    maps are of its one sequence, `<s> x <sep>` and its translation."""
     src_ids = src_tokenizer.encode(sentence)
+    start = output_start(model, tgt_tokenizer)
     [hyp] = translate_ids(
-        model,
-        [src_ids],
-        decode,
-        bos_id=tgt_tokenizer.bos_id,
-        eos_id=tgt_tokenizer.eos_id,
-        rules=token_rules(decode, tgt_tokenizer),
+        model, [src_ids], decode, bos_id=start, eos_id=tgt_tokenizer.eos_id, rules=token_rules(decode, tgt_tokenizer)
     )
     src_ids = list(with_source_eos(model, [src_ids])[0])  # the maps show what the encoder read
-    tgt_in = [tgt_tokenizer.bos_id, *hyp]
+    return _figures(model, src_tokenizer, tgt_tokenizer, src_ids, [start, *hyp])
+
+
+def text_attention_figures(model: TransformerModel, tokenizer: Tokenizer, text: str) -> dict[str, Figure]:
+    """A language model's maps of `<s> text`, one figure per sub-layer with attention maps."""
+    return _figures(model, tokenizer, tokenizer, [], [tokenizer.bos_id, *tokenizer.encode(text)])
+
+
+def _figures(
+    model: TransformerModel, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_ids: list[int], tgt_in: list[int]
+) -> dict[str, Figure]:
     src_tokens = [src_tokenizer.id_to_token(i) for i in src_ids]
     tgt_tokens = [tgt_tokenizer.id_to_token(i) for i in tgt_in]
-    weights = attention_weights(model, src_ids, tgt_in)
+    one_sequence = isinstance(model, DecoderOnly)  # the prompt and the output, one sequence
     figures = {}
-    for (stack, i, name), (w, reads_memory) in weights.items():
-        queries = src_tokens if stack == "encoder" else tgt_tokens
-        keys = src_tokens if stack == "encoder" or reads_memory else tgt_tokens
+    for (stack, i, name), (w, reads_memory) in attention_weights(model, src_ids, tgt_in).items():
+        queries = src_tokens if stack == "encoder" else [*src_tokens, *tgt_tokens] if one_sequence else tgt_tokens
+        keys = src_tokens if stack == "encoder" or reads_memory else queries
         figures[f"valid/attention/{stack}.layer{i}.{name}"] = _heads_figure(w[0].float().cpu(), queries, keys)
     return figures
 

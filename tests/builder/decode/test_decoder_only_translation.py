@@ -15,7 +15,9 @@ from aiayn.builder.data.joint import JointCollator, JointLayout
 from aiayn.builder.decode.forced import score_ids
 from aiayn.builder.decode.search import beam_hypotheses, beam_search, greedy_search
 from aiayn.builder.decode.translate import padded
+from aiayn.builder.decode.translator import load_run
 from aiayn.builder.model.build import build_model
+from aiayn.builder.train.callbacks import attention_figures, attention_weights
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
 from tests.builder.cli.test_bad_inputs import cli, snapshot
@@ -79,6 +81,20 @@ def test_forced_scoring_of_the_search_output_gives_its_score(mask):
     assert [s.score for s in scored] == pytest.approx([h.score for _, h in flat], abs=1e-4)
 
 
+@pytest.mark.parametrize("mask", ["causal", "prefix"])
+def test_attention_maps_are_of_the_one_sequence_masked_as_the_model_reads_it(mask):
+    src, tgt = prompts(1, 5)[0].tolist(), [SEP, 40, 41]  # <s> x (6 tokens), <sep> y
+    found = attention_weights(model(mask), src, tgt)
+    assert found and all(stack == "decoder" and not reads for (stack, _, _), (_, reads) in found.items())
+    readable = torch.ones(9, 9).tril().bool()
+    if mask == "prefix":
+        readable[:, :7] = True  # <s> x <sep>: read by every query
+    for weights, _ in found.values():
+        assert weights.shape[-2:] == (9, 9)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+        assert torch.equal(weights[0].gt(0), readable.expand_as(weights[0]))
+
+
 def test_a_prompt_with_padding_is_refused():
     m = model("causal")
     with pytest.raises(ValueError, match="give prompts of one length, without padding"):
@@ -120,6 +136,16 @@ def test_a_trained_decoder_only_translation_translates_scores_and_evaluates(run,
         2, "aiayn translate: error: alignments: they are read from cross-attention, which a decoder-only model has not\n"
     )  # fmt: skip
     assert cli("evaluate", run, "--json")[0] == 0 and snapshot(run) == before
+    translator = load_run(run)
+    [best] = translator.translate(["she bought three books"], beam=2)
+    figures = attention_figures(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
+                                "she bought three books", translator.spec.decode)  # fmt: skip
+    assert list(figures) == ["valid/attention/decoder.layer0.causal_self"]  # TensorBoard's tags: the maps of `<s> x <sep> y`
+    panel = figures["valid/attention/decoder.layer0.causal_self"].axes[0]
+    tokens = [label.get_text() for label in panel.get_xticklabels()]
+    assert tokens == [label.get_text() for label in panel.get_yticklabels()]
+    tok = translator.tgt_tokenizer
+    assert tokens == [tok.id_to_token(i) for i in [1, *tok.encode("she bought three books"), SEP, *tok.encode(best)]]
 
 
 def test_a_tokenizer_without_the_separator_is_named(tmp_path):

@@ -45,6 +45,10 @@ def test_results_and_tensorboard_hold_loss_ppl_and_bits_per_byte(run):
     table = last.tensor_proto.string_val[0].decode()
     english = generate_demo(600, 20, 20, 1234)["valid"][0][0]  # the side the model reads: its prompts are English
     assert f"| {' '.join(english.split()[:3])} |" in table, table
+    maps = [t for t in events.Tags()["images"] if t.startswith("valid/attention/")]
+    assert maps == ["valid/attention/decoder.layer0.causal_self"]  # of `<s>` and the first validation sentence
+    (figure,) = events.Images(maps[0])  # the first validation's, of the next five
+    assert figure.step == 4
 
 
 def test_generate_prints_each_prompt_with_its_continuation_as_the_python_api_does(run, monkeypatch):
