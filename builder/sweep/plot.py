@@ -5,7 +5,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from aiayn.builder.sweep.results import Row, mean_std
+from aiayn.builder.sweep.rows import Row, mean_std
 
 
 def plot(rows: list[Row], path: Path) -> None:

@@ -9,7 +9,9 @@ import yaml
 
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
-from aiayn.builder.sweep.results import CSV_FIELDS, collect, write_results
+from aiayn.builder.sweep.formats import CSV_FIELDS
+from aiayn.builder.sweep.results import write_results
+from aiayn.builder.sweep.rows import collect
 
 BASE = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1, positional="sinusoidal", train_steps=100000)
 
@@ -402,7 +404,7 @@ def test_a_graphs_table_names_the_graph_once_and_its_base_is_the_sweeps(tmp_path
     """An encoder-decoder beside decoder-only variants (two of three on one experiment file): the
     graph column stands for the stacks' and the embedding's settings, and ΔBLEU's base is the
     sweep's base experiment, not the file most variants read."""
-    from aiayn.builder.sweep.results import sweep_base
+    from aiayn.builder.sweep.rows import sweep_base
 
     root = tmp_path / "runs" / "graphs"
     stacks = {"encoder": {"layer": [{"type": "self_attention"}]}, "decoder": {"layer": [{"type": "cross_attention"}]},
