@@ -46,7 +46,7 @@ from aiayn.builder.model.weights import (
     TransformerWeights,
     load_transformer_weights,
 )
-from aiayn.builder.run.config import first_line
+from aiayn.builder.run.inherit import first_line
 from aiayn.schemas.experiment import ExperimentSpec
 
 # the output bias of aiayn's <pad> where its row is a copy of <s>'s (Marian's pad, the decoder's

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import write_json
-from aiayn.builder.run.config import config_hash, first_line, load_config, load_experiment, read_yaml, stored_spec
+from aiayn.builder.run.config import config_hash, load_config, load_experiment, stored_spec
+from aiayn.builder.run.inherit import first_line, read_yaml
 from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.validation import format_validation_error
