@@ -1,5 +1,6 @@
 """A trained model's weights into another (init_from, schemas/init_from.py). Exact by default:
-every parameter by name and shape. What may differ is what `convert` names, each by its formula,
+every parameter by name and shape. What may differ is what `convert` names, each by its formula
+(a Conversion of CONVERSIONS: a rule that finds what it converts, not a branch on key strings),
 and what it did is listed; nothing is skipped silently.
 
   kv_heads    an attention with fewer K/V heads than the source's: head j of K (and of V) is the
@@ -12,7 +13,7 @@ and what it did is listed; nothing is skipped silently.
 """
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 from aiayn.blocks import MultiHeadAttention
 from aiayn.builder.errors import UserError
 
+STACKS = ("encoder", "decoder")
 _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
 SHOWN = 5  # differences a refusal lists before it counts the rest
 
@@ -49,51 +51,98 @@ def mean_pool_heads(t: Tensor, heads: int, into: int) -> Tensor:
 
 
 def transfer_weights(target: nn.Module, source: nn.Module, convert: Collection[str], *, where: str) -> Transferred:
-    """Loads `source`'s weights into `target` as `convert` allows (an EncoderDecoder each); a
-    difference it does not allow, or a conversion that nothing needs, is one UserError naming it."""
-    tgt, src = target.state_dict(), source.state_dict()
-    done, problems = Transferred(), []
-
-    counts = {side: (len(getattr(source, side).layers), len(getattr(target, side).layers)) for side in ("encoder", "decoder")}
-    differ = {side: n for side, n in counts.items() if n[0] != n[1]}
-    new_layers = {k for k in tgt if _beyond(k, {s: n[0] for s, n in counts.items()})}
-    dropped = {k for k in src if _beyond(k, {s: n[1] for s, n in counts.items()})}
-    if differ and "layers" not in convert:
-        problems += [f"{side} has {n[1]} layer{'s' if n[1] > 1 else ''} and the source {n[0]}: add layers to init_from.convert to start from its "
-                     f"first {min(n)} ({'the rest initialised as usual' if n[1] > n[0] else 'the others dropped'})"
-                     for side, n in differ.items()]  # fmt: skip
-    _needed("layers", convert, bool(differ), "both stacks have the source's numbers of layers")
-    done.new += [f"{side}.layers.{i}" for side, (s, t) in differ.items() for i in range(s, t)]
-    done.dropped += [f"{side}.layers.{i}" for side, (s, t) in differ.items() for i in range(t, s)]
-
-    pooled = _kv_changes(target, source, exclude=new_layers)
-    if pooled and "kv_heads" not in convert:
-        problems += [f"{name} has {t.kv_heads} K/V heads and the source {s.kv_heads}: add kv_heads to init_from.convert to "
-                     "mean-pool each group's (GQA uptraining)" for name, t, s in pooled]  # fmt: skip
-    _needed("kv_heads", convert, bool(pooled), "every attention has the source's number of K/V heads")
-    projections = {f"{name}.{child}." for name, t, _ in pooled for child, m in t.named_children() if isinstance(m, nn.Linear)}
-
-    missing, shapes = [], []
-    for key, value in tgt.items():
-        if key in new_layers or key.startswith(tuple(projections)):
-            continue
-        if key not in src:
-            missing.append(key)
-        elif src[key].shape != value.shape:
-            shapes.append(f"{key}: the source's {tuple(src[key].shape)}, this model's {tuple(value.shape)}")
-    unexpected = [k for k in src if k not in tgt and k not in dropped]
-    if missing and "new_blocks" not in convert:
-        problems += [f"{k}: not in the source (add new_blocks to init_from.convert to initialise it as usual)" for k in missing]
-    _needed("new_blocks", convert, bool(missing), "every parameter of this model is in the source")
-    problems += shapes + [f"{k}: in the source, not in this model" for k in unexpected] + _ties(tgt, src)
+    """Loads `source`'s weights into `target` as `convert` allows; a difference it does not allow,
+    or a conversion that nothing needs, is one UserError naming it. Each conversion of CONVERSIONS
+    finds what it would convert (the refusal's lines where it is not named) and marks the tensors
+    it accounts for; every other tensor must match by name and shape."""
+    plan, problems = _Plan(target.state_dict(), source.state_dict()), []
+    for conversion in CONVERSIONS:
+        found = conversion.find(target, source, plan)
+        if found and conversion.name not in convert:
+            problems += found
+        _needed(conversion.name, convert, bool(found), conversion.otherwise)
+    problems += _mismatches(plan) + _ties(plan.tgt, plan.src)
     _refuse(problems, where)
 
-    merged = {k: (src[k] if k in src and src[k].shape == v.shape else v) for k, v in tgt.items()}
-    target.load_state_dict(merged, strict=True)
-    done.copied = sum(1 for k, v in tgt.items() if k in src and src[k].shape == v.shape and not k.startswith(tuple(projections)))
-    done.pooled += _pool_kv(pooled)
-    done.new += sorted({k.rsplit(".", 1)[0] for k in missing})
-    return done
+    tgt, src = plan.tgt, plan.src
+    target.load_state_dict({k: (src[k] if k in src and src[k].shape == v.shape else v) for k, v in tgt.items()}, strict=True)
+    plan.done.copied = sum(1 for k, v in tgt.items() if k not in plan.filled and k in src and src[k].shape == v.shape)
+    for step in plan.after:
+        step()
+    return plan.done
+
+
+@dataclass
+class _Plan:
+    """Two state dicts and what the conversions found: the target's tensors they fill (not matched
+    by name), the source's they leave out, what they did, and what they do once the rest is loaded."""
+
+    tgt: dict[str, Tensor]
+    src: dict[str, Tensor]
+    filled: set[str] = field(default_factory=set)
+    left_out: set[str] = field(default_factory=set)
+    done: Transferred = field(default_factory=Transferred)
+    after: list[Callable[[], None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One of init_from.convert's: `find(target, source, plan)` -> the lines a refusal gives where
+    it is needed and not named (none: nothing needs it); `otherwise`: what then holds."""
+
+    name: str
+    otherwise: str
+    find: Callable[[nn.Module, nn.Module, _Plan], list[str]]
+
+
+def _layers(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
+    """Stacks of other depths: the first layers the source's, the rest new (or dropped)."""
+    counts = {side: (n, _depth(target, side)) for side in STACKS if (n := _depth(source, side)) is not None}
+    plan.filled |= {k for k in plan.tgt if _beyond(k, {side: n[0] for side, n in counts.items()})}
+    plan.left_out |= {k for k in plan.src if _beyond(k, {side: n[1] for side, n in counts.items()})}
+    differ = {side: n for side, n in counts.items() if n[0] != n[1]}
+    plan.done.new += [f"{side}.layers.{i}" for side, (s, t) in differ.items() for i in range(s, t)]
+    plan.done.dropped += [f"{side}.layers.{i}" for side, (s, t) in differ.items() for i in range(t, s)]
+    return [f"{side} has {n[1]} layer{'s' if n[1] > 1 else ''} and the source {n[0]}: add layers to init_from.convert to start from its "
+            f"first {min(n)} ({'the rest initialised as usual' if n[1] > n[0] else 'the others dropped'})"
+            for side, n in differ.items()]  # fmt: skip
+
+
+def _kv_heads(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
+    """Attentions with fewer K/V heads: their projections filled by mean-pooling the source's."""
+    pooled = _kv_changes(target, source, exclude=plan.filled)
+    plan.filled |= {k for k in plan.tgt if k.startswith(tuple(
+        f"{name}.{child}." for name, t, _ in pooled for child, m in t.named_children() if isinstance(m, nn.Linear)))}  # fmt: skip
+    plan.after.append(lambda: plan.done.pooled.extend(_pool_kv(pooled)))
+    return [f"{name} has {t.kv_heads} K/V heads and the source {s.kv_heads}: add kv_heads to init_from.convert to "
+            "mean-pool each group's (GQA uptraining)" for name, t, s in pooled]  # fmt: skip
+
+
+def _new_blocks(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
+    """Parameters the source has not: initialised as usual."""
+    missing = [k for k in plan.tgt if k not in plan.filled and k not in plan.src]
+    plan.filled |= set(missing)
+    plan.done.new += sorted({k.rsplit(".", 1)[0] for k in missing})
+    return [f"{k}: not in the source (add new_blocks to init_from.convert to initialise it as usual)" for k in missing]
+
+
+CONVERSIONS = (
+    Conversion("layers", "both stacks have the source's numbers of layers", _layers),
+    Conversion("kv_heads", "every attention has the source's number of K/V heads", _kv_heads),
+    Conversion("new_blocks", "every parameter of this model is in the source", _new_blocks),
+)
+
+
+def _mismatches(plan: _Plan) -> list[str]:
+    """What no conversion accounts for: a tensor of another shape, one the source has and this model has not."""
+    shapes = [f"{k}: the source's {tuple(plan.src[k].shape)}, this model's {tuple(v.shape)}"
+              for k, v in plan.tgt.items() if k not in plan.filled and plan.src[k].shape != v.shape]  # fmt: skip
+    return shapes + [f"{k}: in the source, not in this model" for k in plan.src if k not in plan.tgt and k not in plan.left_out]
+
+
+def _depth(model: nn.Module, side: str) -> int | None:
+    stack = getattr(model, side, None)
+    return None if stack is None else len(stack.layers)
 
 
 def _refuse(problems: list[str], where: str) -> None:
@@ -143,7 +192,7 @@ def _ties(tgt: dict[str, Tensor], src: dict[str, Tensor]) -> list[str]:
 def _beyond(key: str, layers: dict[str, int]) -> bool:
     """Whether `key` is a parameter of a layer past the first layers[stack] of its stack."""
     found = _LAYER.match(key)
-    return found is not None and int(found.group(2)) >= layers[found.group(1)]
+    return found is not None and found.group(1) in layers and int(found.group(2)) >= layers[found.group(1)]
 
 
 def _kv_changes(target: nn.Module, source: nn.Module, *, exclude: set[str]) -> list[tuple[str, Any, Any]]:

@@ -75,6 +75,24 @@ def test_more_layers_copy_the_first_and_list_the_new():
     assert set(equal(fewer, source)) == set(fewer.state_dict())
 
 
+def test_a_decoder_only_model_takes_its_own_and_grows_by_layers():
+    """A language model's weights (no encoder): exact, then with a layer more (init_from of a decoder-only run raised AttributeError before)."""
+
+    def lm(*overrides: str, seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        return build_model(load_experiment(EXPERIMENTS / "lm" / "demo.yaml", [*SMALL, *overrides]).model)
+
+    source = lm(seed=1)
+    same = lm(seed=2)
+    assert transfer_weights(same, source, (), where="init_from x").copied == len(source.state_dict())
+    assert set(equal(same, source)) == set(source.state_dict())
+    deeper = lm("dims.N=3", seed=2)
+    done = transfer_weights(deeper, source, ["layers"], where="init_from x")
+    assert done.new == ["decoder.layers.2"] and set(equal(deeper, source)) == set(source.state_dict())
+    with pytest.raises(UserError, match=r"decoder has 3 layers and the source 2: add layers to init_from.convert"):
+        transfer_weights(lm("dims.N=3", seed=2), source, (), where="init_from x")
+
+
 def test_a_new_block_starts_as_initialised_and_is_listed():
     source, target = model(seed=1), model("model.encoder.layer[0].qk_norm=true", seed=2)
     done = transfer_weights(target, source, ["new_blocks"], where="init_from x")
