@@ -20,9 +20,10 @@ and what a plugin needs to add a block (docs/plugins.md):
     specs       Spec, SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec, TextStepSpec,
                 TokenizerSpec, UtilitySpec (the bases of a block's YAML schema; a text step's build(spec, lang)
                 returns its function of a line; a tokenizer's build(spec, TokenizerInputs) its
-                (source, target, description), e.g. FastTokenizers; an MBR utility's build(spec) its
+                (source, target, description), FastTokenizers or a Tokenizer class of its own (then
+                register(..., load=) reads it back); an MBR utility's build(spec) its
                 function (candidates, references) -> scores array), PositiveInt, Probability, FieldError
-    register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=...),
+    register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=..., load=...),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
                 PluginError
     blocks      Sublayer (the base of a sub-layer block), LayerContext, PackedRows, DecoderState
@@ -67,6 +68,7 @@ _PUBLIC = {
     "UtilitySpec": "aiayn.schemas.utility",
     "TokenizerInputs": "aiayn.builder.data.make_tokenizers",
     "FastTokenizer": "aiayn.builder.data.bpe",
+    "Tokenizer": "aiayn.builder.data.tokenizer",
     "PluginError": "aiayn.schemas.slots",
     "register": "aiayn.builder.model.registry",
     "BuildContext": "aiayn.builder.model.registry",
@@ -105,6 +107,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.blocks import Sublayer as Sublayer
     from aiayn.builder.data.bpe import FastTokenizer as FastTokenizer
     from aiayn.builder.data.make_tokenizers import TokenizerInputs as TokenizerInputs
+    from aiayn.builder.data.tokenizer import Tokenizer as Tokenizer
     from aiayn.builder.decode.language_model import LanguageModel as LanguageModel
     from aiayn.builder.decode.records import Score as Score
     from aiayn.builder.decode.records import Translation as Translation

@@ -5,6 +5,8 @@ API checks its arguments with `path_argument`, `strings_argument` and `bool_argu
 UserError naming the argument, not an exception from deep inside.
 """
 
+import re
+import shlex
 import unicodedata
 from collections.abc import Iterable
 from os import PathLike
@@ -79,3 +81,23 @@ def printable(text: str) -> str:
     """`text` with every control or format character (an escape sequence, a newline, a bidi
     override) written as its escape, so that text read from a file prints as one inert line."""
     return "".join(repr(c)[1:-1] if unicodedata.category(c)[0] == "C" else c for c in text)
+
+
+# what pip installs: a distribution's name and version as the run recorded them (name==version)
+INSTALLABLE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+
+
+def missing_plugins_message(path: str | Path, missing: dict[str, str]) -> str:
+    """Which recorded types no installed plugin registers, and the pip line that installs their
+    distributions, quoted for a shell; a record that names no distribution pip can install (the
+    checkpoint's data, not to be run) is printed inert and not offered as a command."""
+    dists = sorted(set(missing.values()))
+    types = ", ".join(f"'{printable(t)}'" for t in missing)
+    shown = " and ".join(printable(d) for d in dists)
+    bad = [d for d in dists if not INSTALLABLE.fullmatch(d)]
+    if bad:
+        return (
+            f"{path} was trained with {types} of {shown}, which is not installed here; its record '{printable(bad[0])}' names "
+            "no distribution pip can install (name==version): install the plugin that registers those types"
+        )
+    return f"{path} was trained with {types} of {shown}, which is not installed here: pip install {' '.join(map(shlex.quote, dists))}"

@@ -26,6 +26,7 @@ class Registration:
     flops: Flops
     activations: Activations
     label: Callable[[Any], str]  # how `aiayn show` names the block
+    load: Callable[[str, str], Any] | None = None  # a tokenizer type's: (the JSON it saved, where from) -> the tokenizer
 
 
 _REGISTRY: dict[type[Spec], Registration] = {}
@@ -50,6 +51,12 @@ def registration(spec: Spec | type[Spec]) -> Registration:
     if entry is None:
         raise UserError(f"no block is registered for {cls.__name__}; register it with aiayn.register")
     return entry
+
+
+def tokenizer_loader(kind: str) -> Registration | None:
+    """The registration of the tokenizer type `kind` that reads its saved tokenizers back, if any is installed."""
+    slots.load()
+    return next((e for e in _REGISTRY.values() if e.slot == "tokenizer" and e.type == kind and e.load is not None), None)
 
 
 @contextmanager

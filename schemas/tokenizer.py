@@ -30,6 +30,14 @@ class TokenizerSpec(Spec):
         """How it makes the two sides' ids, in words (`aiayn show`)."""
         return f"{self.type}, " + ("one vocabulary" if shared_vocab else "a vocabulary a side")
 
+    def sample_pairs(self) -> int | None:
+        """How many pairs of a larger training split it learns from (None: every pair, or it learns from none)."""
+        return None
+
+    def merges_asked(self) -> int | None:
+        """The BPE merges asked for, where the vocabulary is what they give (None: a size asked for, or no BPE)."""
+        return None
+
 
 def _models(kind: str, joint: bool, shared_vocab: bool) -> str:
     if joint:
@@ -54,6 +62,12 @@ class BpeTokenizerSpec(TokenizerSpec):
     def layout(self, shared_vocab: bool) -> str:
         return _models("BPE", shared_vocab, shared_vocab)
 
+    def sample_pairs(self) -> int | None:
+        return self.train_sample_pairs
+
+    def merges_asked(self) -> int | None:
+        return self.merges
+
 
 class SentencePieceTokenizerSpec(TokenizerSpec):
     """A SentencePiece model trained on the training split (after data.pipeline), ids as
@@ -77,6 +91,9 @@ class SentencePieceTokenizerSpec(TokenizerSpec):
 
     def layout(self, shared_vocab: bool) -> str:
         return _models(f"SentencePiece {self.model_type}", shared_vocab if self.joint is None else self.joint, shared_vocab)
+
+    def sample_pairs(self) -> int | None:
+        return self.train_sample_pairs
 
 
 class TokenizerFileSpec(TokenizerSpec):

@@ -17,7 +17,7 @@ from typing import Any
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from aiayn.builder.data.tokenizer import SPECIALS, UNK, Tokenizer
+from aiayn.builder.data.tokenizer import DEFAULT_KIND, SPECIALS, UNK, Tokenizer
 from aiayn.builder.errors import UserError
 
 _METASPACE: dict[str, Any] = {"replacement": "▁", "prepend_scheme": "always"}
@@ -35,8 +35,13 @@ class FastTokenizer(Tokenizer):
                 )
         self.hf = hf
         self._tokens: list[str] | None = None
-        # the model's type as data.tokenizer.type names it: bpe (aiayn's), or unigram, wordpiece...
-        self.kind = type(hf.model).__name__.lower()  # type: ignore[misc]
+
+    kind = DEFAULT_KIND  # the `bpe` registration reads a tokenizer.json back, whatever its model
+
+    @property
+    def name(self) -> str:
+        """The model's type: bpe (aiayn's), or unigram, wordpiece... (a tokenizer.json from elsewhere)."""
+        return type(self.hf.model).__name__.lower()
 
     def tokens(self) -> list[str]:
         if self._tokens is None:
@@ -75,8 +80,8 @@ class FastTokenizer(Tokenizer):
 
     def describe(self) -> str:
         """e.g. "10000 merges on an alphabet of 162 + 4 specials" """
-        if self.kind != "bpe":
-            return f"{self.kind}, {self.vocab_size - len(SPECIALS)} types + {len(SPECIALS)} specials"
+        if self.name != "bpe":
+            return f"{self.name}, {self.vocab_size - len(SPECIALS)} types + {len(SPECIALS)} specials"
         merges = self.merges
         learned = self.vocab_size - len(SPECIALS)
         return f"{merges} merges, {learned} types + {len(SPECIALS)} specials"

@@ -142,7 +142,7 @@ class TranslationDataModule(LightningDataModule):
             return src, tgt, f"the source run's, {src.vocab_size} tokens (init_from.tokenizer: source)"
         src_path, tgt_path = self.texts("train")
         n = count_parallel(src_path, tgt_path)
-        keep = training_sample(n, getattr(self.tokenizer, "train_sample_pairs", None))
+        keep = training_sample(n, self.tokenizer.sample_pairs())
         if keep is not None:
             say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
         return make_tokenizers(

@@ -3,6 +3,7 @@ training split (BPE or SentencePiece) or read from files, in the layout the voca
 one joint tokenizer (the same object twice), one a side over one id space, or one a side with
 ids of its own (model.embedding.shared_vocab: false)."""
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,17 +49,30 @@ def make_tokenizers(
 def register_tokenizers(register: Callable[..., Any]) -> None:
     """Register the built-in tokenizer types with `register` (aiayn.register)."""
     register(
-        BpeTokenizerSpec,
-        slot="tokenizer",
+        BpeTokenizerSpec, slot="tokenizer",
         build=lambda spec, given: _bpe(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),
-    )
+        load=_load_fast,
+    )  # fmt: skip
     register(
         SentencePieceTokenizerSpec, slot="tokenizer",
         build=lambda spec, given: _sentencepiece(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),
+        load=_load_sentencepiece,
     )  # fmt: skip
     register(
         TokenizerFileSpec, slot="tokenizer", build=lambda spec, given: read_tokenizers(spec, shared_vocab=given.shared_vocab)
     )
+
+
+def _load_fast(text: str, source: str) -> Tokenizer:
+    from aiayn.builder.data.bpe import FastTokenizer
+
+    return FastTokenizer.from_json(text, source=source)
+
+
+def _load_sentencepiece(text: str, source: str) -> Tokenizer:
+    from aiayn.builder.data.spm import SentencePieceTokenizer
+
+    return SentencePieceTokenizer.from_dict(json.loads(text), source=source)
 
 
 def _both(src: Texts, tgt: Texts) -> Texts:

@@ -4,8 +4,10 @@ Kinds (each a module): bpe.py, a Hugging Face `tokenizers` tokenizer (aiayn's BP
 tokenizer.json); spm.py, a SentencePiece model (`sentencepiece`) over a vocabulary, opus-mt's way.
 Whatever the kind, <pad>=0, <s>=1, </s>=2, <unk>=3; `tokens()` lists the id space, so that two
 tokenizers (a source's and a target's) can be checked to share one. A run directory keeps each as
-JSON (tokenizer.json, or tokenizer.src.json and tokenizer.tgt.json): `tokenizer_from_json` reads
-either kind back.
+JSON (tokenizer.json, or tokenizer.src.json and tokenizer.tgt.json), and `tokenizer_from_json`
+reads it back through the registration of the type that saved it: the JSON's `aiayn_tokenizer`
+key names it (and `plugin` the distribution of a plugin's), where none is a Hugging Face
+tokenizer.json, which `bpe` reads. A plugin's tokenizer class is read back as aiayn's are.
 """
 
 import json
@@ -15,22 +17,37 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, missing_plugins_message, printable
+from aiayn.builder.registry import tokenizer_loader
 from aiayn.builder.run.atomic import write_bytes_atomic
 from aiayn.builder.run.jsonfile import loads
 from aiayn.builder.run.rundir import RunDir
+from aiayn.schemas import slots
+from aiayn.schemas.slots import PluginError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
 SEP = "<sep>"  # between source and target where a decoder-only model translates `<s> x <sep> y` (id 4 in aiayn's)
 SENTENCEPIECE = "sentencepiece"  # the `aiayn_tokenizer` key of a SentencePiece tokenizer's JSON
+KIND_KEY = "aiayn_tokenizer"  # the saved JSON's key naming the registered tokenizer type that reads it back
+DEFAULT_KIND = "bpe"  # what reads a JSON without that key: a Hugging Face tokenizer.json
 
 
 class Tokenizer:
     """Text <-> ids without specials; `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3."""
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
-    kind: ClassVar[str] = ""  # what data.tokenizer.type calls this kind
+    kind: ClassVar[str] = ""  # the data.tokenizer.type whose registration reads it back (its `load`)
+
+    @property
+    def name(self) -> str:
+        """What it is, in a word or two (the training log, `aiayn show`)."""
+        return self.kind
+
+    @property
+    def merges(self) -> int | None:
+        """How many merges a BPE tokenizer learned (None: another kind)."""
+        return None
 
     def tokens(self) -> list[str]:
         """The id space: the token of each id, in id order."""
@@ -79,7 +96,7 @@ class Tokenizer:
         raise NotImplementedError
 
     def save(self, path: Path) -> None:
-        write_bytes_atomic(Path(path), self.to_json().encode("utf-8"))
+        write_bytes_atomic(Path(path), saved_json(self).encode("utf-8"))
 
     @classmethod
     def load(cls, path: Path) -> "Tokenizer":
@@ -115,19 +132,41 @@ def check_specials(tokens: Sequence[str], source: str) -> None:
             )
 
 
+def saved_json(tokenizer: Tokenizer) -> str:
+    """What a run keeps of `tokenizer`: its `to_json`, which names its registered type where that
+    is not the default (a Hugging Face tokenizer.json), and a plugin's distribution."""
+    text = tokenizer.to_json()
+    if tokenizer.kind == DEFAULT_KIND:
+        return text
+    data = loads(text)
+    if not isinstance(data, dict):
+        raise PluginError(f"{type(tokenizer).__name__}.to_json must give a JSON object (a tokenizer of type {tokenizer.kind!r})")
+    dist = slots.owner(tokenizer.kind)
+    plugin = {"plugin": dist} if dist and dist.partition("==")[0] != slots.OWN else {}
+    return json.dumps({KIND_KEY: tokenizer.kind, **plugin, **{k: v for k, v in data.items() if k != KIND_KEY}})
+
+
 def tokenizer_from_json(text: str, source: str, *, fix: str = "") -> Tokenizer:
-    """The tokenizer that `Tokenizer.to_json` wrote (either kind), or a UserError naming `source`."""
+    """The tokenizer `saved_json` wrote, read by the registration of its type; a UserError naming
+    `source` (and, where the file is not JSON at all, saying `fix`)."""
     try:
         data: Any = loads(text)
     except ValueError as exc:
         raise UserError(f"{source} is not a valid tokenizer file (not JSON: {exc}){'; ' + fix if fix else ''}") from None
-    if isinstance(data, dict) and data.get("aiayn_tokenizer") == SENTENCEPIECE:
-        from aiayn.builder.data.spm import SentencePieceTokenizer
-
-        return SentencePieceTokenizer.from_dict(data, source=source)
-    from aiayn.builder.data.bpe import FastTokenizer
-
-    return FastTokenizer.from_json(text, source=source, fix=fix)
+    kind = data.get(KIND_KEY, DEFAULT_KIND) if isinstance(data, dict) else DEFAULT_KIND
+    entry = tokenizer_loader(kind) if isinstance(kind, str) else None
+    if entry is None or entry.load is None:
+        dist = data.get("plugin")
+        if isinstance(dist, str) and isinstance(kind, str):
+            raise UserError(missing_plugins_message(source, {kind: dist}))
+        raise UserError(
+            f"{source} holds a tokenizer of type '{printable(str(kind))}', which no installed plugin registers (with a load "
+            "that reads it back)"
+        )
+    tokenizer = entry.load(text, source)
+    if not isinstance(tokenizer, Tokenizer):
+        raise PluginError(f"the load of the tokenizer type {kind!r} returned {type(tokenizer).__name__}, not an aiayn Tokenizer")
+    return tokenizer
 
 
 SAMPLE_SEED = 0  # fixed, not the run's seed: runs with other seeds get the same tokenizer and share the token cache
@@ -155,9 +194,7 @@ def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: 
                 f"(or model.embedding.vocab_size) to {tokenizer.vocab_size}"
             )
         if tokenizer.vocab_size > vocab_size:
-            below = (
-                f" (no merge fits: {vocab_size} is below the text's alphabet)" if getattr(tokenizer, "merges", None) == 0 else ""
-            )
+            below = f" (no merge fits: {vocab_size} is below the text's alphabet)" if tokenizer.merges == 0 else ""
             raise UserError(
                 f"{where}the {side} tokenizer has {tokenizer.vocab_size} entries{below} but the model's vocabulary "
                 f"has {vocab_size}; {fix}"
@@ -167,10 +204,10 @@ def check_vocabulary(vocab_size: int, src: Tokenizer, tgt: Tokenizer, *, where: 
 def layout(src: Tokenizer, tgt: Tokenizer) -> str:
     """How the two sides are tokenized, in words (aiayn show, the training log)."""
     if src is tgt:
-        return f"joint: one {src.kind} tokenizer and one vocabulary for both sides"
+        return f"joint: one {src.name} tokenizer and one vocabulary for both sides"
     if src.same_ids(tgt):
-        return f"separate {src.kind} tokenizers over one vocabulary (opus-mt's way)"
-    return f"separate {src.kind} tokenizers and vocabularies"
+        return f"separate {src.name} tokenizers over one vocabulary (opus-mt's way)"
+    return f"separate {src.name} tokenizers and vocabularies"
 
 
 def load_run_tokenizers(run: RunDir) -> tuple[Tokenizer, Tokenizer]:

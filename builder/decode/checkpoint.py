@@ -14,7 +14,6 @@ resolved experiment under "hyper_parameters"["experiment"] (Lightning's key):
 
 import pickle
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,7 +23,7 @@ from pydantic import ValidationError
 
 from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
-from aiayn.builder.errors import UserError, printable, resolved
+from aiayn.builder.errors import UserError, missing_plugins_message, resolved
 from aiayn.builder.model.build import build_model
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.jsonfile import read_json
@@ -98,26 +97,6 @@ def experiment_of(ckpt: dict[str, Any], path: str | Path) -> ExperimentSpec:
             raise UserError(missing_plugins_message(path, missing)) from None
         lines = "\n".join(f"  {line}" for line in format_validation_error(e))
         raise UserError(f"{path}: the experiment stored in the checkpoint is not valid:\n{lines}") from None
-
-
-# what pip installs: a distribution's name and version as the run recorded them (name==version)
-INSTALLABLE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
-
-
-def missing_plugins_message(path: str | Path, missing: dict[str, str]) -> str:
-    """Which recorded types no installed plugin registers, and the pip line that installs their
-    distributions, quoted for a shell; a record that names no distribution pip can install (the
-    checkpoint's data, not to be run) is printed inert and not offered as a command."""
-    dists = sorted(set(missing.values()))
-    types = ", ".join(f"'{printable(t)}'" for t in missing)
-    shown = " and ".join(printable(d) for d in dists)
-    bad = [d for d in dists if not INSTALLABLE.fullmatch(d)]
-    if bad:
-        return (
-            f"{path} was trained with {types} of {shown}, which is not installed here; its record '{printable(bad[0])}' names "
-            "no distribution pip can install (name==version): install the plugin that registers those types"
-        )
-    return f"{path} was trained with {types} of {shown}, which is not installed here: pip install {' '.join(map(shlex.quote, dists))}"
 
 
 def model_weights(ckpt: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -128,7 +128,7 @@ def _tokenizer_json(ours: Tokenizer) -> HFTokenizer:
     if isinstance(ours, FastTokenizer):
         return HFTokenizer.from_str(ours.hf.to_str())  # a copy: the run's own tokenizer stays as it is
     if not isinstance(ours, SentencePieceTokenizer):
-        raise UserError(f"cannot export to {HF}: a {ours.kind} tokenizer has no tokenizer.json form")
+        raise UserError(f"cannot export to {HF}: a {ours.name} tokenizer has no tokenizer.json form")
     if ours.vocab is not None or ours.language_codes:
         raise UserError(
             f"cannot export to {HF}: this run's SentencePiece tokenizer numbers its pieces by a vocabulary of its own "
@@ -137,7 +137,7 @@ def _tokenizer_json(ours: Tokenizer) -> HFTokenizer:
     from sentencepiece import sentencepiece_model_pb2
     from transformers.convert_slow_tokenizer import SpmConverter
 
-    proto = sentencepiece_model_pb2.ModelProto()
+    proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]
     proto.ParseFromString(ours.model)
     pieces = list(proto.pieces)
     unigram = proto.trainer_spec.model_type == proto.trainer_spec.UNIGRAM

@@ -78,6 +78,7 @@ def register(
     flops: Flops | None = None,
     activations: Activations | None = None,
     label: Callable[[Any], str] | None = None,
+    load: Callable[[str, str], Any] | None = None,
 ) -> None:
     """Register `spec` (a subclass of the slot's base: SublayerSpec, NormSpec, PositionalSpec,
     StackBiasSpec or ScoreSpec, with a `type: Literal["name"]` field) with the function that builds its block.
@@ -88,7 +89,10 @@ def register(
     per token (2 per multiply-add) with `length` tokens of context; activations(spec, d_model):
     values per token kept for backward. Both are required for a sub-layer; elsewhere they default
     to none (aiayn does not count its norms and positions either). label(spec): the block's name
-    in `aiayn show` (default: its type). A type registered twice is a PluginError."""
+    in `aiayn show` (default: its type). load(text, source), a tokenizer type's only: its tokenizer
+    read back from the JSON its `to_json` wrote (`source` names the file in messages), which a
+    type whose build makes a tokenizer class of its own must give. A type registered twice is a
+    PluginError."""
     if not callable(build):
         raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): build must be a function (spec, ctx) -> nn.Module")
     if slot == "sublayer" and (flops is None or activations is None):
@@ -96,10 +100,14 @@ def register(
             f"register({getattr(spec, '__name__', spec)!r}, slot='sublayer'): give flops= and activations= "
             "(forward FLOPs per token and values per token kept for backward), which aiayn show and sweeps report"
         )
+    if load is not None and (slot != "tokenizer" or not callable(load)):
+        raise PluginError(
+            f"register({getattr(spec, '__name__', spec)!r}): load= is a tokenizer type's function (text, source) -> Tokenizer"
+        )
     tag = slots.add(slot, spec)
     add(Registration(
         spec=spec, slot=slot, type=tag, build=build, flops=flops or _none, activations=activations or _none,
-        label=label or (lambda s: s.type),
+        label=label or (lambda s: s.type), load=load,
     ))  # fmt: skip
 
 

@@ -97,7 +97,8 @@ class Conversion:
 
 def _layers(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
     """Stacks of other depths: the first layers the source's, the rest new (or dropped)."""
-    counts = {side: (n, _depth(target, side)) for side in STACKS if (n := _depth(source, side)) is not None}
+    depths = {side: (_depth(source, side), _depth(target, side)) for side in STACKS}
+    counts = {side: (s, t) for side, (s, t) in depths.items() if s is not None and t is not None}  # stacks both have
     plan.filled |= {k for k in plan.tgt if _beyond(k, {side: n[0] for side, n in counts.items()})}
     plan.left_out |= {k for k in plan.src if _beyond(k, {side: n[1] for side, n in counts.items()})}
     differ = {side: n for side, n in counts.items() if n[0] != n[1]}

@@ -99,7 +99,7 @@ def _fit(
         check_vocabulary(
             spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
             fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
-            merges=getattr(spec.data.tokenizer, "merges", None),
+            merges=spec.data.tokenizer.merges_asked(),
         )  # fmt: skip
         trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
         wall = time.perf_counter() - start

@@ -322,7 +322,7 @@ def test_averaging_refuses_different_shapes_and_experiments(tmp_path):
 
 
 def test_a_plugin_record_is_data_quoted_for_the_shell_and_inert_on_the_terminal():
-    from aiayn.builder.decode.checkpoint import missing_plugins_message
+    from aiayn.builder.errors import missing_plugins_message
 
     assert missing_plugins_message("m.ckpt", {"relu": "relu-scores==1.0+local"}) == (
         "m.ckpt was trained with 'relu' of relu-scores==1.0+local, which is not installed here: pip install relu-scores==1.0+local"
