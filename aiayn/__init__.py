@@ -1,6 +1,6 @@
 """aiayn: a declarative, config-driven builder for the Transformer of "Attention Is All You Need".
 
-For a notebook or a script (README, "Python"):
+For a notebook or a script (docs/python.md):
 
     load_experiment(path, overrides=())   an experiment YAML, validated (ExperimentSpec), as
                                           `aiayn validate` reads it (UserError says what is wrong)

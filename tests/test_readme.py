@@ -1,10 +1,12 @@
-"""The README, run as written (the slow tier): every command of its ```bash blocks, in order, in
-a fresh folder, then the demo it trained is checked for quality (BLEU >= 90, real German).
+"""The README and the manual, run as written (the slow tier): every command of their ```bash
+blocks, the README's first, then each page's in the site's order (mkdocs.yml's nav), in one fresh
+folder, then the demo they trained is checked for quality (BLEU >= 90, real German).
 
-Commands that CI runs itself (the install, the test tiers) are checked against `.ci/run`;
-`tensorboard --logdir X` is checked by reading X's events with TensorBoard's reader; blocks that
-start with "# on a GPU" cannot run here, so their experiments and overrides are validated; the
-`aiayn data` commands of blocks that start with "# needs the network" are parsed, not run.
+Commands that CI runs itself (the install, the test tiers, the site) are checked against
+`.ci/run`; `tensorboard --logdir X` is checked by reading X's events with TensorBoard's reader;
+blocks that start with "# on a GPU" or "# needs ..." (the network, the Multi30k data, a run this
+folder has not) cannot run here, so their `aiayn train` experiments and overrides are validated
+and their other `aiayn` commands parsed; other programs of such blocks are not run.
 """
 
 import json
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aiayn.builder.cli import verb_parser
@@ -31,15 +34,29 @@ CI_COMMANDS = (
     "ruff check",
     "ruff format",
     ".ci/",
+    "mkdocs build",
 )  # checked to be in .ci/run, not run again here
+NOT_HERE = ("# on a GPU", "# needs ")  # a block that starts so is validated and parsed, not run
+
+
+def manual() -> str:
+    """The README, then the manual's pages in the site's order (the home page is the README; the
+    API reference and the schema page are generated)."""
+
+    def pages(nav: list) -> list[str]:
+        return [p for item in nav for value in item.values() for p in (pages(value) if isinstance(value, list) else [value])]
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    texts = [(ROOT / "docs" / page).read_text() for page in pages(nav) if page not in ("index.md", "api.md", "schema.md")]
+    return "\n".join([README.read_text(), *texts])
 
 
 def readme_commands(text: str) -> list[tuple[str, bool]]:
-    """(command, runs here) for every command of the README's bash blocks, in order; a line
+    """(command, runs here) for every command of the bash blocks of `text`, in order; a line
     ending in a backslash continues on the next; comments are dropped."""
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
-        here = not block.startswith(("# on a GPU", "# needs the network"))
+        here = not block.startswith(NOT_HERE)
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" # ")[0].strip() if not line.startswith("#") else ""
             if line:
@@ -64,14 +81,14 @@ def as_validation(command: str) -> list[str]:
     return ["aiayn", "validate", *kept, "--schema-only"]  # no GPU nor WMT data here
 
 
-def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
-    text = README.read_text()
+def test_the_readme_and_the_manual_run_as_written_and_the_demo_learns(tmp_path):
+    text = manual()
     commands = readme_commands(text)
     ci = (ROOT / ".ci" / "run").read_text()
     for folder in ("experiments", "benchmarks"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     # one thread, fixed: train.cpu_threads: auto would move the count with the machine's load, and the
-    # count changes a run's last bits, so that each CI run of the demo would be another draw (README,
+    # count changes a run's last bits, so that each CI run of the demo would be another draw (docs/training.md,
     # "Sharing a machine"); fixed, it is the same run on every load (valid BLEU 99.71 on this VM type)
     env = {
         **os.environ,
@@ -82,12 +99,15 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
     outputs = {}
     opus_mt = {**env, "OPUS_MT": str(opus_mt_folder(tmp_path / "opus-mt-en-de")), "FINETUNE_DATA": str(tmp_path)}
     for command, here in commands:
-        if not here and command.startswith("export "):  # the user's paths: opus_mt stands for them
+        words = shlex.split(command)
+        while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the program
+            words = words[1:]
+        if not here and (not words or words[0] == "export"):  # the user's paths: opus_mt stands for them
             continue
-        if not here and command.startswith("aiayn ") and shlex.split(command)[1] != "train":
-            verb_parser(shlex.split(command)[1]).parse_intermixed_args(
-                shlex.split(command)[2:]
-            )  # its options exist; no download here
+        if not here and words[0] == "aiayn" and words[1] != "train":
+            verb_parser(words[1]).parse_intermixed_args(words[2:])  # its options exist; no download here
+            continue
+        if not here and "train" not in words:  # another program (sacrebleu, ...): not aiayn's to run
             continue
         if not here and "OPUS_MT" in text and "finetune-opus-mt" in command:
             check(subprocess.run(as_validation(command), cwd=tmp_path, env=opus_mt, capture_output=True, text=True), command)
@@ -107,7 +127,8 @@ def test_the_readme_runs_as_written_and_the_demo_learns(tmp_path):
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)
     check_console(
-        outputs['pip install torch==2.13.0 && pip install -e ".[test,export]" && aiayn train experiments/demo.yaml'], text
+        outputs['pip install torch==2.13.0 && pip install -e ".[test,export]" && aiayn train experiments/demo.yaml'],
+        README.read_text(),
     )
     check_demo(tmp_path / "runs" / "demo" / "version_0", env)
     for block in python_examples(text):  # the Python API, as written, on the demo trained above

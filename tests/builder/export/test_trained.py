@@ -81,12 +81,12 @@ def test_marian_translates_as_aiayn(trained, tmp_path):
     assert agreement(hf_outputs(hf, sources, beam=4, alpha=ALPHA, max_len_b=MAX_LEN_B), beam) >= 0.95
 
 
-def test_the_readme_deploy_examples_print_aiayns_translation(trained, tmp_path):
-    """The README's Python examples, run as written on this model exported as the README exports the demo."""
+def test_the_manuals_deploy_examples_print_aiayns_translation(trained, tmp_path):
+    """The manual's Python examples (docs/deploy.md), run as written on this model exported as it exports the demo."""
     pytest.importorskip("ctranslate2")
     pytest.importorskip("transformers")
     run, loaded, _ = trained
-    section = (ROOT / "README.md").read_text().split("## Deploy")[1].split("\n## ")[0]
+    section = (ROOT / "docs" / "deploy.md").read_text().split("## Deploy")[1].split("\n## ")[0]
     ct2_example, marian_example = re.findall(r"```python\n(.*?)```", section, re.S)
     export(run, "ctranslate2", tmp_path / "deploy" / "ct2")
     export(run, "huggingface", tmp_path / "deploy" / "marian")

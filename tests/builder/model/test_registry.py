@@ -272,8 +272,8 @@ def example(path: Path, section: str) -> dict:
     return namespace
 
 
-def test_the_readmes_norm_registers_and_is_counted(capsys):
-    plugin = example(ROOT / "README.md", "## Blocks of your own")
+def test_the_manuals_norm_registers_and_is_counted(capsys):
+    plugin = example(ROOT / "docs" / "experiments.md", "## Blocks of your own")
     plugin["register"]()
     try:
         assert main(["show", str(EXPERIMENTS / "base.yaml"), "model.encoder.add_norm.norm.type=scale_norm", "--json"]) == 0
