@@ -64,6 +64,23 @@ def test_paper_totals():
     assert count_params(load_experiment(EXPERIMENTS / "big.yaml").model) == 214_245_376
 
 
+def test_the_english_french_models_of_table_2():
+    """Table 2's EN-FR models: EN-DE's but for the data, a vocabulary of 32000 and the big model's
+    P_drop 0.1; counted exactly (the paper gives no count for them) and against the formula."""
+    base, big = (load_experiment(EXPERIMENTS / f"{n}-enfr.yaml") for n in ("base", "big"))
+    assert (count_params(base.model), count_params(big.model)) == (60_522_496, 209_125_376)
+    vocab = 32000 * 512 - V * 512
+    assert count_params(base.model) == paper_params(**BASE) + vocab
+    assert (base.data.dir.endswith("wmt14-en-fr"), base.data.tgt_lang, base.reported.bleu, big.reported.bleu) == (
+        True,
+        "fr",
+        38.1,
+        41.8,
+    )
+    assert (big.model.dropout, big.trainer.max_steps, big.train.checkpoint.keep_last) == (0.1, 300_000, 20)
+    assert base.reported.group is None and big.reported.group is None  # Table 2's, not rows of Table 3
+
+
 @pytest.mark.parametrize("name", [r for r in ROWS if r.startswith("table3/a_")])
 def test_row_a_keeps_the_parameter_count(name):
     assert count_params(load_experiment(EXPERIMENTS / name).model) == 63_082_496

@@ -34,10 +34,10 @@ class CleanRules:
     ratio: float = 1.5
     count: Literal["moses", "whitespace"] = "moses"
 
-    def describe(self) -> str:
+    def describe(self, script: str = "fairseq's prepare-wmt14en2de.sh") -> str:
         return (
             f"{self.min_len}-{self.max_len} {self.count} tokens a side, length ratio <= {self.ratio:g}, "
-            f"as Moses' clean-corpus-n in fairseq's prepare-wmt14en2de.sh"
+            f"as Moses' clean-corpus-n in {script}"
         )
 
 

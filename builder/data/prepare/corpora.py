@@ -24,8 +24,8 @@ class Part:
 
 @dataclass(frozen=True)
 class Split:
-    """`{name}.en` and `{name}.de`: its parts concatenated in order. Only training pairs are
-    cleaned; `sacrebleu` is the test set sacreBLEU knows it as (`sacrebleu -t NAME -l en-de`)."""
+    """`{name}.en` and `{name}.de` (the corpus's languages): its parts concatenated in order. Only training pairs are
+    cleaned; `sacrebleu` is the test set sacreBLEU knows it as (`sacrebleu -t NAME -l en-de`, the corpus's languages)."""
 
     name: str
     parts: tuple[Part, ...]
@@ -53,6 +53,8 @@ class Corpus:
     downloads: str  # what to download for --from, said in messages
     clean: bool  # whether training pairs are cleaned by default
     hints: tuple[tuple[str, str], ...] = ()  # (a file that --from may hold instead, what to do then)
+    langs: tuple[str, str] = LANGS  # (source, target): the files' suffixes
+    cleaned_as: str = "fairseq's prepare-wmt14en2de.sh"  # whose cleaning the default rules follow, in messages
 
 
 def archived(archive: str, path: str) -> tuple[Place, ...]:
@@ -61,10 +63,12 @@ def archived(archive: str, path: str) -> tuple[Place, ...]:
     return (Place(path, archive), Place(path), Place(name)) if name != path else (Place(path, archive), Place(path))
 
 
-def statmt_part(name: str, archive: str, files: str | dict[str, str], *, sgm: bool = False) -> Part:
+def statmt_part(
+    name: str, archive: str, files: str | dict[str, str], *, sgm: bool = False, langs: tuple[str, str] = LANGS
+) -> Part:
     """`files`: {lang: path in the archive}, or the path without the language suffix."""
     if isinstance(files, str):
-        files = {lang: f"{files}.{lang}" for lang in LANGS}
+        files = {lang: f"{files}.{lang}" for lang in langs}
     return Part(name, {lang: archived(archive, path) for lang, path in files.items()}, sgm=sgm)
 
 
@@ -115,6 +119,49 @@ def wmt14_en_de(news_commentary: str = "v9") -> Corpus:
     )
 
 
+def wmt14_en_fr() -> Corpus:
+    """WMT14 English-French as fairseq's prepare-wmt14en2fr.sh takes it: Europarl v7, Common
+    Crawl, the UN corpus, News Commentary v9 and the 10^9 French-English corpus (about 36M pairs,
+    the paper's Sec. 5.1), newstest2013 (dev) and the full newstest2014 (3003 sentences)."""
+    fr = ("en", "fr")
+    giga = {lang: (Place(f"giga-fren.release2.fixed.{lang}.gz", "training-giga-fren.tar"),
+                   Place(f"giga-fren.release2.fixed.{lang}")) for lang in fr}  # fmt: skip
+    train = (
+        statmt_part("europarl-v7", "training-parallel-europarl-v7.tgz", "training/europarl-v7.fr-en", langs=fr),
+        statmt_part("commoncrawl", "training-parallel-commoncrawl.tgz", "commoncrawl.fr-en", langs=fr),
+        statmt_part("un", "training-parallel-un.tgz", "un/undoc.2000.fr-en", langs=fr),
+        statmt_part("news-commentary-v9", "training-parallel-nc-v9.tgz", "training/news-commentary-v9.fr-en", langs=fr),
+        Part("giga-fren", giga),
+    )
+    test = {"en": "test-full/newstest2014-fren-src.en.sgm", "fr": "test-full/newstest2014-fren-ref.fr.sgm"}
+    return Corpus(
+        name="wmt14-en-fr",
+        splits=(
+            Split("train", train, train=True, hub_split="train"),
+            Split(
+                "newstest2013",
+                (statmt_part("newstest2013", "dev.tgz", "dev/newstest2013", langs=fr),),
+                sacrebleu="wmt13",
+                hub_split="validation",
+            ),
+            Split(
+                "newstest2014",
+                (statmt_part("newstest2014", "test-full.tgz", test, sgm=True, langs=fr),),
+                sacrebleu="wmt14/full",
+                hub_split="test",
+            ),
+        ),  # fmt: skip
+        hub=Hub("wmt/wmt14", "fr-en", field="translation"),
+        downloads=(
+            "training-parallel-europarl-v7.tgz, training-parallel-commoncrawl.tgz, training-parallel-un.tgz, "
+            "training-parallel-nc-v9.tgz, training-giga-fren.tar, dev.tgz and test-full.tgz from statmt.org/wmt14"
+        ),
+        clean=True,
+        langs=fr,
+        cleaned_as="fairseq's prepare-wmt14en2fr.sh",
+    )
+
+
 def multi30k_part(raw: str, ours: str) -> Part:
     """A Multi30k file pair: the repository's data/task1/raw/{raw}.{lang}.gz (from its root or
     that folder, gzipped or not), or our layout's {ours}.{lang}."""
@@ -141,4 +188,4 @@ def multi30k() -> Corpus:
     )
 
 
-CORPORA: dict[str, Callable[..., Corpus]] = {"wmt14-en-de": wmt14_en_de, "multi30k": multi30k}
+CORPORA: dict[str, Callable[..., Corpus]] = {"wmt14-en-de": wmt14_en_de, "wmt14-en-fr": wmt14_en_fr, "multi30k": multi30k}

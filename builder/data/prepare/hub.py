@@ -34,10 +34,12 @@ def load_splits(corpus: Corpus) -> dict[str, object]:
 
 
 def hub_pairs(corpus: Corpus, split: Split, rows) -> Iterator[tuple[str, str]]:
-    """(en, de) of each row; a sentence holding a line break could not stay line-aligned."""
+    """(source, target) of each row in the corpus's languages; a sentence holding a line break
+    could not stay line-aligned."""
+    src, tgt = corpus.langs
     for number, row in enumerate(rows, 1):
         pair = row[corpus.hub.field] if corpus.hub.field else row
-        en, de = pair["en"] or "", pair["de"] or ""  # a missing sentence (None) is an empty line
+        en, de = pair[src] or "", pair[tgt] or ""  # a missing sentence (None) is an empty line
         if "\n" in en or "\n" in de:
             raise UserError(
                 f"{corpus.hub.path} {split.hub_split} row {number} holds a line break; it cannot be written one sentence a line"

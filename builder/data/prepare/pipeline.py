@@ -47,6 +47,7 @@ class Report:
     splits: list[SplitReport] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # optional splits the source does not have
     pipeline: list[TextStep] = field(default_factory=list)  # data.pipeline's steps applied to every line
+    langs: tuple[str, str] = LANGS
 
     def lines(self) -> list[str]:
         """What `aiayn data` prints: a line per split, what cleaning dropped, sacreBLEU's names."""
@@ -61,7 +62,7 @@ class Report:
             else:
                 lines.append(f"{s.name}: {s.written:,} pairs" + (", not cleaned" if s.train else ", as they are"))
             if s.sacrebleu:
-                lines[-1] += f"; the test set `sacrebleu -t {s.sacrebleu} -l en-de`"
+                lines[-1] += f"; the test set `sacrebleu -t {s.sacrebleu} -l {'-'.join(self.langs)}`"
         if self.skipped:
             lines.append(f"not in this source: {', '.join(self.skipped)}")
         return lines
@@ -130,11 +131,14 @@ def _write(
     records `recorded` (what the text has been through)."""
     present = {p.split.name for p in plan}
     skipped = [s.name for s in corpus.splits if s.name not in present]
-    report = Report(corpus.name, out, where, rules.describe() if rules else None, skipped=skipped, pipeline=list(recorded))
-    texts = tuple(TextPipeline(applied, lang) for lang in LANGS) if applied else None
+    report = Report(corpus.name, out, where, rules.describe(corpus.cleaned_as) if rules else None, skipped=skipped,
+                    pipeline=list(recorded), langs=corpus.langs)  # fmt: skip
+    texts = tuple(TextPipeline(applied, lang) for lang in corpus.langs) if applied else None
     with staged_folder(out) as tmp:
         for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
-            report.splits.append(write_split(tmp, planned, rules if planned.split.train else None, workers, texts))
+            report.splits.append(
+                write_split(tmp, planned, rules if planned.split.train else None, workers, texts, langs=corpus.langs)
+            )
         report.splits.sort(key=lambda r: [s.name for s in corpus.splits].index(r.name))
         (tmp / "prepared.json").write_text(json.dumps(manifest(report), indent=2) + "\n")
     return report
@@ -148,12 +152,16 @@ def local_plan(corpus: Corpus, folder: Path) -> list[Planned]:
         raise UserError(f"--from {folder} {what}; give the folder that holds {corpus.downloads}")
     plan, missing = [], []
     for split in corpus.splits:
+        src, tgt = corpus.langs
         found = [
-            (locate(folder, part.places["en"], sgm=part.sgm), locate(folder, part.places["de"], sgm=part.sgm))
+            (locate(folder, part.places[src], sgm=part.sgm), locate(folder, part.places[tgt], sgm=part.sgm))
             for part in split.parts
         ]
         lacking = [
-            first_place(part.places[lang]) for part, pair in zip(split.parts, found) for lang, f in zip(LANGS, pair) if f is None
+            first_place(part.places[lang])
+            for part, pair in zip(split.parts, found)
+            for lang, f in zip(corpus.langs, pair)
+            if f is None
         ]
         if not lacking:
             plan.append(Planned(split, partial(chain_pairs, [(s, t) for s, t in found if s is not None and t is not None]), None))
@@ -184,16 +192,17 @@ def hub_plan(corpus: Corpus) -> tuple[list[Planned], str]:
 
 
 def write_split(
-    folder: Path, planned: Planned, rules: CleanRules | None, workers: int, texts: tuple[TextPipeline, ...] | None = None
-) -> SplitReport:
-    """Stream one split's pairs into `{split}.en` and `{split}.de` under `folder`; `rules`:
-    the cleaning of its pairs, or None to write them all; `texts`: each side's text pipeline."""
+    folder: Path, planned: Planned, rules: CleanRules | None, workers: int, texts: tuple[TextPipeline, ...] | None = None,
+    *, langs: tuple[str, str] = LANGS,
+) -> SplitReport:  # fmt: skip
+    """Stream one split's pairs into `{split}.en` and `{split}.de` (`langs`) under `folder`;
+    `rules`: the cleaning of its pairs, or None to write them all; `texts`: each side's text pipeline."""
     split = planned.split
     pairs = progress(planned.pairs(), split.name, planned.total)
-    judged = judge(pairs, rules, LANGS, workers=workers) if rules else ((s, t, None) for s, t in pairs)
+    judged = judge(pairs, rules, langs, workers=workers) if rules else ((s, t, None) for s, t in pairs)
     dropped: Counter[str] = Counter()
     read = 0
-    paths = [folder / f"{split.name}.{lang}" for lang in LANGS]
+    paths = [folder / f"{split.name}.{lang}" for lang in langs]
     with open(paths[0], "w", encoding="utf-8", newline="\n") as en, open(paths[1], "w", encoding="utf-8", newline="\n") as de:
         for src, tgt, reason in judged:
             read += 1

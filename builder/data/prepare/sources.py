@@ -54,6 +54,10 @@ class Found:
             member = tar.extractfile(find_member(tar, self.member, self.file))
             if member is None:  # a directory or a link, not a file
                 raise UserError(f"{self.file}: {self.member} is not a file in the archive")
+            if self.member.endswith(".gz"):  # a gzipped file in a tar (training-giga-fren.tar's)
+                with gzip.GzipFile(fileobj=member) as unzipped:
+                    yield cast(IO[bytes], unzipped)
+                return
             yield member
 
 

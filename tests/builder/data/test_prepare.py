@@ -455,3 +455,63 @@ def test_a_damaged_download_is_a_message(tmp_path, damage):
         repo,
         leaves=tmp_path,
     )
+
+
+@pytest.fixture
+def statmt_fr(tmp_path) -> Path:
+    """The seven downloads of fairseq's prepare-wmt14en2fr.sh, with statmt.org's member names: the
+    10^9 corpus a plain tar of two gzipped files, as training-giga-fren.tar is."""
+    root = tmp_path / "downloads"
+    root.mkdir()
+    fr = [("Resumption of the session", "Reprise de la session"), ("", "")]
+    tgz(root / "training-parallel-europarl-v7.tgz", {"training/europarl-v7.fr-en.en": side(fr, 0),
+                                                     "training/europarl-v7.fr-en.fr": side(fr, 1)})  # fmt: skip
+    tgz(root / "training-parallel-commoncrawl.tgz", {"commoncrawl.fr-en.en": "a b c d\n", "commoncrawl.fr-en.fr": "x\n"})
+    tgz(
+        root / "training-parallel-un.tgz",
+        {"un/undoc.2000.fr-en.en": "United Nations\n", "un/undoc.2000.fr-en.fr": "Nations Unies\n"},
+    )
+    tgz(root / "training-parallel-nc-v9.tgz", {"training/news-commentary-v9.fr-en.en": "It costs $5.\r\n",
+                                               "training/news-commentary-v9.fr-en.fr": "Cela coûte 5 $.\r\n"})  # fmt: skip
+    with tarfile.open(root / "training-giga-fren.tar", "w") as tar:  # not compressed: its members are
+        for lang, text in (("en", "Giga English\n"), ("fr", "Giga français\n")):
+            data = gzip.compress(text.encode())
+            info = tarfile.TarInfo(f"giga-fren.release2.fixed.{lang}.gz")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tgz(root / "dev.tgz", {"dev/newstest2013.en": "A dev sentence.\n", "dev/newstest2013.fr": "Une phrase.\n"})
+    tgz(root / "test-full.tgz", {
+        "test-full/newstest2014-fren-src.en.sgm": SGM_EN + '<seg id="1">Spectacular wingsuit jump</seg>\n</p>\n</doc>\n</srcset>\n',
+        "test-full/newstest2014-fren-ref.fr.sgm": SGM_DE + '<seg id="1">Saut spectaculaire</seg>\n</p>\n</doc>\n</refset>\n',
+    })  # fmt: skip
+    return root
+
+
+def test_wmt14_en_fr_from_the_statmt_archives(statmt_fr, tmp_path):
+    out = tmp_path / "wmt14-en-fr"
+    code, stdout, err = cli("data", "wmt14-en-fr", out, "--from", statmt_fr, "--workers", 1)
+    assert (code, err) == (0, "")
+    assert read(out) == {
+        "newstest2013.en": "A dev sentence.\n", "newstest2013.fr": "Une phrase.\n",
+        "newstest2014.en": "Spectacular wingsuit jump\n", "newstest2014.fr": "Saut spectaculaire\n",
+        "train.en": "Resumption of the session\nUnited Nations\nIt costs $5.\nGiga English\n",
+        "train.fr": "Reprise de la session\nNations Unies\nCela coûte 5 $.\nGiga français\n",
+    }  # fmt: skip
+    assert stdout.splitlines() == [
+        f"wmt14-en-fr: wrote {out} from {statmt_fr}",
+        "train: kept 4 of 6 pairs; dropped 1 empty, 0 too long, 0 too short, 1 over the length ratio (cleaning: 1-250 moses "
+        "tokens a side, length ratio <= 1.5, as Moses' clean-corpus-n in fairseq's prepare-wmt14en2fr.sh)",
+        "newstest2013: 1 pairs, as they are; the test set `sacrebleu -t wmt13 -l en-fr`",
+        "newstest2014: 1 pairs, as they are; the test set `sacrebleu -t wmt14/full -l en-fr`",
+    ]
+    assert json.loads((out / "prepared.json").read_text())["corpus"] == "wmt14-en-fr"
+
+
+def test_wmt14_en_fr_names_its_missing_downloads(statmt_fr, tmp_path):
+    (statmt_fr / "training-giga-fren.tar").unlink()
+    fails(
+        f"--from {statmt_fr} has no training-giga-fren.tar; it should hold training-parallel-europarl-v7.tgz, "
+        "training-parallel-commoncrawl.tgz, training-parallel-un.tgz, training-parallel-nc-v9.tgz, training-giga-fren.tar, "
+        "dev.tgz and test-full.tgz from statmt.org/wmt14",
+        "wmt14-en-fr", tmp_path / "out", "--from", statmt_fr, leaves=tmp_path,
+    )  # fmt: skip
