@@ -1,0 +1,116 @@
+"""Bracketing precision, recall and F1 as EVALB computes them (Sekine and Collins 1997), with the
+parameters of its COLLINS.prm, the parsing literature's (and the paper's Table 4's) scorer.
+
+Per sentence: the labels to delete go (a part-of-speech tag's word with it: punctuation and
+traces; a constituent's bracket alone: TOP), constituents left with no word go too, function
+tags are stripped (NP-SBJ is NP), ADVP and PRT are one label; each remaining constituent above
+the tags is a (label, first word, last word) bracket, counted as a multiset (n gold and m test
+brackets alike match min(n, m) times). A test tree whose words are not the gold tree's (another
+number of them: an ill-formed output) is an error sentence, scored as EVALB scores it: its
+brackets count in neither total. Totals sum the matched, gold and test brackets of the valid
+sentences; F1 is 2PR / (P + R).
+"""
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from aiayn.builder.data.trees import Tree, base_label
+
+PUNCTUATION = frozenset({",", ":", "``", "''", "."})
+
+
+@dataclass(frozen=True)
+class EvalbParameters:
+    """An EVALB .prm file's settings; the defaults are COLLINS.prm's."""
+
+    labeled: bool = True
+    delete: frozenset[str] = frozenset({"TOP", "-NONE-", *PUNCTUATION})
+    delete_for_length: frozenset[str] = frozenset({"-NONE-"})
+    equivalent: tuple[tuple[str, str], ...] = (("ADVP", "PRT"),)
+    cutoff_len: int = 40
+
+    def canonical(self, label: str) -> str:
+        label = base_label(label)
+        for a, b in self.equivalent:
+            if label == b:
+                return a
+        return label if self.labeled else ""
+
+
+COLLINS = EvalbParameters()
+
+
+@dataclass
+class SentenceScore:
+    length: int
+    matched: int = 0
+    gold: int = 0
+    test: int = 0
+    error: str | None = None  # why EVALB counts the sentence as an error (then nothing else counts)
+
+
+@dataclass
+class EvalbScore:
+    sentences: list[SentenceScore] = field(default_factory=list)
+
+    def _valid(self, cutoff: int | None) -> list[SentenceScore]:
+        return [s for s in self.sentences if s.error is None and (cutoff is None or s.length <= cutoff)]
+
+    def totals(self, cutoff: int | None = None) -> dict[str, float]:
+        """recall, precision, f1 and complete_match (percent, of the valid sentences; `cutoff`: of
+        those of at most that many words), and the sentences, errors, skipped and valid counts."""
+        valid = self._valid(cutoff)
+        matched, gold, test = (sum(getattr(s, k) for s in valid) for k in ("matched", "gold", "test"))
+        recall = 100.0 * matched / gold if gold else 0.0
+        precision = 100.0 * matched / test if test else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        complete = 100.0 * sum(s.matched == s.gold == s.test for s in valid) / len(valid) if valid else 0.0
+        counted = [s for s in self.sentences if cutoff is None or s.length <= cutoff]
+        skipped = sum(s.error is not None and s.error.startswith("skip") for s in counted)
+        return {"recall": recall, "precision": precision, "f1": f1, "complete_match": complete, "sentences": len(counted),
+                "errors": sum(s.error is not None for s in counted) - skipped, "skipped": skipped, "valid": len(valid)}  # fmt: skip
+
+
+def brackets(tree: Tree, params: EvalbParameters = COLLINS) -> tuple[Counter[tuple[str, int, int]], list[str], int]:
+    """(the brackets EVALB scores, the words it keeps, the sentence's length as EVALB counts it)."""
+    found: Counter[tuple[str, int, int]] = Counter()
+    words: list[str] = []
+    length = sum(1 for tag, _ in tree.tagged() if tag not in params.delete_for_length)
+
+    def walk(node: Tree) -> int:  # the number of kept words under node
+        if node.is_tag:
+            if base_label(node.label) in params.delete:
+                return 0
+            words.append(str(node.children[0]))
+            return 1
+        start = len(words)
+        n = sum(walk(child) for child in node.children if isinstance(child, Tree))
+        if n and base_label(node.label) not in params.delete:
+            found[(params.canonical(node.label), start, start + n)] += 1
+        return n
+
+    walk(tree)
+    return found, words, length
+
+
+def score_sentence(gold: Tree, test: Tree | None, params: EvalbParameters = COLLINS) -> SentenceScore:
+    gold_brackets, gold_words, length = brackets(gold, params)
+    if test is None:
+        return SentenceScore(length, error="no tree")
+    test_brackets, test_words, _ = brackets(test, params)
+    if not test_words:  # nothing to score (all punctuation and traces): EVALB skips it
+        return SentenceScore(length, error="skip: no words")
+    if len(test_words) != len(gold_words):
+        return SentenceScore(length, error=f"length unmatch ({len(gold_words)}|{len(test_words)})")
+    if test_words != gold_words:
+        return SentenceScore(length, error="words unmatch")
+    matched = sum((gold_brackets & test_brackets).values())
+    return SentenceScore(length, matched, sum(gold_brackets.values()), sum(test_brackets.values()))
+
+
+def evalb(gold: Sequence[Tree], test: Sequence[Tree | None], params: EvalbParameters = COLLINS) -> EvalbScore:
+    """Each test tree against its gold tree (None: the output gave no tree at all)."""
+    if len(gold) != len(test):
+        raise ValueError(f"{len(gold)} gold trees and {len(test)} test trees: EVALB compares them line by line")
+    return EvalbScore([score_sentence(g, t, params) for g, t in zip(gold, test)])
