@@ -125,6 +125,7 @@ def _loss_and_grads(model, batch):
     return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
+@pytest.mark.slow  # about 28 s each on 2 cores: torch.compile of two stacks of every variant
 @pytest.mark.parametrize("name", ["rope_gqa_t5_swiglu_rms", "window_alibi_qk_rope"])
 def test_the_variants_compile_to_what_eager_computes(name):
     one_layer = "dims.N=1"  # fewer kernels to trace: the variants are in every layer alike
