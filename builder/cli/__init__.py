@@ -20,7 +20,7 @@ VERBS = {
     "validate": ("aiayn.builder.cli.inspect", "validate", "validate an experiment"),
     "show": ("aiayn.builder.cli.inspect", "show", "resolved config, per-block parameters, FLOPs, memory"),
     "schema": ("aiayn.builder.cli.inspect", "schema", "JSON Schema of the experiment format"),
-    "data": ("aiayn.builder.cli.data", "data", "write a corpus (wmt14-en-de, wmt14-en-fr, multi30k) for the experiments"),
+    "data": ("aiayn.builder.cli.data", "data", "write a corpus (wmt14-en-de, wmt14-en-fr, multi30k, wsj) for the experiments"),
     "train": ("aiayn.builder.cli.train", "train", "train an experiment; --resume continues the latest run"),
     "sweep": ("aiayn.builder.cli.sweep", "sweep", "run every trial of a sweep, skip finished ones, write the results table"),
     "results": ("aiayn.builder.cli.results", "results", "the Table-3-style table of finished runs (markdown, CSV, plot)"),

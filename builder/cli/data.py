@@ -11,16 +11,19 @@ from aiayn.builder.data.prepare.corpora import CORPORA, NEWS_COMMENTARY
 from aiayn.builder.data.text import parse_steps
 from aiayn.builder.errors import UserError
 
+TREEBANK = "wsj"  # the Penn Treebank's WSJ trees, for the parsing experiment (builder/data/prepare/treebank.py)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("corpus", choices=sorted(CORPORA), help="the corpus to prepare")
+    p.add_argument("corpus", choices=sorted([*CORPORA, TREEBANK]), help="the corpus to prepare")
     p.add_argument(
         "dir", nargs="?", type=Path, metavar="DIR", help="where to write it (default: $AIAYN_DATA/CORPUS, else data/CORPUS)"
     )
     p.add_argument(
         "--from", dest="source", type=Path, metavar="FOLDER",
         help="read downloaded files from FOLDER instead of the Hugging Face Hub: the statmt.org archives "
-        "(wmt14-en-de) or the github.com/multi30k/dataset repository (multi30k), or their extracted files",
+        "(wmt14-en-de, wmt14-en-fr) or the github.com/multi30k/dataset repository (multi30k), or their extracted files; "
+        "wsj: the Penn Treebank's WSJ .mrg files (required)",
     )  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace DIR if it already holds files")
     p.add_argument(
@@ -93,6 +96,8 @@ def rules(args: argparse.Namespace, clean_by_default: bool) -> CleanRules | None
 def data(args: argparse.Namespace) -> int:
     from aiayn.builder.data.prepare.pipeline import prepare
 
+    if args.corpus == TREEBANK:
+        return treebank(args)
     if args.news_commentary is not None and args.corpus != "wmt14-en-de":
         raise UserError(f"--news-commentary is a choice of wmt14-en-de, not of {args.corpus}")
     corpus = CORPORA[args.corpus](args.news_commentary or "v9") if args.corpus == "wmt14-en-de" else CORPORA[args.corpus]()
@@ -103,4 +108,23 @@ def data(args: argparse.Namespace) -> int:
         corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers, pipeline=args.pipeline
     )  # fmt: skip
     print("\n".join(report.lines()))
+    return 0
+
+
+def treebank(args: argparse.Namespace) -> int:
+    """`aiayn data wsj --from TREEBANK [DIR]`: the parsing experiment's splits; the options of the
+    parallel corpora do not apply."""
+    from aiayn.builder.data.prepare.treebank import prepare_treebank
+
+    given = [flag for flag, value, default in (("--clean", args.clean, None), ("--min-len", args.min_len, 1),
+             ("--max-len", args.max_len, 250), ("--clean-ratio", args.clean_ratio, 1.5), ("--count", args.count, "moses"),
+             ("--pipeline", args.pipeline, ()), ("--news-commentary", args.news_commentary, None)) if value != default]  # fmt: skip
+    if given:
+        raise UserError(f"{given[0]} is a choice of the parallel corpora, not of wsj (its trees are read as they are)")
+    if args.source is None:
+        raise UserError(
+            "wsj: give --from, the folder of your copy of the Penn Treebank's WSJ .mrg files (it is licensed: no download)"
+        )
+    out = args.dir if args.dir is not None else Path(os.environ.get("AIAYN_DATA", "data")) / TREEBANK
+    print("\n".join(prepare_treebank(args.source, out, force=args.force)))
     return 0

@@ -22,9 +22,10 @@ from typing import Any
 from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
 from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
 from aiayn.builder.data.corpus import read_lines, read_parallel
-from aiayn.builder.data.spec import split_texts
+from aiayn.builder.data.spec import split_files, split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import is_marian_folder
+from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
 from aiayn.builder.decode.sampling import Sampling
@@ -106,8 +107,19 @@ def evaluate(args: argparse.Namespace) -> int:
         result.update(tokenized_bleu(hyps, refs))
     if args.lc_bleu:
         result.update(literature_bleu(hyps, refs, loaded.spec.data.tgt_lang))
+    gold = gold_trees(loaded.spec, args) if pair is None else None
+    if gold is not None:  # a parsing experiment's split: its trees scored as EVALB scores them
+        result.update(tree_scores(gold, hyps))
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
+
+
+def gold_trees(spec: Any, args: argparse.Namespace) -> Path | None:
+    """The split's gold trees (`{split}.gold` beside its target file, as `aiayn data wsj` writes them), if any."""
+    if spec.data.type != "files":
+        return None
+    gold = split_files(spec.data, args.split)[1].with_suffix(".gold")
+    return gold if gold.is_file() else None
 
 
 def _texts(
@@ -193,6 +205,11 @@ def render(r: dict[str, Any]) -> str:
         lines.append(
             f"tok. BLEU   {r['tok_bleu']:6.2f}  tokenized (intl) with compound splitting, as published "
             "numbers; not comparable to sacreBLEU"
+        )
+    if "parse_f1" in r:
+        lines.append(
+            f"F1          {r['parse_f1']:6.2f}  bracketing (recall {r['parse_recall']:.2f}, precision {r['parse_precision']:.2f}, "
+            f"complete match {r['parse_complete_match']:.2f}; {r['parse_errors']} ill-formed trees), {r['parse_scorer']}"
         )
     if "lc_bleu" in r:
         lines.append(

@@ -14,8 +14,10 @@ sentences; F1 is 2PR / (P + R).
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from aiayn.builder.data.trees import Tree, base_label
+from aiayn.builder.data.trees import Tree, base_label, delinearize, read_trees
+from aiayn.builder.errors import UserError
 
 PUNCTUATION = frozenset({",", ":", "``", "''", "."})
 
@@ -114,3 +116,19 @@ def evalb(gold: Sequence[Tree], test: Sequence[Tree | None], params: EvalbParame
     if len(gold) != len(test):
         raise ValueError(f"{len(gold)} gold trees and {len(test)} test trees: EVALB compares them line by line")
     return EvalbScore([score_sentence(g, t, params) for g, t in zip(gold, test)])
+
+
+def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int | str]:
+    """Bracketing F1 of linearised trees (a parsing model's output, one a line) against the gold
+    trees `aiayn data wsj` wrote beside the split (`{split}.gold`), each read back over its gold
+    tree's words and tags (builder/data/trees.py): the keys `aiayn evaluate` adds."""
+    gold = read_trees(gold_path.read_text(encoding="utf-8"), str(gold_path))
+    if len(gold) != len(hyps):
+        raise UserError(f"{gold_path} holds {len(gold)} trees for {len(hyps)} outputs; is it the split's?")
+    tests = [delinearize(h.split(), g.words(), [tag for tag, _ in g.tagged()]) for h, g in zip(hyps, gold)]
+    totals = evalb(gold, tests).totals()
+    return {
+        "parse_f1": round(totals["f1"], 2), "parse_recall": round(totals["recall"], 2),
+        "parse_precision": round(totals["precision"], 2), "parse_complete_match": round(totals["complete_match"], 2),
+        "parse_errors": int(totals["errors"] + totals["skipped"]), "parse_scorer": "EVALB's rules, COLLINS.prm (aiayn)",
+    }  # fmt: skip
