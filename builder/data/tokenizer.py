@@ -138,7 +138,10 @@ def saved_json(tokenizer: Tokenizer) -> str:
     text = tokenizer.to_json()
     if tokenizer.kind == DEFAULT_KIND:
         return text
-    data = loads(text)
+    try:
+        data = loads(text)
+    except ValueError:
+        data = None
     if not isinstance(data, dict):
         raise PluginError(f"{type(tokenizer).__name__}.to_json must give a JSON object (a tokenizer of type {tokenizer.kind!r})")
     dist = slots.owner(tokenizer.kind)

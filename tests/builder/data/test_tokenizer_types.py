@@ -136,3 +136,13 @@ def test_a_plugins_own_tokenizer_class_trains_is_saved_read_back_and_translates(
     )
     with pytest.raises(aiayn.PluginError, match=r"load= is a tokenizer type's function"):
         aiayn.register(WordsSpec, slot="norm", build=train_words, load=Chars.load)
+
+
+def test_a_tokenizer_whose_json_is_not_an_object_is_a_plugin_error(tmp_path):
+    class Broken(Chars):
+        def to_json(self) -> str:
+            return "not json"
+
+    with pytest.raises(aiayn.PluginError, match=r"^Broken.to_json must give a JSON object \(a tokenizer of type 'chars'\)$"):
+        Broken(["a"]).save(tmp_path / "tokenizer.json")
+    assert not (tmp_path / "tokenizer.json").exists()
