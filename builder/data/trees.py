@@ -56,7 +56,12 @@ def read_trees(text: str, source: str = "the treebank") -> list[Tree]:
     while i < len(tokens):
         if tokens[i] != "(":
             raise UserError(f"{source}: tree {len(trees) + 1}: {tokens[i]!r} outside any bracket")
-        tree, i = _read(tokens, i, source, len(trees) + 1)
+        try:
+            tree, i = _read(tokens, i, source, len(trees) + 1)
+        except RecursionError:
+            raise UserError(
+                f"{source}: tree {len(trees) + 1} nests its brackets too deep to read (thousands of levels)"
+            ) from None
         trees.append(tree)
     return trees
 

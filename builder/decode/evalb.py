@@ -100,7 +100,10 @@ def score_sentence(gold: Tree, test: Tree | None, params: EvalbParameters = COLL
     gold_brackets, gold_words, length = brackets(gold, params)
     if test is None:
         return SentenceScore(length, error="no tree")
-    test_brackets, test_words, _ = brackets(test, params)
+    try:
+        test_brackets, test_words, _ = brackets(test, params)
+    except RecursionError:  # a model's output of thousands of nested brackets: no tree EVALB could read either
+        return SentenceScore(length, error="nests too deep")
     if not test_words:  # nothing to score (all punctuation and traces): EVALB skips it
         return SentenceScore(length, error="skip: no words")
     if len(test_words) != len(gold_words):

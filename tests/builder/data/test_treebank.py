@@ -93,3 +93,20 @@ def test_a_parsing_run_is_evaluated_by_bracketing_f1(tmp_path):
     hyps = (tmp_path / "hyps.txt").read_text().splitlines()
     assert {k: result[k] for k in result if k.startswith("parse_")} == tree_scores(data / "test.gold", hyps)
     assert 0 <= result["parse_f1"] <= 100 and result["n_sentences"] == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe(", "cannot read it ('utf-8' codec can't decode byte 0xff in position 0: invalid start byte); is the treebank intact?"),
+        (b"", None),
+        (b"(S (NP", "tree 1: a bracket (NP) is never closed"),
+    ],
+)  # fmt: skip
+def test_a_damaged_treebank_file_is_named_and_nothing_is_written(tmp_path, content, message):
+    root = treebank(tmp_path / "tb")
+    bad = root / "wsj" / "22" / "wsj_2201.mrg"
+    bad.write_bytes(content)
+    expected = f"{bad}: {message}" if message else "valid: the treebank's files of this split hold no trees"
+    assert cli("data", "wsj", tmp_path / "out", "--from", root) == (2, "", f"aiayn data: error: {expected}\n")
+    assert not (tmp_path / "out").exists()

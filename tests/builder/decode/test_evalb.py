@@ -95,6 +95,8 @@ def test_ill_formed_outputs_are_trees_and_scored_as_evalb_scores_them():
     score = evalb([gold] * 5, [unclosed, stray, short, long, empty])
     assert [s.error for s in score.sentences] == [None, None, "length unmatch (3|2)", "length unmatch (3|4)", "skip: no words"]
     assert (score.sentences[0].matched, score.sentences[1].matched) == (3, 1)
+    deep = delinearize(["(S"] * 5000 + ["XX", "XX", "XX"], words, tags)  # far deeper than Python's recursion limit
+    assert evalb([gold], [deep]).sentences[0].error == "nests too deep"
 
 
 def test_a_tree_read_back_from_its_own_linearisation_scores_100():
@@ -118,6 +120,8 @@ def test_a_tree_read_back_from_its_own_linearisation_scores_100():
 def test_a_damaged_treebank_is_named():
     with pytest.raises(UserError, match=r"^wsj_0002.mrg: tree 2: a bracket \(VP\) is never closed$"):
         read_trees("(S (NP (NN a)))\n(S (VP (VB go)", "wsj_0002.mrg")
+    with pytest.raises(UserError, match=r"^deep.mrg: tree 1 nests its brackets too deep to read \(thousands of levels\)$"):
+        read_trees("(S " * 5000 + "(NN x)" + ")" * 5000, "deep.mrg")
     with pytest.raises(UserError, match=r"^x.mrg: tree 1: 'word' outside any bracket$"):
         read_trees("word (S)", "x.mrg")
     assert COLLINS.canonical("PRT") == "ADVP" and COLLINS.canonical("NP-SBJ-1") == "NP"
