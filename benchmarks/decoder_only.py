@@ -5,6 +5,11 @@ against `generate()`. Prints the medians of interleaved rounds and aiayn's speed
 training step at least 1.2x as fast on a CPU, generation at least as fast).
 
     python benchmarks/decoder_only.py [--d-model 256 --layers 4 --batch 16 --length 128 --rounds 5]
+                                      [--threads N] [--compile]
+
+With --compile the training steps run a second time with both models under torch.compile
+(default mode, inductor's C++ kernels on a CPU): aiayn compiled against transformers compiled,
+and against transformers as it runs by default (eager).
 """
 
 import argparse
@@ -58,7 +63,11 @@ def main() -> None:
     p.add_argument("--length", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
+    p.add_argument("--compile", action="store_true", help="also time both training steps under torch.compile")
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     sizes = (a.d_model, a.layers, a.heads, a.vocab, 2 * a.length)
     ours = {k: build_model(ExperimentSpec.model_validate(e)).train() for k, e in experiments(*sizes).items()}
@@ -71,9 +80,9 @@ def main() -> None:
         for k, m in models.items()
     }
 
-    def ours_step(k: str):
+    def ours_step(k: str, model=None):
         def step() -> None:
-            logits = ours[k](inputs[:, :0], inputs)
+            logits = (ours[k] if model is None else model)(inputs[:, :0], inputs)
             loss, _, n = smoothed_nll_chunked(logits, targets, eps=0.0, pad_id=0)
             (loss / n).backward()
             adams[("aiayn", k)].step()
@@ -81,9 +90,9 @@ def main() -> None:
 
         return step
 
-    def hf_step(k: str):
+    def hf_step(k: str, model=None):
         def step() -> None:
-            theirs[k](input_ids=inputs, labels=x[:, :-1]).loss.backward()  # shifted inside: the same predictions
+            (theirs[k] if model is None else model)(input_ids=inputs, labels=x[:, :-1]).loss.backward()  # shifted inside: the same predictions
             adams[("hf", k)].step()
             adams[("hf", k)].zero_grad(set_to_none=True)
 
@@ -117,6 +126,13 @@ def main() -> None:
     for m in (*ours.values(), *theirs.values()):
         m.train()
     medians = interleaved_medians({n: c for n, c in calls.items() if "train" in n}, a.rounds)
+    if a.compile:
+        compiled = {f"{side} {k} compiled": (ours_step(k, torch.compile(ours[k])) if side == "aiayn" else
+                                             hf_step(k, torch.compile(theirs[k])))
+                    for k in ("gpt2", "llama") for side in ("aiayn", "hf")}  # fmt: skip
+        for call in compiled.values():
+            call()  # compiles: not timed
+        medians.update(interleaved_medians(compiled, a.rounds))
     for m in (*ours.values(), *theirs.values()):
         m.eval()
     with torch.no_grad():
@@ -130,6 +146,10 @@ def main() -> None:
         print(
             f"{k:6s} generate    aiayn {a.new_tokens / mine:8.1f} tok/s transformers {a.new_tokens / ref:8.1f} tok/s speed-up {ref / mine:5.2f}x"
         )
+        if a.compile:
+            mine, ref, eager = medians[f"aiayn {k} compiled"], medians[f"hf {k} compiled"], medians[f"hf {k} train step"]
+            print(f"{k:6s} compiled    aiayn {mine * 1e3:8.1f} ms   transformers {ref * 1e3:8.1f} ms   speed-up {ref / mine:5.2f}x"
+                  f"   (against transformers eager {eager / mine:5.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":
