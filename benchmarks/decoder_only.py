@@ -92,7 +92,8 @@ def main() -> None:
 
     def hf_step(k: str, model=None):
         def step() -> None:
-            (theirs[k] if model is None else model)(input_ids=inputs, labels=x[:, :-1]).loss.backward()  # shifted inside: the same predictions
+            # the labels are shifted inside: the same predictions
+            (theirs[k] if model is None else model)(input_ids=inputs, labels=x[:, :-1]).loss.backward()
             adams[("hf", k)].step()
             adams[("hf", k)].zero_grad(set_to_none=True)
 
