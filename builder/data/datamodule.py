@@ -255,9 +255,9 @@ class TranslationDataModule(LightningDataModule):
         ds = self._dataset("train")
         world, rank = self._world()
         static, buckets = self.static_shapes, None
+        # a pair's lengths as the encoder-decoder reads them, and the same budget: a decoder-only
+        # translation's batches (<s> x <sep> y a row) hold the very pairs an encoder-decoder's would
         src, tgt = ds.src_lengths, ds.tgt_lengths + 1
-        if self.joint is not None:  # one sequence a row: <s> x <sep> y, or y </s>
-            src, tgt = np.zeros_like(src), src + tgt + 1
         if static is not None:
             buckets = bucket_widths(
                 np.maximum(src, tgt), num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=self.pad_to_multiple

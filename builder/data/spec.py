@@ -91,9 +91,7 @@ def make_datamodule(
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
-    joint = spec.model.decoder_only and data.side is None
-    if joint:  # tokens_per_step counts a side; a decoder-only translation's one sequence holds both
-        max_tokens *= 2
+    joint = spec.model.decoder_only and data.side is None  # a decoder-only translation
     common: dict[str, Any] = dict(
         run_dir=run_dir,
         vocab_size=emb.vocab_size,

@@ -162,16 +162,28 @@ def test_a_tokenizer_without_the_separator_is_named(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_decoder_only_translations_token_budget_counts_a_side(tmp_path):
-    """tokens_per_step counts a side; a pair's one sequence holds both, so the batches take twice
-    the tokens and as many pairs as an encoder-decoder's (a language model's sentences: once)."""
+def test_a_decoder_only_translations_batches_hold_the_pairs_an_encoder_decoders_would(tmp_path):
+    """tokens_per_step counts a side, as an encoder-decoder's: a step of decoder-only translation
+    holds the very pairs that the encoder-decoder's step holds (the same data, tokenizer and seed),
+    each read as one sequence `<s> x <sep> y`; a language model's sentences count once."""
     from aiayn.builder.data.spec import make_datamodule
     from aiayn.builder.run.config import load_experiment
 
-    lm = EXPERIMENTS / "lm" / "demo.yaml"
-    joint = make_datamodule(load_experiment(lm, ["data.side=null", "data.max_len=60"]), tmp_path / "a", max_tokens=1000)
-    assert joint.max_tokens == 2000 and joint.joint is not None
-    assert make_datamodule(load_experiment(lm), tmp_path / "b", max_tokens=1000).max_tokens == 1000
+    demo = ["data.n_train=3000", "data.max_len=60"]
+    joint = make_datamodule(load_experiment(EXPERIMENTS / "lm" / "demo.yaml", ["data.side=null", *demo]), tmp_path / "a", max_tokens=1000)
+    joint.prepare_data()
+    pairwise = make_datamodule(load_experiment(EXPERIMENTS / "demo.yaml", demo), tmp_path / "b", max_tokens=1000,
+                               tokenizers=(joint.src_tokenizer, joint.tgt_tokenizer))  # fmt: skip
+    pairwise.prepare_data()
+    batches = []
+    for module in (joint, pairwise):
+        module.setup("fit")
+        batches.append(module.train_dataloader().batches.epoch_batches())
+    assert joint.joint is not None and pairwise.joint is None and joint.max_tokens == pairwise.max_tokens == 1000
+    assert len(batches[0]) > 10 and batches[0] == batches[1]
+    rows = next(iter(joint.train_dataloader()))
+    assert (rows.tgt_in == SEP).sum(dim=1).tolist() == [1] * len(batches[0][0])  # each row one pair
+    assert make_datamodule(load_experiment(EXPERIMENTS / "lm" / "demo.yaml"), tmp_path / "c", max_tokens=1000).max_tokens == 1000
 
 
 def test_decoder_only_models_ensemble_sample_and_choose_by_mbr(run, tmp_path):
