@@ -170,7 +170,9 @@ def test_a_decoder_only_translations_batches_hold_the_pairs_an_encoder_decoders_
     from aiayn.builder.run.config import load_experiment
 
     demo = ["data.n_train=3000", "data.max_len=60"]
-    joint = make_datamodule(load_experiment(EXPERIMENTS / "lm" / "demo.yaml", ["data.side=null", *demo]), tmp_path / "a", max_tokens=1000)
+    joint = make_datamodule(
+        load_experiment(EXPERIMENTS / "lm" / "demo.yaml", ["data.side=null", *demo]), tmp_path / "a", max_tokens=1000
+    )
     joint.prepare_data()
     pairwise = make_datamodule(load_experiment(EXPERIMENTS / "demo.yaml", demo), tmp_path / "b", max_tokens=1000,
                                tokenizers=(joint.src_tokenizer, joint.tgt_tokenizer))  # fmt: skip
