@@ -145,6 +145,61 @@ def test_a_back_import_is_caught(tmp_path, module, line, expected):
     assert found.startswith(expected)
 
 
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name (without the `aiayn.` prefix) -> its file."""
+    paths = (p for top in ("schemas", "blocks", "builder", "aiayn") for p in (root / top).rglob("*.py"))
+    return {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in paths}
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """The import cycles between modules (strongly connected components of more than one module),
+    imports inside functions included: what an import-graph tool draws."""
+    files = modules(root)
+
+    def module_of(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {m: {t for n in imports(f) if (t := module_of(n)) not in (None, m)} for m, f in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_module_imports_itself_round_a_cycle():
+    assert cycles(ROOT) == []
+
+
+def test_a_cycle_closed_inside_a_function_is_caught(tmp_path):
+    (tmp_path / "builder" / "decode").mkdir(parents=True)
+    (tmp_path / "builder" / "decode" / "a.py").write_text("from aiayn.builder.decode.b import f\n")
+    (tmp_path / "builder" / "decode" / "b.py").write_text("def f():\n    from aiayn.builder.decode.a import g\n")
+    (tmp_path / "builder" / "decode" / "c.py").write_text("from aiayn.builder.decode.a import f\n")
+    assert cycles(tmp_path) == [["builder.decode.a", "builder.decode.b"]]
+
+
 def test_no_function_is_over_50_lines():
     """A function a screen long at most (STYLE.md): the project's own code, docstrings included."""
     long = []

@@ -16,13 +16,13 @@ import pickle
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from pydantic import ValidationError
 
-from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
+from aiayn.builder.decode.loaded import ForInference
 from aiayn.builder.errors import UserError, missing_plugins_message, resolved
 from aiayn.builder.model.build import build_model
 from aiayn.builder.run.atomic import atomic_write
@@ -35,16 +35,6 @@ from aiayn.schemas.slots import missing_plugins
 FORMAT = 1  # the version of the slim layout
 PREFIX = "model."  # TranslationTask keeps the EncoderDecoder at `self.model`
 _WHAT = "give a .ckpt written by `aiayn train` or `aiayn average`"
-
-
-class ForInference(NamedTuple):
-    model: TransformerModel  # in eval mode, on the CPU
-    spec: ExperimentSpec
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer  # the same object as src_tokenizer for a shared vocabulary
-    checkpoint: Path  # the file the weights came from
-    what: str  # which model that is, in a few words: "step 300", "the mean of step...ckpt, ..."
-    step: int | None  # the step it was trained to (an averaged model's: its run's last), where known
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from aiayn.blocks import EncoderDecoder
-from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.decode.loaded import ForInference
 from aiayn.builder.decode.marian_config import json_object, read_config
 from aiayn.builder.decode.marian_generation import marian_decode
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
