@@ -14,6 +14,10 @@ For a notebook or a script (docs/python.md):
                                           `aiayn generate` gives; a list of runs: their ensemble
     load_ensemble(runs)                   two or more translation models as one Translator (the
                                           mean of their next-token probabilities; one tokenizer)
+    load_registry(selection=None)         the registrations: aiayn's own blocks and the installed
+                                          plugins' (a Registry; each function above takes one as
+                                          registry=, default this); Registry.extended(function)
+                                          adds what `function`'s aiayn.register calls make
 
 and what a plugin needs to add a block (docs/plugins.md):
 
@@ -44,7 +48,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
-    "load_experiment": "aiayn.builder.run.config",
+    "load_experiment": "aiayn._api",
+    "load_registry": "aiayn.builder.plugins",
+    "Registry": "aiayn.builder.registry",
     "build_model": "aiayn.builder.model.build",
     "load_run": "aiayn.builder.decode.translator",
     "load_ensemble": "aiayn.builder.decode.translator",
@@ -93,6 +99,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_api.py holds them equal to _PUBLIC)
+    from aiayn._api import load_experiment as load_experiment
     from aiayn.blocks import CausalMask as CausalMask
     from aiayn.blocks import CrossAttention as CrossAttention
     from aiayn.blocks import DecoderState as DecoderState
@@ -122,7 +129,8 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.model.registry import BuildContext as BuildContext
     from aiayn.builder.model.registry import StackPlan as StackPlan
     from aiayn.builder.model.registry import register as register
-    from aiayn.builder.run.config import load_experiment as load_experiment
+    from aiayn.builder.plugins import load_registry as load_registry
+    from aiayn.builder.registry import Registry as Registry
     from aiayn.schemas._base import FieldError as FieldError
     from aiayn.schemas._base import PositiveInt as PositiveInt
     from aiayn.schemas._base import Probability as Probability

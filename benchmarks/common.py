@@ -5,9 +5,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from aiayn import load_experiment
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.model.build import build_model
-from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.experiment import ExperimentSpec
 
 ROOT = Path(__file__).resolve().parent.parent

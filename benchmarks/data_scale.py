@@ -97,8 +97,8 @@ def write_corpus(folder: Path, pairs: int, multi30k: Path, seed: int = 0) -> dic
 
 
 def datamodule(args: argparse.Namespace):
+    from aiayn import load_experiment
     from aiayn.builder.data.spec import make_datamodule
-    from aiayn.builder.run.config import load_experiment
     from aiayn.builder.train.trainer import batching
 
     overrides = [f"data.dir={args.dir / 'corpus'}", "data.valid=valid", "data.test=test", f"data.cache_dir={args.dir / 'cache'}",

@@ -17,6 +17,7 @@ import argparse
 import torch
 from common import interleaved_medians
 
+from aiayn import load_registry
 from aiayn.builder.decode.generate import Sampling, generate_ids
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.loss import smoothed_nll_chunked
@@ -70,7 +71,8 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     sizes = (a.d_model, a.layers, a.heads, a.vocab, 2 * a.length)
-    ours = {k: build_model(ExperimentSpec.model_validate(e)).train() for k, e in experiments(*sizes).items()}
+    context = load_registry().context
+    ours = {k: build_model(ExperimentSpec.model_validate(e, context=context)).train() for k, e in experiments(*sizes).items()}
     theirs = {k: m.train() for k, m in references(*sizes).items()}
     x = torch.randint(3, a.vocab, (a.batch, a.length + 1))
     inputs, targets = x[:, :-1], x[:, 1:]

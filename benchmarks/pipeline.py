@@ -20,9 +20,10 @@ import torch
 from common import ROOT
 from train_step import device_name, measure, sync, to_device
 
+from aiayn import load_experiment
 from aiayn.builder.data.spec import make_datamodule
 from aiayn.builder.model.loss import batch_loss
-from aiayn.builder.run.config import load_experiment
+from aiayn.builder.registry import registry_of
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.fit import fit
 from aiayn.builder.train.task import TranslationTask
@@ -55,7 +56,7 @@ class StepTimer(L.Callback):
 
 def raw_step(spec: Any, device: torch.device, batches: list[Any], args: argparse.Namespace) -> float:
     """Tokens per second of forward, loss, backward and Adam as TranslationTask does them."""
-    task = TranslationTask(spec.model_dump(mode="json")).to(device).train()
+    task = TranslationTask(spec.model_dump(mode="json"), registry=registry_of(spec)).to(device).train()
     task.compile_for(device)  # as fit compiles it (train.compile)
     optimizer = torch.optim.Adam(task.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
     bf16 = spec.trainer.precision.startswith("bf16")

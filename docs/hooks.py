@@ -3,7 +3,6 @@ made relative to the site, and the schema page lists every section and block of 
 format from its JSON Schema (aiayn's own types: plugins are left out), field by field."""
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,11 @@ def on_page_read_source(page: Any, config: Any) -> str | None:
 
 def schema_markdown() -> str:
     """A section a schema definition: its description, then a table of its fields (type, default, bounds)."""
-    os.environ["AIAYN_PLUGINS"] = ""  # aiayn's own types, whatever plugins the machine has
+    from aiayn.builder.plugins import load_registry
     from aiayn.schemas.experiment import ExperimentSpec
+    from aiayn.schemas.slots import json_schema
 
-    document = ExperimentSpec.model_json_schema()
+    document = json_schema(ExperimentSpec, load_registry(""))  # aiayn's own types, whatever plugins the machine has
     parts = [_section("ExperimentSpec (the file)", document)]
     parts += [_section(name, spec) for name, spec in sorted(document.get("$defs", {}).items())]
     return "\n".join(parts)

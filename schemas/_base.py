@@ -3,10 +3,9 @@
 import re
 import types
 import typing
-import weakref
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
 # A probability of dropping a unit: 1.0 would drop everything.
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
@@ -39,15 +38,36 @@ DOTLIST_KEY = re.compile(r"^[A-Za-z_]\w*(\.\w+|\[\d+\])*$")
 
 
 class Spec(BaseModel):
-    """The base of every spec, a plugin's included. Validation schemas are built on first use
-    (`defer_build`), so the open unions of schemas/slots.py hold every registered type by then."""
+    """The base of every spec, a plugin's included. A spec validated against a registry
+    (`model_validate(data, context=registry.context)`: the open unions of schemas/slots.py are its
+    registered types) keeps it, for what is built from the spec (builder/registry.py `registry_of`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+    _registry: Any = PrivateAttr(default=None)
 
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        DEFINED.append(weakref.ref(cls))
+    @model_validator(mode="after")
+    def _keep_registry(self, info: ValidationInfo) -> "Spec":
+        registry = (info.context or {}).get("registry")
+        if registry is not None:
+            self._registry = registry
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        """Equal settings (the registry a spec was validated against is not one of them)."""
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((type(self), *self.__dict__.values()))
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickled without its registry (its functions stay in this process): validate it again there."""
+        state = super().__getstate__()
+        private = state.get("__pydantic_private__")
+        if private:
+            state["__pydantic_private__"] = {**private, "_registry": None}
+        return state
 
     @model_validator(mode="before")
     @classmethod
@@ -65,10 +85,6 @@ class Spec(BaseModel):
                 if kind:
                     raise FieldError(key, f"expected {kind}, got the boolean {str(item).lower()}")
         return data
-
-
-# every Spec class in the order defined (schemas/slots.py rebuilds them in this order)
-DEFINED: list[weakref.ref[type[Spec]]] = []
 
 
 class FieldError(ValueError):

@@ -33,10 +33,24 @@ def pytest_configure(config):
     os.environ["AIAYN_PLUGINS"] = ""
 
 
-@pytest.fixture(autouse=True)
-def own_registrations():
-    """What a test registers is taken back when it ends, passed or failed."""
-    from aiayn.builder.registry import scope
+def registry():
+    """aiayn's own blocks, as every test reads experiments (AIAYN_PLUGINS="": no installed plugin's);
+    a test that registers blocks of its own extends it (`registry().extended(function)`)."""
+    from aiayn.builder.plugins import load_registry
 
-    with scope():
-        yield
+    return load_registry("")
+
+
+def load_experiment(path, overrides=(), **options):
+    """aiayn.builder.run.config.load_experiment with the tests' registry (unless given)."""
+    from aiayn.builder.run.config import load_experiment as load
+
+    options.setdefault("registry", registry())
+    return load(path, overrides, **options)
+
+
+def validated_experiment(data, registry_=None):
+    """ExperimentSpec.model_validate(data) against the tests' registry (or `registry_`)."""
+    from aiayn.schemas.experiment import ExperimentSpec
+
+    return ExperimentSpec.model_validate(data, context=(registry_ or registry()).context)

@@ -9,64 +9,39 @@ import ast
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import ROOT
 
+# what the layers from decode up may import, besides themselves and the layers between
+MODELLING = (
+    "schemas",
+    "blocks",
+    "builder.errors",
+    "builder.registry",
+    "builder.plugins",
+    "builder.run",
+    "builder.model",
+    "builder.data",
+)
 # package -> the project packages it may import (its own included)
 ALLOWED = {
     "schemas": {"schemas"},
     "blocks": {"blocks"},
     "builder.errors": set(),
     "builder.registry": {"schemas", "builder.errors", "builder.registry"},
+    # loads the entry points into a Registry; the public functions' default (registry=None) calls it
+    "builder.plugins": {"schemas", "builder.errors", "builder.registry", "builder.plugins"},
     "builder.run": {"schemas", "builder.errors", "builder.run"},
     "builder.data": {"schemas", "builder.errors", "builder.registry", "builder.run", "builder.data"},
     "builder.model": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.data", "builder.model"},
-    "builder.decode": {
-        "schemas",
-        "blocks",
-        "builder.errors",
-        "builder.registry",
-        "builder.run",
-        "builder.model",
-        "builder.data",
-        "builder.decode",
-    },
-    "builder.train": {
-        "schemas",
-        "blocks",
-        "builder.errors",
-        "builder.registry",
-        "builder.run",
-        "builder.model",
-        "builder.data",
-        "builder.decode",
-        "builder.train",
-    },
-    "builder.export": {
-        "schemas",
-        "blocks",
-        "builder.errors",
-        "builder.registry",
-        "builder.run",
-        "builder.model",
-        "builder.data",
-        "builder.decode",
-        "builder.export",
-    },
-    "builder.sweep": {
-        "schemas",
-        "blocks",
-        "builder.errors",
-        "builder.registry",
-        "builder.run",
-        "builder.model",
-        "builder.data",
-        "builder.decode",
-        "builder.sweep",
-    },
+    "builder.decode": {*MODELLING, "builder.decode"},
+    "builder.train": {*MODELLING, "builder.decode", "builder.train"},
+    "builder.export": {*MODELLING, "builder.decode", "builder.export"},
+    "builder.sweep": {*MODELLING, "builder.decode", "builder.sweep"},
     "builder.cli": set(),  # anything: checked below only for what it is
     # the public names (aiayn/__init__.py's typed import block: the lazy map's targets, held equal by tests/test_api.py)
-    "aiayn": {"schemas", "blocks", "builder.errors", "builder.run", "builder.model", "builder.data", "builder.decode"},
+    "aiayn": {*MODELLING, "builder.decode"},
     "aiayn.__main__": set(),  # `python -m aiayn`: the CLI
 }
 CLI = {"builder.cli", "aiayn.__main__"}
@@ -151,6 +126,16 @@ def modules(root: Path) -> dict[str, Path]:
     return {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in paths}
 
 
+def entry_point_edges(root: Path) -> list[tuple[str, str]]:
+    """(the module that loads the entry points, the module an `aiayn.blocks` entry point names), from
+    pyproject.toml: an import no import statement shows."""
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    group = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {}).get("aiayn.blocks", {})
+    return [("builder.plugins", value.partition(":")[0].removeprefix(PREFIX)) for value in group.values()]
+
+
 def cycles(root: Path) -> list[list[str]]:
     """The import cycles between modules (strongly connected components of more than one module),
     imports inside functions included: what an import-graph tool draws."""
@@ -162,6 +147,9 @@ def cycles(root: Path) -> list[list[str]]:
         return name or None
 
     graph = {m: {t for n in imports(f) if (t := module_of(n)) not in (None, m)} for m, f in files.items()}
+    for loader, target in entry_point_edges(root):  # the loader imports what an entry point names
+        if loader in graph and module_of(target):
+            graph[loader].add(str(module_of(target)))
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -189,6 +177,13 @@ def cycles(root: Path) -> list[list[str]]:
 
 
 def test_no_module_imports_itself_round_a_cycle():
+    assert cycles(ROOT) == []
+
+
+def test_the_entry_points_are_loaded_above_what_they_register():
+    """builder/plugins.py loads aiayn's own blocks (builder/model/builtin.py) as a plugin's: an edge
+    of the import graph too, and it closes no cycle (the schemas load nothing)."""
+    assert entry_point_edges(ROOT) == [("builder.plugins", "builder.model.builtin")]
     assert cycles(ROOT) == []
 
 

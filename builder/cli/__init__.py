@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from aiayn.builder.errors import UserError, loop_message
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.cpu import quiet_waits
 from aiayn.builder.run.time_limit import remember_time_limit_signal
 from aiayn.schemas.slots import PluginError
@@ -65,7 +67,9 @@ def verb_parser(verb: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, registry: Registry | None = None) -> int:
+    """`aiayn VERB ...`; `registry`: the registrations to use (default: aiayn's own blocks and the
+    installed plugins $AIAYN_PLUGINS selects, loaded here)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS:
         top_parser().parse_args(argv)  # prints the help, or the usage and what is wrong; exits
@@ -78,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = verb_parser(verb).parse_intermixed_args(argv[1:])
     module, handler, _ = VERBS[verb]
     try:
+        args.registry = registry if registry is not None else default_registry()
         return int(getattr(importlib.import_module(module), handler)(args) or 0)
     except UserError as e:
         print(f"aiayn {verb}: error: {e}", file=sys.stderr)

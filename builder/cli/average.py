@@ -47,7 +47,7 @@ def average(args: argparse.Namespace) -> int:
         raise UserError("give the checkpoints to average (CKPT...), or --last K RUN_DIR")
     check_writable(args.output, "--output")
     check_output(args.output, "--output", inputs=[*paths, *args.checkpoints])
-    save_checkpoint(average_checkpoints(paths), args.output)
+    save_checkpoint(average_checkpoints(paths, args.registry), args.output)
     print(f"averaged {len(paths)} checkpoint{'s' if len(paths) != 1 else ''} -> {args.output}")
     for path in paths:
         print(f"  {path}")

@@ -62,14 +62,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def steps_argument(text: str) -> tuple:
-    """--pipeline a,b,c as data.pipeline's steps; argparse prints a ValueError's... nothing useful,
-    so the message is an ArgumentTypeError."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
+def steps_argument(text: str) -> list[str]:
+    """--pipeline a,b,c: the names of data.pipeline's steps (read as steps by `steps`)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def steps(args: argparse.Namespace) -> tuple:
+    """--pipeline's steps, checked against the registered ones."""
     try:
-        return parse_steps(names)
+        return parse_steps(args.pipeline, args.registry) if args.pipeline else ()
     except UserError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+        raise UserError(f"argument --pipeline: {e}") from None
 
 
 def usable_cpus() -> int:
@@ -105,7 +108,8 @@ def data(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UserError(f"--workers ({args.workers}) must be at least 1")
     report = prepare(
-        corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers, pipeline=args.pipeline
+        corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers,
+        pipeline=steps(args), registry=args.registry,
     )  # fmt: skip
     print("\n".join(report.lines()))
     return 0

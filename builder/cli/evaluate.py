@@ -75,12 +75,12 @@ def evaluate(args: argparse.Namespace) -> int:
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
     if args.src is None and is_marian_folder(Path(args.checkpoint[0])):
         raise UserError(f"{args.checkpoint[0]} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
-    loaded = load_models(args.checkpoint)
+    loaded = load_models(args.checkpoint, args.registry)
     if loaded.spec.task == "language_model":  # its text alone: a split, or --ref
         return _evaluate_language_model(args, loaded)
     if args.ref is not None and args.src is None:
         raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")
-    pipelines = pipelines_of(loaded.spec.data)
+    pipelines = pipelines_of(loaded.spec)
     sources, refs, raw_refs, data = _texts(args, loaded.spec, pipelines, pair)
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
@@ -230,7 +230,7 @@ def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Nam
     sampling = Sampling(**sampling_settings(args)) if args.sampling else None
     choice = None
     if args.mbr is not None:
-        choice = MBRChoice(utility_spec(mbr_utility(args.mbr), "--mbr"), args.mbr_weights, args.mbr_references)
+        choice = MBRChoice(utility_spec(mbr_utility(args.mbr), args.registry, "--mbr"), args.mbr_weights, args.mbr_references)
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
     k = args.n_best or 1
     with progress_bar(lines, enabled=choice is not None and sys.stderr.isatty(), what="MBR") as bar:
@@ -246,6 +246,6 @@ def choice_record(args: argparse.Namespace) -> dict[str, Any]:
     if args.sampling:
         record["sampling"] = {"seed": args.seed, **sampling_settings(args)}
     if args.mbr is not None:
-        record["mbr"] = {"utility": utility_spec(mbr_utility(args.mbr), "--mbr").model_dump(), "candidates": args.n_best,
+        record["mbr"] = {"utility": utility_spec(mbr_utility(args.mbr), args.registry, "--mbr").model_dump(), "candidates": args.n_best,
                          "weights": args.mbr_weights, "references": args.mbr_references or "the candidates"}  # fmt: skip
     return record

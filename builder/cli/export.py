@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    loaded = export_model(args.checkpoint, args.to, args.out, quantization=args.quantization, force=args.force)
+    loaded = export_model(
+        args.checkpoint, args.to, args.out, quantization=args.quantization, force=args.force, registry=args.registry
+    )
     print(f"exported {loaded.checkpoint} ({loaded.what}) to {args.out} ({TARGETS[args.to][2]})")
     return 0

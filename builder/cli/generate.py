@@ -29,7 +29,7 @@ def generate(args: argparse.Namespace) -> int:
     if args.greedy and sampling:
         flag = SAMPLING_FLAGS[next(iter(sampling))]
         raise UserError(f"--greedy takes the most probable token; {flag} shapes sampling: give one or the other")
-    model = load_run(args.checkpoint, device=device_of(args))
+    model = load_run(args.checkpoint, device=device_of(args), registry=args.registry)
     if not hasattr(model, "generate"):
         raise UserError(
             f"{args.checkpoint} is a translation model (its experiment has {'an encoder' if model.spec.model.encoder else 'no data.side'}); "

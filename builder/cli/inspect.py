@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from aiayn.builder.model.summary import render, summary
 from aiayn.builder.run.config import load_experiment, parent_of
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.slots import json_schema
 
 
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,7 +46,9 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
-    spec = load_experiment(args.experiment, args.overrides, model_of=source_model)
+    spec = load_experiment(
+        args.experiment, args.overrides, registry=args.registry, model_of=partial(source_model, registry=args.registry)
+    )
     check_size(spec.model)
     if not args.schema_only:
         from aiayn.builder.train.checks import check_before_training  # imports Lightning
@@ -60,8 +64,14 @@ def validate(args: argparse.Namespace) -> int:
 
 def show(args: argparse.Namespace) -> int:
     path = Path(args.experiment)
-    loaded = _trained(path, args.overrides)
-    spec = loaded.spec if loaded is not None else load_experiment(args.experiment, args.overrides, model_of=source_model)
+    loaded = _trained(path, args.overrides, args.registry)
+    spec = (
+        loaded.spec
+        if loaded is not None
+        else load_experiment(
+            args.experiment, args.overrides, registry=args.registry, model_of=partial(source_model, registry=args.registry)
+        )
+    )
     check_size(spec.model)
     if args.figure is not None:
         write_figure(spec, args.figure, path)
@@ -89,7 +99,7 @@ def tokenizers_described(src: Any, tgt: Any) -> str:
     return f"{layout(src, tgt)}; {sides}"
 
 
-def _trained(path: Path, overrides: list[str]) -> Any:
+def _trained(path: Path, overrides: list[str], registry: Any) -> Any:
     """A trained model (a run directory, a .ckpt, a Hugging Face Marian folder) as `aiayn translate`
     reads it, or None for an experiment's YAML file."""
     if path.suffix.lower() in (".yaml", ".yml") or not (path.is_dir() or path.suffix == ".ckpt"):
@@ -98,7 +108,7 @@ def _trained(path: Path, overrides: list[str]) -> Any:
 
     if overrides:
         raise UserError(f"{path} is a trained model, shown as it is: overrides ({overrides[0]}, ...) apply to experiments")
-    return load_for_inference(path)
+    return load_for_inference(path, registry)
 
 
 def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
@@ -121,7 +131,7 @@ def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
 
 
 def schema(args: argparse.Namespace) -> int:
-    document = ExperimentSpec.model_json_schema()
+    document = json_schema(ExperimentSpec, args.registry)
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "aiayn experiment"
     print(json.dumps(document, indent=2))

@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def results(args: argparse.Namespace) -> int:
-    text = write_results(args.directory, args.base, args.split, report=lambda line: print(line, file=sys.stderr))
+    text = write_results(
+        args.directory, args.base, args.split, report=lambda line: print(line, file=sys.stderr), registry=args.registry
+    )
     print(text, end="")
     print(f"wrote {args.directory / 'results.md'}, results.csv and results.png")
     if (args.directory / "study.journal").is_file():  # a sweep that searched: every trial in a browser

@@ -61,7 +61,7 @@ def score(args: argparse.Namespace) -> int:
         )
     if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
         raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
-    translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
+    translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     if args.alignment_layer is not None:
         check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")

@@ -30,4 +30,4 @@ def sweep(args: argparse.Namespace) -> int:
     blocking = next((p for p in (runs, *runs.parents) if p.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise UserError(f"--runs {runs}: {blocking} is a file; give a folder for the sweep's runs")
-    return run_sweep(args.sweep_file, args.overrides, args.runs, dry_run=args.dry_run)
+    return run_sweep(args.sweep_file, args.overrides, args.runs, dry_run=args.dry_run, registry=args.registry)

@@ -3,6 +3,7 @@
 import argparse
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from aiayn.builder.cli.inspect import add_experiment_arguments
@@ -99,7 +100,9 @@ def _refuse_separate_choices(spec: ExperimentSpec, run: RunDir) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
-    spec = load_experiment(args.experiment, args.overrides, model_of=source_model)
+    spec = load_experiment(
+        args.experiment, args.overrides, registry=args.registry, model_of=partial(source_model, registry=args.registry)
+    )
     from aiayn.builder.train.fit import fit  # Lightning is imported only once the config is valid
     from aiayn.builder.train.progress import quiet_lightning
 

@@ -191,8 +191,8 @@ def translate(args: argparse.Namespace) -> int:
         raise UserError(f"--input {args.input}: no such file")
     check_choice(args)
     sampling = sampling_settings(args) if args.sampling else {}
-    utility = utility_spec(mbr_utility(args.mbr), "--mbr") if args.mbr is not None else None
-    translator = translation_model(load_run(args.checkpoint, device=device_of(args)), args.checkpoint)
+    utility = utility_spec(mbr_utility(args.mbr), args.registry, "--mbr") if args.mbr is not None else None
+    translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     check_n_best(args.n_best, None if args.sampling else decode.beam, "--n-best", "--beam")
     pipelines = check_columns(args, translator)

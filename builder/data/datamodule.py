@@ -39,6 +39,7 @@ from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.text import TextPipeline, processed_file
 from aiayn.builder.data.tokenizer import SEP, Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.rundir import RunDir
 from aiayn.schemas.data import StaticShapesSpec
 from aiayn.schemas.tokenizer import BpeTokenizerSpec, TokenizerSpec
@@ -70,9 +71,10 @@ class TranslationDataModule(LightningDataModule):
         tokenizers: tuple[Tokenizer, Tokenizer] | None = None, cache_dir: Path | None = None, max_tokens: int,
         eval_max_tokens: int | None = None, max_len: int = 256, min_len: int = 1, seed: int = 0, num_workers: int = 0,
         pin_memory: bool = False, pad_to_multiple: int = 1, static_shapes: StaticShapesSpec | None = None, source_eos: int | None = None,
-        side: str | None = None, block_size: int | None = None, joint: Any = None,
+        side: str | None = None, block_size: int | None = None, joint: Any = None, registry: Registry,
     ) -> None:  # fmt: skip
         super().__init__()
+        self.registry = registry  # the tokenizer types' registrations
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
@@ -128,7 +130,7 @@ class TranslationDataModule(LightningDataModule):
         src_file, tgt_file = self.run.tokenizer_files(joint=False)
         if not joint_file.is_file() and not (src_file.is_file() and tgt_file.is_file()):
             self._save(*self._make_tokenizers())
-        self.src_tokenizer, self.tgt_tokenizer = load_run_tokenizers(self.run)
+        self.src_tokenizer, self.tgt_tokenizer = load_run_tokenizers(self.run, self.registry)
         if self.joint is not None and self.tgt_tokenizer.sep_id is None:
             raise UserError(
                 f"data: a decoder-only model translates <s> source {SEP} target, and the tokenizer has no {SEP}; train one "
@@ -146,7 +148,7 @@ class TranslationDataModule(LightningDataModule):
         if keep is not None:
             say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
         return make_tokenizers(
-            self.tokenizer, vocab_size=self.vocab_size_requested, shared_vocab=self.shared_vocab,
+            self.tokenizer, self.registry, vocab_size=self.vocab_size_requested, shared_vocab=self.shared_vocab,
             src=partial(sampled_lines, src_path, n, keep), tgt=partial(sampled_lines, tgt_path, n, keep),
             specials=(SEP,) if self.joint is not None else (),
         )  # fmt: skip

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiayn.builder.data.tokenizer import Tokenizer, layout, tokenizer_from_json
+from aiayn.builder.data.tokenizer import Tokenizer, layout, plugin_of, tokenizer_from_json
 from aiayn.builder.errors import UserError, resolved
-from aiayn.builder.registry import registration
+from aiayn.builder.registry import Registry
 from aiayn.schemas.slots import PluginError
 from aiayn.schemas.tokenizer import BpeTokenizerSpec, SentencePieceTokenizerSpec, TokenizerFileSpec
 
@@ -31,18 +31,22 @@ class TokenizerInputs:
     src: Texts
     tgt: Texts
     specials: tuple[str, ...] = ()  # special tokens beyond the four, from id 4 on (<sep> for a decoder-only translation)
+    registry: Registry = Registry()  # the registrations in use (to read a saved tokenizer of any registered type)
 
 
 def make_tokenizers(
-    spec: Any, *, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts, specials: tuple[str, ...] = ()
+    spec: Any, registry: Registry, *, vocab_size: int, shared_vocab: bool, src: Texts, tgt: Texts, specials: tuple[str, ...] = ()
 ) -> Made:
-    """(source, target, description) as `spec` (data.tokenizer, a registered type) makes them."""
-    made = registration(spec).build(spec, TokenizerInputs(vocab_size, shared_vocab, src, tgt, specials))
+    """(source, target, description) as `spec` (data.tokenizer, a type `registry` registers) makes them."""
+    entry = registry.registration(spec)
+    made = entry.build(spec, TokenizerInputs(vocab_size, shared_vocab, src, tgt, specials, registry))
     if not (isinstance(made, tuple) and len(made) == 3 and all(isinstance(t, Tokenizer) for t in made[:2])):
         raise PluginError(
             f"the builder of the tokenizer {spec.type!r} returned {type(made).__name__}; it must return (source, target, "
             "description), two aiayn Tokenizers (a FastTokenizer, say) and a str"
         )
+    for tokenizer in made[:2]:
+        tokenizer.plugin = tokenizer.plugin or plugin_of(entry)
     return made
 
 
@@ -59,7 +63,9 @@ def register_tokenizers(register: Callable[..., Any]) -> None:
         load=_load_sentencepiece,
     )  # fmt: skip
     register(
-        TokenizerFileSpec, slot="tokenizer", build=lambda spec, given: read_tokenizers(spec, shared_vocab=given.shared_vocab)
+        TokenizerFileSpec,
+        slot="tokenizer",
+        build=lambda spec, given: read_tokenizers(spec, shared_vocab=given.shared_vocab, registry=given.registry),
     )
 
 
@@ -125,13 +131,13 @@ def _sentencepiece(
     return s, t, f"SentencePiece {spec.model_type} ({pieces} pieces asked a model): {layout(s, t)}, {sizes} ids"
 
 
-def read_tokenizers(spec: TokenizerFileSpec, *, shared_vocab: bool) -> Made:
+def read_tokenizers(spec: TokenizerFileSpec, *, shared_vocab: bool, registry: Registry) -> Made:
     """The tokenizer file(s) data.tokenizer names; two SentencePiece models get one vocabulary
     where the ids are shared."""
-    src = read_tokenizer_file(Path(spec.path), "data.tokenizer.path")
+    src = read_tokenizer_file(Path(spec.path), "data.tokenizer.path", registry)
     if spec.target_path is None:
         return src, src, f"{src.describe()} from {spec.path}, for both sides"
-    tgt = read_tokenizer_file(Path(spec.target_path), "data.tokenizer.target_path")
+    tgt = read_tokenizer_file(Path(spec.target_path), "data.tokenizer.target_path", registry)
     if shared_vocab and not src.same_ids(tgt):
         from aiayn.builder.data.spm import SentencePieceTokenizer, one_id_space
 
@@ -145,7 +151,7 @@ def read_tokenizers(spec: TokenizerFileSpec, *, shared_vocab: bool) -> Made:
     return src, tgt, f"{src.describe()} from {spec.path}, {tgt.describe()} from {spec.target_path}: {layout(src, tgt)}"
 
 
-def read_tokenizer_file(path: Path, field: str) -> Tokenizer:
+def read_tokenizer_file(path: Path, field: str, registry: Registry) -> Tokenizer:
     """A tokenizer.json (aiayn's, or any whose ids 0-3 are aiayn's specials) or a SentencePiece model."""
     if not path.is_file():
         resolved(path)  # a link that leads back to itself is named as one
@@ -163,4 +169,4 @@ def read_tokenizer_file(path: Path, field: str) -> Tokenizer:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UserError(f"{field}: {path} is not a valid tokenizer file (not UTF-8 text: {e})") from None
-    return tokenizer_from_json(text, f"{field}: {path}")
+    return tokenizer_from_json(text, f"{field}: {path}", registry)

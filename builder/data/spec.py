@@ -15,6 +15,7 @@ from aiayn.builder.data.prepare.corpora import CORPORA
 from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.registry import registry_of
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -61,7 +62,7 @@ def text_pipelines(spec: ExperimentSpec) -> tuple[TextPipeline, TextPipeline] | 
     data = spec.data
     if isinstance(data, FilesDataSpec) and check_not_tokenized(data.pipeline, split_files(data, "train")[0], Path(data.dir)):
         return None
-    return pipelines_of(data)
+    return pipelines_of(spec)
 
 
 def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple[list[str], list[str], str]:
@@ -113,6 +114,7 @@ def make_datamodule(
         side=data.side,
         block_size=data.block_size,
         joint=JointLayout(source_loss=spec.train.source_loss, prefix=spec.model.source_mask == "prefix") if joint else None,
+        registry=registry_of(spec),
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)

@@ -18,27 +18,26 @@ from typing import Any
 from aiayn.builder.data.cache import hash_file
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.errors import UserError
-from aiayn.builder.registry import registration
+from aiayn.builder.registry import Registry, registry_of
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.jsonfile import read_json
-from aiayn.schemas import slots
 from aiayn.schemas.text import MOSES_ESCAPES, TextStep, step_names, tokenize_step
 
 FORMAT_VERSION = 2  # 2: the steps' owners in the key
 PREPARED = "prepared.json"  # what `aiayn data` records in a corpus folder, its pipeline among it
 
 
-def _step(step: TextStep, lang: str) -> Callable[[str], str]:
+def _step(step: TextStep, lang: str, registry: Registry) -> Callable[[str], str]:
     """The step's function of a line, made by its registration (aiayn's or a plugin's)."""
-    return registration(step).build(step, lang)
+    return registry.registration(step).build(step, lang)
 
 
 class TextPipeline:
     """The steps of data.pipeline for one language: `pipeline(line)` is the processed line."""
 
-    def __init__(self, steps: Sequence[TextStep], lang: str) -> None:
-        self.steps, self.lang = tuple(steps), lang
-        self._functions = [_step(step, lang) for step in self.steps]
+    def __init__(self, steps: Sequence[TextStep], lang: str, registry: Registry) -> None:
+        self.steps, self.lang, self.registry = tuple(steps), lang, registry
+        self._functions = [_step(step, lang, self.registry) for step in self.steps]
         self.tokenizer = tokenize_step(self.steps)
         if self.tokenizer is not None and not callable(getattr(self._functions[-1], "undo", None)):
             raise UserError(
@@ -69,24 +68,26 @@ class TextPipeline:
         """What the output depends on: the steps, the language, sacremoses' version (aiayn's steps)
         and the version of each plugin distribution that registered a step."""
         steps = [step.model_dump(mode="json") for step in self.steps]
-        owners = sorted({slots.owner(step.type) for step in self.steps} - {slots.owner("lowercase")})
+        owner = self.registry.owner
+        owners = sorted({owner(step.type) for step in self.steps} - {owner("lowercase")})
         return json.dumps(
             {"v": FORMAT_VERSION, "steps": steps, "lang": self.lang, "sacremoses": version("sacremoses"), "owners": owners}
         )
 
 
-def parse_steps(names: Sequence[Any]) -> tuple[TextStep, ...]:
+def parse_steps(names: Sequence[Any], registry: Registry) -> tuple[TextStep, ...]:
     """data.pipeline's steps from their names (or {type: ...} mappings), checked as the schema checks them."""
     from pydantic import TypeAdapter, ValidationError
 
     from aiayn.schemas.text import check_steps, named_steps
 
     try:
-        return check_steps(tuple(TypeAdapter(tuple[TextStep, ...]).validate_python(named_steps(list(names)))))
+        steps = TypeAdapter(tuple[TextStep, ...]).validate_python(named_steps(list(names)), context=registry.context)
+        return check_steps(tuple(steps))
     except ValidationError as e:
         error = e.errors()[0]
         if error["type"] == "union_tag_invalid":
-            known = list(slots.TEXT_STEP.members)
+            known = list(registry.classes("text_step"))
             tag = error["ctx"]["tag"]
             close = difflib.get_close_matches(str(tag), known, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -96,12 +97,13 @@ def parse_steps(names: Sequence[Any]) -> tuple[TextStep, ...]:
         raise UserError(str(e)) from None
 
 
-def pipelines_of(data: Any) -> tuple[TextPipeline, TextPipeline] | None:
-    """The (source, target) pipelines of a data spec's `pipeline`, None where it has none: what
-    translate and evaluate apply to new input."""
+def pipelines_of(spec: Any) -> tuple[TextPipeline, TextPipeline] | None:
+    """The (source, target) pipelines of an experiment's `data.pipeline`, None where it has none:
+    what translate and evaluate apply to new input."""
+    data, registry = spec.data, registry_of(spec)
     if not data.pipeline:
         return None
-    return TextPipeline(data.pipeline, data.src_lang), TextPipeline(data.pipeline, data.tgt_lang)
+    return TextPipeline(data.pipeline, data.src_lang, registry), TextPipeline(data.pipeline, data.tgt_lang, registry)
 
 
 def processed_file(path: Path, pipeline: TextPipeline, cache: Path) -> Path:

@@ -18,12 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from aiayn.builder.errors import UserError, missing_plugins_message, printable
-from aiayn.builder.registry import tokenizer_loader
+from aiayn.builder.registry import Registration, Registry
 from aiayn.builder.run.atomic import write_bytes_atomic
 from aiayn.builder.run.jsonfile import loads
 from aiayn.builder.run.rundir import RunDir
-from aiayn.schemas import slots
-from aiayn.schemas.slots import PluginError
+from aiayn.schemas.slots import OWN, PluginError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
@@ -38,6 +37,7 @@ class Tokenizer:
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
     kind: ClassVar[str] = ""  # the data.tokenizer.type whose registration reads it back (its `load`)
+    plugin: str = ""  # "name==version" of the plugin distribution that registers `kind` (aiayn's own: "")
 
     @property
     def name(self) -> str:
@@ -99,8 +99,8 @@ class Tokenizer:
         write_bytes_atomic(Path(path), saved_json(self).encode("utf-8"))
 
     @classmethod
-    def load(cls, path: Path) -> "Tokenizer":
-        """The tokenizer a run saved at `path` (either kind)."""
+    def load(cls, path: Path, registry: Registry) -> "Tokenizer":
+        """The tokenizer a run saved at `path`, read by the registration of its type in `registry`."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -108,7 +108,7 @@ class Tokenizer:
             raise UserError(f"tokenizer file not found: {path}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"cannot read tokenizer file {path}: {exc}") from None
-        return tokenizer_from_json(text, str(path), fix="delete it to train a new one")
+        return tokenizer_from_json(text, str(path), registry, fix="delete it to train a new one")
 
     def same_ids(self, other: "Tokenizer") -> bool:
         """Whether `other` numbers tokens as this one does (one id space: one embedding serves both)."""
@@ -144,12 +144,11 @@ def saved_json(tokenizer: Tokenizer) -> str:
         data = None
     if not isinstance(data, dict):
         raise PluginError(f"{type(tokenizer).__name__}.to_json must give a JSON object (a tokenizer of type {tokenizer.kind!r})")
-    dist = slots.owner(tokenizer.kind)
-    plugin = {"plugin": dist} if dist and dist.partition("==")[0] != slots.OWN else {}
+    plugin = {"plugin": tokenizer.plugin} if tokenizer.plugin else {}
     return json.dumps({KIND_KEY: tokenizer.kind, **plugin, **{k: v for k, v in data.items() if k != KIND_KEY}})
 
 
-def tokenizer_from_json(text: str, source: str, *, fix: str = "") -> Tokenizer:
+def tokenizer_from_json(text: str, source: str, registry: Registry, *, fix: str = "") -> Tokenizer:
     """The tokenizer `saved_json` wrote, read by the registration of its type; a UserError naming
     `source` (and, where the file is not JSON at all, saying `fix`)."""
     try:
@@ -157,7 +156,7 @@ def tokenizer_from_json(text: str, source: str, *, fix: str = "") -> Tokenizer:
     except ValueError as exc:
         raise UserError(f"{source} is not a valid tokenizer file (not JSON: {exc}){'; ' + fix if fix else ''}") from None
     kind = data.get(KIND_KEY, DEFAULT_KIND) if isinstance(data, dict) else DEFAULT_KIND
-    entry = tokenizer_loader(kind) if isinstance(kind, str) else None
+    entry = registry.tokenizer_loader(kind) if isinstance(kind, str) else None
     if entry is None or entry.load is None:
         dist = data.get("plugin")
         if isinstance(dist, str) and isinstance(kind, str):
@@ -169,7 +168,13 @@ def tokenizer_from_json(text: str, source: str, *, fix: str = "") -> Tokenizer:
     tokenizer = entry.load(text, source)
     if not isinstance(tokenizer, Tokenizer):
         raise PluginError(f"the load of the tokenizer type {kind!r} returned {type(tokenizer).__name__}, not an aiayn Tokenizer")
+    tokenizer.plugin = plugin_of(entry)
     return tokenizer
+
+
+def plugin_of(entry: Registration) -> str:
+    """The plugin distribution ("name==version") of a registration; "" for aiayn's own."""
+    return entry.dist if entry.dist and entry.dist.partition("==")[0] != OWN else ""
 
 
 SAMPLE_SEED = 0  # fixed, not the run's seed: runs with other seeds get the same tokenizer and share the token cache
@@ -213,15 +218,15 @@ def layout(src: Tokenizer, tgt: Tokenizer) -> str:
     return f"separate {src.name} tokenizers and vocabularies"
 
 
-def load_run_tokenizers(run: RunDir) -> tuple[Tokenizer, Tokenizer]:
+def load_run_tokenizers(run: RunDir, registry: Registry) -> tuple[Tokenizer, Tokenizer]:
     """The (source, target) tokenizers a training run saved (one object if joint)."""
     shared, _ = run.tokenizer_files(joint=True)
     if shared.is_file():
-        tokenizer = Tokenizer.load(shared)
+        tokenizer = Tokenizer.load(shared, registry)
         return tokenizer, tokenizer
     src, tgt = run.tokenizer_files(joint=False)
     if src.is_file() or tgt.is_file():
-        return Tokenizer.load(src), Tokenizer.load(tgt)
+        return Tokenizer.load(src, registry), Tokenizer.load(tgt, registry)
     raise UserError(
         f"no tokenizer in {run.path}: expected {shared.name} (shared vocabulary) or "
         f"{src.name} and {tgt.name}; is this the directory of a training run?"

@@ -25,12 +25,13 @@ from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_t
 from aiayn.builder.decode.loaded import ForInference
 from aiayn.builder.errors import UserError, missing_plugins_message, resolved
 from aiayn.builder.model.build import build_model
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir, differences, version_dirs
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.slots import missing_plugins
 
 FORMAT = 1  # the version of the slim layout
 PREFIX = "model."  # TranslationTask keeps the EncoderDecoder at `self.model`
@@ -77,15 +78,15 @@ def _refused_global(error: BaseException) -> str | None:
     return None
 
 
-def experiment_of(ckpt: dict[str, Any], path: str | Path) -> ExperimentSpec:
+def experiment_of(ckpt: dict[str, Any], path: str | Path, registry: Registry) -> ExperimentSpec:
     data = ckpt["hyper_parameters"]["experiment"]
     try:
-        return ExperimentSpec.model_validate(data)
+        return ExperimentSpec.model_validate(data, context=registry.context)
     except ValidationError as e:
-        missing = missing_plugins(ckpt["hyper_parameters"].get("plugins"))
+        missing = registry.missing_plugins(ckpt["hyper_parameters"].get("plugins"))
         if missing:
             raise UserError(missing_plugins_message(path, missing)) from None
-        lines = "\n".join(f"  {line}" for line in format_validation_error(e))
+        lines = "\n".join(f"  {line}" for line in format_validation_error(e, registry=registry))
         raise UserError(f"{path}: the experiment stored in the checkpoint is not valid:\n{lines}") from None
 
 
@@ -133,11 +134,14 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
     return run.model_checkpoint, run
 
 
-def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -> tuple[Tokenizer, Tokenizer]:
+def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None, registry: Registry) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizer: those stored in a slim checkpoint, else the run directory's."""
     stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
     if stored:
-        loaded = {name: _tokenizer_from_json(text, f"{ckpt_path} ({name})") for name, text in stored.items()}
+        loaded = {
+            name: tokenizer_from_json(text, f"{ckpt_path} ({name}): the stored tokenizer", registry)
+            for name, text in stored.items()
+        }
         shared, _ = RunDir(Path()).tokenizer_files(joint=True)
         src, tgt = RunDir(Path()).tokenizer_files(joint=False)
         if shared.name in loaded:
@@ -145,7 +149,7 @@ def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -
         if src.name in loaded and tgt.name in loaded:
             return loaded[src.name], loaded[tgt.name]
     if run is not None:
-        return load_run_tokenizers(run)
+        return load_run_tokenizers(run, registry)
     places = " and ".join(str(d) for d in dict.fromkeys((ckpt_path.parent, ckpt_path.parent.parent)))
     raise UserError(
         f"no tokenizer for {ckpt_path}: looked for tokenizer.json (or tokenizer.src.json and "
@@ -154,11 +158,7 @@ def load_tokenizers(ckpt: dict[str, Any], ckpt_path: Path, run: RunDir | None) -
     )
 
 
-def _tokenizer_from_json(text: str, source: str) -> Tokenizer:
-    return tokenizer_from_json(text, f"{source}: the stored tokenizer")
-
-
-def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
+def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None, registry: Registry) -> dict[str, str]:
     """{file name: JSON} of the tokenizer(s) that go with `ckpt`, to store in a slim checkpoint."""
     stored = ckpt.get("aiayn", {}).get("tokenizers") if isinstance(ckpt.get("aiayn"), dict) else None
     if stored:
@@ -174,21 +174,23 @@ def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None) -> dict[str, str]:
             raise UserError(
                 f"{path} is not a valid tokenizer file ({e}); it is the run's tokenizer, which the model needs"
             ) from None
-        tokenizer_from_json(files[path.name], str(path))
+        tokenizer_from_json(files[path.name], str(path), registry)
     return files
 
 
-def load_for_inference(arg: str | Path) -> ForInference:
+def load_for_inference(arg: str | Path, registry: Registry | None = None) -> ForInference:
     """The model (eval mode, CPU), its experiment and tokenizers from a run directory or .ckpt,
-    or from a Hugging Face Marian folder (builder/decode/from_marian.py)."""
+    or from a Hugging Face Marian folder (builder/decode/from_marian.py); `registry` reads its
+    types (default: aiayn.load_registry())."""
+    registry = registry if registry is not None else default_registry()
     if is_marian_folder(Path(arg)):
         from aiayn.builder.decode.from_marian import load_marian  # transformers, only for such a folder
 
-        return load_marian(arg)
+        return load_marian(arg, registry)
     ckpt_path, run = resolve_run_or_checkpoint(arg)
     ckpt = load_checkpoint(ckpt_path)
-    spec = experiment_of(ckpt, ckpt_path)
-    src_tok, tgt_tok = load_tokenizers(ckpt, ckpt_path, run)
+    spec = experiment_of(ckpt, ckpt_path, registry)
+    src_tok, tgt_tok = load_tokenizers(ckpt, ckpt_path, run, registry)
     check_vocabulary(
         spec.model.embedding.vocab_size, src_tok, tgt_tok, where=f"{ckpt_path}: ", fix="the tokenizer belongs to another run"
     )
@@ -207,13 +209,13 @@ def load_for_inference(arg: str | Path) -> ForInference:
     return ForInference(model.eval(), spec, src_tok, tgt_tok, ckpt_path, what, step)
 
 
-def source_model(path: str) -> dict[str, Any]:
+def source_model(path: str, registry: Registry) -> dict[str, Any]:
     """The model section of the trained model at `path` (a run, a .ckpt, a Marian or opus-mt folder):
     what an experiment with `init_from: path` and no model section takes (run/config.py's load_config)."""
-    return load_source_model(path).spec.model.model_dump(mode="json")
+    return load_source_model(path, registry).spec.model.model_dump(mode="json")
 
 
-def load_source_model(path: str) -> ForInference:
+def load_source_model(path: str, registry: Registry) -> ForInference:
     """init_from's trained model, read as `aiayn translate` reads it; a refusal says init_from."""
     if not Path(path).exists():
         try:
@@ -224,7 +226,7 @@ def load_source_model(path: str) -> ForInference:
             f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
         )
     try:
-        return load_for_inference(path)
+        return load_for_inference(path, registry)
     except UserError as e:
         raise UserError(f"init_from: {e}") from None
 
@@ -251,25 +253,26 @@ def weights_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.T
 # ---- averaging (Sec 6.1: the last 5 or 20 checkpoints) -------------------------------------------
 
 
-def average_checkpoints(paths: Sequence[Path]) -> dict[str, Any]:
+def average_checkpoints(paths: Sequence[Path], registry: Registry | None = None) -> dict[str, Any]:
     """A slim checkpoint whose model parameters are the mean of those of `paths` (accumulated in
     float32 or wider, stored in each parameter's own dtype). Refuses checkpoints of different
     experiments or shapes. One path gives a slim copy with the same weights."""
     if not paths:
         raise UserError("aiayn average: give at least one checkpoint")
+    registry = registry if registry is not None else default_registry()
     first_path = Path(paths[0])
     first_run = resolve_run_or_checkpoint(first_path)[1]
     first = load_checkpoint(first_path)
-    spec = experiment_of(first, first_path)
+    spec = experiment_of(first, first_path, registry)
     reference = model_weights(first)
-    tokenizers = tokenizer_files(first, first_run)
+    tokenizers = tokenizer_files(first, first_run, registry)
     sums = {k: v.to(torch.promote_types(v.dtype, torch.float32)).clone() for k, v in reference.items()}
     for path in map(Path, paths[1:]):
         ckpt = load_checkpoint(path)
-        other = experiment_of(ckpt, path)
+        other = experiment_of(ckpt, path, registry)
         weights = model_weights(ckpt)
         _check_compatible(first_path, path, spec, other, reference, weights)
-        theirs = tokenizer_files(ckpt, resolve_run_or_checkpoint(path)[1])
+        theirs = tokenizer_files(ckpt, resolve_run_or_checkpoint(path)[1], registry)
         if tokenizers and theirs and theirs != tokenizers:
             raise UserError(f"cannot average {first_path} and {path}: their runs have different tokenizers")
         for k, v in weights.items():

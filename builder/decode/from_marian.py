@@ -46,6 +46,7 @@ from aiayn.builder.model.weights import (
     TransformerWeights,
     load_transformer_weights,
 )
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.inherit import first_line
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -61,7 +62,7 @@ ACTIVATIONS = {
 }  # transformers' -> aiayn's
 
 
-def load_marian(folder: str | Path) -> ForInference:
+def load_marian(folder: str | Path, registry: Registry) -> ForInference:
     """The Marian model in `folder` as aiayn's model, experiment and tokenizer."""
     folder = Path(folder)
     try:
@@ -83,7 +84,7 @@ def load_marian(folder: str | Path) -> ForInference:
     )  # refusals before the weights load
     hf = _weights(folder, MarianMTModel)
     experiment["decode"] = marian_decode(hf.generation_config, config, folder, tgt_tokenizer.tokens(), order)
-    spec = ExperimentSpec.model_validate(experiment)
+    spec = ExperimentSpec.model_validate(experiment, context=registry.context)
     model = build_model(spec.model)
     assert isinstance(model, EncoderDecoder)
     load_transformer_weights(model, marian_weights(hf, order))

@@ -15,9 +15,9 @@ import numpy as np
 from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError, described
-from aiayn.builder.registry import registration
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.validation import format_validation_error
-from aiayn.schemas.slots import UTILITY, PluginError, type_tag
+from aiayn.schemas.slots import PluginError
 from aiayn.schemas.utility import UtilitySpec
 
 Utility = Callable[[Sequence[str], Sequence[str]], Any]
@@ -25,7 +25,7 @@ Weights = Literal["uniform", "model"]
 WEIGHTS = ("uniform", "model")
 
 
-def utility_spec(value: object, where: str = "mbr") -> UtilitySpec:
+def utility_spec(value: object, registry: Registry, where: str = "mbr") -> UtilitySpec:
     """A utility named by its type ("chrf") or given with its settings ({"type": "chrf", "word_order": 2})."""
     if isinstance(value, UtilitySpec):
         return value
@@ -34,21 +34,21 @@ def utility_spec(value: object, where: str = "mbr") -> UtilitySpec:
         raise UserError(
             f"{where}: expected a utility's type (chrf, bleu, ...) or a mapping with its type, got {described(value)}"
         )
-    known = {type_tag(cls): cls for cls in UTILITY.classes()}
+    known = registry.classes("utility")
     tag = data.get("type")
     if tag not in known:
         near = difflib.get_close_matches(str(tag), list(known), n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise UserError(f"{where}: {tag!r} is not a utility type; the registered ones are {', '.join(known)}{hint}")
     try:
-        return cast(UtilitySpec, known[tag].model_validate(data))
+        return cast(UtilitySpec, known[tag].model_validate(data, context=registry.context))
     except ValidationError as e:
-        raise UserError(f"{where}: " + "; ".join(format_validation_error(e, root=known[tag]))) from None
+        raise UserError(f"{where}: " + "; ".join(format_validation_error(e, root=known[tag], registry=registry))) from None
 
 
-def make_utility(spec: UtilitySpec) -> Utility:
+def make_utility(spec: UtilitySpec, registry: Registry) -> Utility:
     """The function its registration builds."""
-    return registration(spec).build(spec)
+    return registry.registration(spec).build(spec)
 
 
 def expected_utilities(
@@ -90,11 +90,11 @@ class MBRChoice:
     references: int | None
 
 
-def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object) -> MBRChoice | None:
+def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object, registry: Registry) -> MBRChoice | None:
     """The MBR settings checked (None: no MBR)."""
     if mbr is None:
         return None
-    utility = utility_spec(mbr, "mbr")
+    utility = utility_spec(mbr, registry, "mbr")
     if weights not in WEIGHTS:
         raise UserError(f"mbr_weights: expected one of {', '.join(WEIGHTS)}, got {described(weights)}")
     if references is not None and (not isinstance(references, int) or isinstance(references, bool) or references < 1):

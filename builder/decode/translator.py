@@ -32,6 +32,8 @@ from aiayn.builder.decode.translate import (
     translate_texts,
 )
 from aiayn.builder.errors import UserError, bool_argument, described, path_argument, strings_argument
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry, registry_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -66,7 +68,7 @@ class Translator:
     @property
     def pipelines(self) -> tuple[TextPipeline, TextPipeline] | None:
         """The run's text pipeline (source's, target's), None where it has none."""
-        return pipelines_of(self.spec.data)
+        return pipelines_of(self.spec)
 
     def decode_spec(self, **overrides: Any) -> DecodeSpec:
         """The run's decode settings with `overrides` (beam=5, alpha=1.0, length_penalty=...), checked."""
@@ -105,7 +107,7 @@ class Translator:
         settings = self.decode_spec(**decode)
         records = bool(with_scores or alignments)
         k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
-        chooser = mbr_choice_of(mbr, mbr_weights, mbr_references, n_best)
+        chooser = mbr_choice_of(mbr, mbr_weights, mbr_references, n_best, registry_of(self.spec))
         pipelines = self._pipelines_for(detokenize, alignments)
         if pipelines is not None:
             lines = pipelines[0].lines(lines)
@@ -170,7 +172,7 @@ class Translator:
             references = self._candidates(
                 ids, settings, chooser.references, sampler or Sampling(), (seed + 1) % (MAX_SEED + 1), None
             )
-        utility, chosen, values = make_utility(chooser.utility), [], []
+        utility, chosen, values = make_utility(chooser.utility, registry_of(self.spec)), [], []
         for hyps, group, ref_hyps, refs, source in zip(found, texts, *references, ids):
             if not source:  # a blank line: its one empty translation
                 chosen.append(0)
@@ -279,18 +281,21 @@ def check_alignment_layer(layer: object, n_layers: int, name: str = "alignment_l
 
 
 def load_run(
-    path: str | Path | Sequence[str | Path], *, device: str | torch.device | None = None
+    path: str | Path | Sequence[str | Path], *, device: str | torch.device | None = None, registry: Registry | None = None
 ) -> "Translator | LanguageModel":
     """The model of a run directory (runs/<name>/version_<n>, or runs/<name> for its latest), a
     .ckpt file or a Hugging Face Marian folder, ready to translate (a Translator), or a language
     model's run as a LanguageModel (`.generate`); on `device` (default: CUDA where present, else
     the CPU, as `aiayn translate`). A list of two or more of them: their ensemble, a Translator
-    (`load_ensemble`)."""
+    (`load_ensemble`). `registry`: the registrations that read it (default: aiayn's own blocks and
+    the installed plugins, aiayn.load_registry())."""
     if isinstance(path, (list, tuple)):
-        return load_ensemble(path, device=device) if len(path) != 1 else load_run(path[0], device=device)
+        if len(path) != 1:
+            return load_ensemble(path, device=device, registry=registry)
+        return load_run(path[0], device=device, registry=registry)
     path = path_argument(path, "path")
     target = resolve_device(device)  # a bad device is told before the model loads
-    loaded = load_for_inference(path)
+    loaded = load_for_inference(path, registry or default_registry())
     if loaded.spec.task == "language_model":
         from aiayn.builder.decode.language_model import LanguageModel
 
@@ -303,7 +308,9 @@ def load_run(
     return translator
 
 
-def load_ensemble(paths: Sequence[str | Path], *, device: str | torch.device | None = None) -> Translator:
+def load_ensemble(
+    paths: Sequence[str | Path], *, device: str | torch.device | None = None, registry: Registry | None = None
+) -> Translator:
     """The ensemble of two or more trained translation models (runs, checkpoints or Marian
     folders, as `load_run` takes each) that read and write the same tokens: a Translator whose
     next-token probabilities are the mean of theirs (builder/decode/ensemble.py). Its decode
@@ -313,18 +320,18 @@ def load_ensemble(paths: Sequence[str | Path], *, device: str | torch.device | N
         raise UserError(f"paths: an ensemble takes a list of two or more models, got {got}")
     paths = [path_argument(p, f"paths[{i}]") for i, p in enumerate(paths)]
     target = resolve_device(device)
-    loaded = load_models(paths)
+    loaded = load_models(paths, registry or default_registry())
     loaded.model.to(target)
     return Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
 
 
-def load_models(paths: Sequence[str | Path]) -> ForInference:
+def load_models(paths: Sequence[str | Path], registry: Registry) -> ForInference:
     """`load_for_inference` of one path; of several, their ensemble as one model (on the CPU),
     with the first one's settings and tokenizers, each member checked to read and write what the
     first does."""
     if len(paths) == 1:
-        return load_for_inference(paths[0])
-    loaded = [load_for_inference(p) for p in paths]
+        return load_for_inference(paths[0], registry)
+    loaded = [load_for_inference(p, registry) for p in paths]
     for p, one in zip(paths, loaded):
         if one.spec.task == "language_model":
             raise UserError(f"{p} is a language model: an ensemble translates, and aiayn generate takes one language model")

@@ -14,6 +14,8 @@ from pathlib import Path
 from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
 from aiayn.builder.run.outputs import check_output
 
@@ -43,10 +45,16 @@ def _export_causal_lm(loaded: ForInference, target: str, name: str, out: Path, q
 
 
 def export(
-    checkpoint: str | Path, target: str, out: str | Path, *, quantization: str | None = None, force: bool = False
+    checkpoint: str | Path,
+    target: str,
+    out: str | Path,
+    *,
+    quantization: str | None = None,
+    force: bool = False,
+    registry: Registry | None = None,
 ) -> ForInference:
     """Export the model of a run directory (its averaged model where it averaged) or .ckpt to
-    `out`; returns what was loaded."""
+    `out`; returns what was loaded. `registry`: what reads it (default: aiayn.load_registry())."""
     if target not in TARGETS:
         raise UserError(f"--to {target!r}: export to one of {', '.join(TARGETS)}")
     module_name, package, name, check = TARGETS[target]
@@ -60,7 +68,7 @@ def export(
             f"--to {target} needs the {package} package, which is not installed: "
             f'pip install -e ".[export]" (or pip install {package})'
         )
-    loaded = load_for_inference(checkpoint)
+    loaded = load_for_inference(checkpoint, registry or default_registry())
     if loaded.spec.model.decoder_only:  # GPT-2's or Llama's family, through transformers
         return _export_causal_lm(loaded, target, name, out, quantization)
     check(loaded.spec.model)

@@ -24,7 +24,7 @@ from aiayn.blocks import (
     TransformerStack,
 )
 from aiayn.builder.errors import UserError, described
-from aiayn.builder.model.registry import BuildContext, StackPlan, build
+from aiayn.builder.model.registry import BuildContext, StackPlan, build, registry_of
 from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.model import ModelSpec
@@ -81,7 +81,7 @@ def embeddings(spec: ModelSpec) -> tuple[InputEmbedding | None, InputEmbedding, 
 def _input(spec: ModelSpec, table: nn.Embedding) -> InputEmbedding:
     return InputEmbedding(
         token=ScaledEmbedding(table=table, scale=spec.embedding.scale),
-        positional=build(spec.positional, BuildContext(d_model=spec.d_model)),
+        positional=build(spec.positional, BuildContext(d_model=spec.d_model, registry=registry_of(spec))),
         dropout=spec.dropout,
     )
 
@@ -124,7 +124,7 @@ def stack_context(
     spec: StackSpec, d_model: int, side: Side, *, layer: int | None = None, plan: StackPlan | None = None
 ) -> BuildContext:
     """The context of the blocks of a stack (of its `layer`-th layer; the stack's own: None)."""
-    return BuildContext(d_model, side, layer, stack_plan(spec) if plan is None else plan)
+    return BuildContext(d_model, side, layer, stack_plan(spec) if plan is None else plan, registry_of(spec))
 
 
 def _stack(spec: StackSpec, d_model: int, side: Side) -> TransformerStack:

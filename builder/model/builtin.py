@@ -34,7 +34,7 @@ from aiayn.builder.model.attention import (
     build_window_attention,
     window_flops,
 )
-from aiayn.builder.model.registry import BuildContext, build, register, registration
+from aiayn.builder.model.registry import BuildContext, build, register, registry_of
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
 from aiayn.schemas.norm import LayerNormSpec, RMSNormSpec
@@ -96,8 +96,8 @@ def register_builtins() -> None:
     register(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
     register(
         SumBiasSpec, slot="stack_bias", build=lambda spec, ctx: SummedBias([build(b, ctx) for b in spec.biases]),
-        flops=lambda spec, d, length: sum(registration(b).flops(b, d, length) for b in spec.biases),
-        label=lambda spec: " + ".join(registration(b).label(b) for b in spec.biases),
+        flops=lambda spec, d, length: sum(registry_of(spec).registration(b).flops(b, d, length) for b in spec.biases),
+        label=lambda spec: " + ".join(registry_of(spec).registration(b).label(b) for b in spec.biases),
     )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aiayn.builder.model.registry import described_switches, registration
+from aiayn.builder.model.registry import Registry, described_switches, registry_of
 from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
@@ -86,9 +86,9 @@ def _n(count: int) -> str:
     return f"{count:,} params" if count else "no params"
 
 
-def _name(spec: Any) -> str:
+def _name(spec: Any, registry: Registry) -> str:
     """The paper's words for the paper's blocks, the registration's label for the others."""
-    return spec.figure_name or registration(spec).label(spec)
+    return spec.figure_name or registry.registration(spec).label(spec)
 
 
 _SWITCH_WORDS = {
@@ -98,11 +98,11 @@ _SWITCH_WORDS = {
 }
 
 
-def _describe(spec: Any, name: str) -> str:
+def _describe(spec: Any, name: str, registry: Registry) -> str:
     """What a block says of itself: its Table 3 dims, then how it departs from the paper (what
     its name says already left out)."""
     parts = [f"{k}={v}" for k, v in spec.table3.items()]
-    for key, value in described_switches(spec).items():
+    for key, value in described_switches(spec, registry).items():
         if value not in (None, False) and str(value).lower() not in name.lower():
             parts.append(_SWITCH_WORDS[key](value) if key in _SWITCH_WORDS else f"{key}={value}")
     return ", ".join(parts)
@@ -118,11 +118,12 @@ def _runs(stack: StackSpec) -> list[tuple[int, int]]:
 
 
 def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["encoder", "decoder"]) -> None:
-    norm_name = _name(stack.add_norm.norm)
+    registry = registry_of(stack)
+    norm_name = _name(stack.add_norm.norm, registry)
     pre = stack.add_norm.placement == "pre"
     final, bias = stack_extras(stack, d_model, side)
     if stack.position_bias is not None:
-        name = registration(stack.position_bias).label(stack.position_bias)
+        name = registry.registration(stack.position_bias).label(stack.position_bias)
         column.boxes.append(Box("bias", [f"position bias: {name}", "shared by the stack's self-attentions", _n(bias or 0)]))
     for first, last in _runs(stack):
         sublayers = stack.overrides.get(first, stack.layer)
@@ -132,8 +133,8 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
             enters = len(column.boxes)  # the residual leaves from this box's input
             if pre:
                 column.boxes.append(Box("norm", [norm_name, _n(norm)]))
-            name = _name(sub)
-            lines = [name, _describe(sub, name), _n(count)]
+            name = _name(sub, registry)
+            lines = [name, _describe(sub, name, registry), _n(count)]
             column.boxes.append(
                 Box("sublayer", [line for line in lines if line], color_key=sub.type, reads_memory=sub.reads_memory)
             )
@@ -156,7 +157,7 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
     """The boxes of each column (the encoder's and the decoder's, or a decoder-only model's one, as
     GPT-style figures draw it), bottom-up, placed."""
     groups, positions = embedding_groups(spec)
-    positional = _name(spec.positional) if spec.positional.figure_name != "" else None
+    positional = _name(spec.positional, registry_of(spec)) if spec.positional.figure_name != "" else None
     decoder = Column(f"Decoder (N={spec.decoder.num_layers})")
     encoder = None if spec.encoder is None else Column(f"Encoder (N={spec.encoder.num_layers})")
     notes = []

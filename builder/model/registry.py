@@ -23,8 +23,7 @@ from torch import nn
 
 from aiayn.blocks import Rotary, ScoreStep, Sublayer
 from aiayn.builder.errors import BlockError, UserError
-from aiayn.builder.registry import Activations, Flops, Registration, add, registration, unregister
-from aiayn.schemas import slots
+from aiayn.builder.registry import Activations, Flops, Registration, Registry, collect, registry_of
 from aiayn.schemas._base import Spec
 from aiayn.schemas.attention import RotarySpec
 from aiayn.schemas.score import ScoreSpec
@@ -59,6 +58,7 @@ class BuildContext:
     # to be counted, at the first index, so a block's parameters must not depend on it
     layer: int | None = None
     plan: StackPlan = field(default_factory=StackPlan)  # what the stack's blocks share
+    registry: Registry = field(default_factory=Registry)  # the registrations that build the blocks
 
     @property
     def heads(self) -> int | None:
@@ -67,7 +67,7 @@ class BuildContext:
 
 
 Build = Callable[[Any, BuildContext], nn.Module]
-__all__ = ["BuildContext", "Registration", "StackPlan", "build", "register", "registration", "unregister"]
+__all__ = ["BuildContext", "Registration", "Registry", "StackPlan", "build", "register", "registry_of"]
 
 
 def register(
@@ -104,16 +104,15 @@ def register(
         raise PluginError(
             f"register({getattr(spec, '__name__', spec)!r}): load= is a tokenizer type's function (text, source) -> Tokenizer"
         )
-    tag = slots.add(slot, spec)
-    add(Registration(
+    collect(slot, spec, lambda tag, owner, dist: Registration(
         spec=spec, slot=slot, type=tag, build=build, flops=flops or _none, activations=activations or _none,
-        label=label or (lambda s: s.type), load=load,
+        label=label or (lambda s: s.type), load=load, owner=owner, dist=dist,
     ))  # fmt: skip
 
 
 def build(spec: Spec, ctx: BuildContext) -> nn.Module:
-    """The module of `spec`, built by its registration."""
-    entry = registration(spec)
+    """The module of `spec`, built by its registration in `ctx.registry`."""
+    entry = ctx.registry.registration(spec)
     try:
         module = entry.build(spec, ctx)
     except (UserError, PluginError):  # a part's registration that broke its contract says so itself
@@ -142,14 +141,14 @@ def build(spec: Spec, ctx: BuildContext) -> nn.Module:
     return module
 
 
-def described_switches(spec: Spec) -> dict[str, Any]:
+def described_switches(spec: Spec, registry: Registry) -> dict[str, Any]:
     """`spec.switches`, where a part it holds fills a slot of its own (an attention's score step),
     the part named by its registration's label, so that two settings of one type read apart
     ("sparsemax (T=0.5)" beside "sparsemax (T=2)")."""
     found = dict(getattr(spec, "switches", {}))
     score = getattr(spec, "score", None)
     if "score" in found and isinstance(score, ScoreSpec):
-        found["score"] = registration(score).label(score)
+        found["score"] = registry.registration(score).label(score)
     return found
 
 

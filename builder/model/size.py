@@ -12,7 +12,7 @@ from aiayn.blocks import AddNorm
 from aiayn.builder.errors import BlockError, UserError
 from aiayn.builder.model.build import Side, build_model, embeddings, final_norm, layer, position_bias, stack_context
 from aiayn.builder.model.freeze import frozen_parameters
-from aiayn.builder.model.registry import registration
+from aiayn.builder.model.registry import registry_of
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
@@ -88,7 +88,7 @@ def _embedding_rows(spec: ModelSpec) -> list[Row]:
         n_sides = len(spec.stacks)
         rows.append(
             (
-                f"positional ({registration(spec.positional).label(spec.positional)}{', per side' if n_sides > 1 else ''})",
+                f"positional ({registry_of(spec).registration(spec.positional).label(spec.positional)}{', per side' if n_sides > 1 else ''})",
                 positions,
                 n_sides,
             )
@@ -114,17 +114,19 @@ def stack_extras(stack: StackSpec, d_model: int, side: Side) -> tuple[int | None
 
 def _stack_rows(name: Side, stack: StackSpec, d_model: int) -> list[Row]:
     rows = []
-    norm_label = registration(stack.add_norm.norm).label(stack.add_norm.norm)
+    norm_label = registry_of(stack).registration(stack.add_norm.norm).label(stack.add_norm.norm)
     for where, sublayers, times, first in stack.groups:
         params, norms = layer_sizes(stack, d_model, name, first)
         for j, (sub, count) in enumerate(zip(sublayers, params)):
-            rows.append((f"{name}.{where}[{j}] {registration(sub).label(sub)}", count, times))
+            rows.append((f"{name}.{where}[{j}] {registry_of(stack).registration(sub).label(sub)}", count, times))
         rows.append((f"{name}.{where} add & norm ({norm_label} x{len(sublayers)})", sum(norms), times))
     norm, bias = stack_extras(stack, d_model, name)
     if norm is not None:
         rows.append((f"{name} final {norm_label}", norm, 1))
     if bias is not None and stack.position_bias is not None:
-        rows.append((f"{name} position bias ({registration(stack.position_bias).label(stack.position_bias)})", bias, 1))
+        rows.append(
+            (f"{name} position bias ({registry_of(stack).registration(stack.position_bias).label(stack.position_bias)})", bias, 1)
+        )
     return rows
 
 
@@ -137,9 +139,9 @@ def flops_per_token(spec: ModelSpec, length: int) -> float:
     total = 2.0 * d * spec.embedding.vocab_size  # pre-softmax projection
     for stack in spec.stacks.values():
         for _, sublayers, times, _ in stack.groups:
-            total += times * sum(registration(sub).flops(sub, d, length) for sub in sublayers)
+            total += times * sum(registry_of(stack).registration(sub).flops(sub, d, length) for sub in sublayers)
         if stack.position_bias is not None:
-            total += registration(stack.position_bias).flops(stack.position_bias, d, length)
+            total += registry_of(stack).registration(stack.position_bias).flops(stack.position_bias, d, length)
     return total
 
 
@@ -151,7 +153,7 @@ def memory_estimate(spec: ModelSpec, tokens_per_batch: int) -> dict[str, int]:
     per_token = 3 * spec.embedding.vocab_size  # logits, log-softmax and its gradient (target side)
     for stack in spec.stacks.values():
         for _, sublayers, times, _ in stack.groups:
-            per_token += times * sum(registration(sub).activations(sub, spec.d_model) for sub in sublayers)
+            per_token += times * sum(registry_of(stack).registration(sub).activations(sub, spec.d_model) for sub in sublayers)
     activations = 4 * tokens_per_batch * per_token
     return {
         "weights": 4 * params,

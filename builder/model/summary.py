@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aiayn.builder.model.registry import described_switches
+from aiayn.builder.model.registry import described_switches, registry_of
 from aiayn.builder.model.size import count_params, flops_per_token, frozen_count, memory_estimate, param_table
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -29,7 +29,7 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
         *(stack.add_norm.norm for stack in stacks),
         *(s.position_bias for s in stacks if s.position_bias is not None),
     ]:
-        for key, value in described_switches(block).items():
+        for key, value in described_switches(block, registry_of(model)).items():
             values.setdefault(f"switch:{key}", []).append(value)
             switches.setdefault(key, value)
     first = stacks[0]  # the encoder's, the paper's N; a decoder-only model's decoder

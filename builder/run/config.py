@@ -23,6 +23,7 @@ from aiayn.builder.run.inherit import extends_chain, first_line, merge_onto
 from aiayn.builder.run.overrides import apply_overrides
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.slots import Members
 
 _INTERPOLATION = re.compile(r"^\$\{([^${}]+)\}$")  # a value that is exactly one ${key}
 
@@ -34,6 +35,7 @@ def load_config(
     path: str | Path,
     overrides: typing.Sequence[str] = (),
     *,
+    registry: Members,
     source: str = "on the command line",
     model_of: ModelOf | None = None,
 ) -> DictConfig:
@@ -44,14 +46,14 @@ def load_config(
     chain = extends_chain(Path(path))
     merged: dict[str, Any] = {}
     for file, node in reversed(chain):
-        merged = merge_onto(merged, node, file)
+        merged = merge_onto(merged, node, file, registry)
     merged.pop("extends", None)
     config = OmegaConf.create(merged)
     later = [item for item in overrides if _top_key(item) == "model"] if "model" not in merged else []
-    apply_overrides(config, [item for item in overrides if item not in later], source)
+    apply_overrides(config, [item for item in overrides if item not in later], source, registry)
     if "model" not in config and config.get("init_from") is not None and model_of is not None:  # the model is the source's
         config.model = model_of(_init_from_path(config, path))
-        apply_overrides(config, later, source)
+        apply_overrides(config, later, source, registry)
     return config
 
 
@@ -91,21 +93,23 @@ def load_experiment(
     path: str | Path,
     overrides: typing.Sequence[str] = (),
     *,
+    registry: Members,
     source: str = "on the command line",
     model_of: ModelOf | None = None,
 ) -> ExperimentSpec:
     """The experiment YAML at `path` with `overrides` (KEY=VALUE strings, as `aiayn validate`
-    takes them), resolved and validated: an ExperimentSpec, or a UserError listing every error
-    by its YAML path (a wrong argument type: a UserError naming the argument)."""
+    takes them), resolved and validated against `registry`: an ExperimentSpec, or a UserError
+    listing every error by its YAML path (a wrong argument type: a UserError naming the argument)."""
     path = path_argument(path, "path")
     overrides = strings_argument(overrides, "overrides")
-    config = load_config(path, overrides, source=source, model_of=model_of)
-    return validate(resolve(config, path), path, raw=OmegaConf.to_container(config), overrides=overrides, source=source)
+    config = load_config(path, overrides, registry=registry, source=source, model_of=model_of)
+    return validate(resolve(config, path), path, registry, raw=OmegaConf.to_container(config), overrides=overrides, source=source)
 
 
 def validate(
     data: dict[str, Any],
     path: str | Path,
+    registry: Members,
     *,
     raw: Any = None,
     overrides: typing.Sequence[str] = (),
@@ -115,9 +119,9 @@ def validate(
     unresolved config `raw`, a value copied by `${key}` from a key that is itself wrong is not
     reported again; a key set by an override names that override."""
     try:
-        return ExperimentSpec.model_validate(data)
+        return ExperimentSpec.model_validate(data, context={"registry": registry})
     except ValidationError as e:
-        lines = _dedupe_interpolated(format_validation_error(e), raw)
+        lines = _dedupe_interpolated(format_validation_error(e, registry=registry), raw)
         given = {item.partition("=")[0]: item for item in overrides}
         lines = [_blame_override(line, given, source) for line in lines]
         noun = "error" if len(lines) == 1 else "errors"
@@ -213,12 +217,12 @@ def read_run_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def stored_spec(path: Path) -> ExperimentSpec | None:
+def stored_spec(path: Path, registry: Members) -> ExperimentSpec | None:
     """The experiment a run's config.yaml records, read by this release (a field added since
     takes its default; a value the run wrote stays its own); None where it has none (or none valid)."""
     if not path.is_file():
         return None
     try:
-        return ExperimentSpec.model_validate(read_run_config(path))
+        return ExperimentSpec.model_validate(read_run_config(path), context={"registry": registry})
     except ValidationError:
         return None

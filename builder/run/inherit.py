@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.validation import field_hint, union_args
-from aiayn.schemas import slots
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.slots import Members
 
 
 def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (key: value)") -> DictConfig:
@@ -92,9 +92,9 @@ def extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
         path = path.parent / parent
 
 
-def merge_onto(base: dict[str, Any], child: dict[str, Any], file: Path) -> dict[str, Any]:
+def merge_onto(base: dict[str, Any], child: dict[str, Any], file: Path, registry: Members) -> dict[str, Any]:
     _check_shapes(base, child, file, "")
-    _drop_retyped(base, child)
+    _drop_retyped(base, child, registry)
     try:
         merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(child))
     except OmegaConfBaseException as e:
@@ -121,7 +121,7 @@ def _kind(value: Any) -> str:
     return "mapping (key: value)" if isinstance(value, dict) else "list"
 
 
-def _drop_retyped(base: dict[str, Any], child: dict[str, Any]) -> None:
+def _drop_retyped(base: dict[str, Any], child: dict[str, Any], registry: Members) -> None:
     """A node whose `type` the child changes is a different kind, not a diff of the old one:
     drop the parent's keys that the new kind does not have (e.g. a sinusoidal `layout` when
     positions become learned), keep the ones it shares (h, d_k, d_v between attentions)."""
@@ -130,29 +130,29 @@ def _drop_retyped(base: dict[str, Any], child: dict[str, Any]) -> None:
         if not isinstance(old, dict) or not isinstance(new, dict):
             continue
         if "type" in new and "type" in old:
-            keep_fields_of(old, new["type"])
-        _drop_retyped(old, new)
+            keep_fields_of(old, new["type"], registry)
+        _drop_retyped(old, new, registry)
 
 
-def keep_fields_of(node: dict[str, Any] | DictConfig, new_type: Any) -> None:
+def keep_fields_of(node: dict[str, Any] | DictConfig, new_type: Any, registry: Members) -> None:
     if node["type"] == new_type:
         return
-    fields = _fields_by_tag(slots.version()).get(new_type)
+    fields = _fields_by_tag(typing.cast(typing.Hashable, registry)).get(new_type)
     for key in [str(k) for k in node.keys()]:
         if fields is None or key not in fields:
             node.pop(key)
 
 
-@functools.cache
-def _fields_by_tag(version: int) -> dict[str, set[str]]:
+@functools.lru_cache(maxsize=16)
+def _fields_by_tag(registry: Any) -> dict[str, set[str]]:  # a Members, hashable
     """type tag -> the keys its schema accepts, for every tagged schema an experiment can hold
-    (plugins' too: `version` counts the registrations, so a new one is seen)."""
+    with `registry`'s types (plugins' too)."""
     found: dict[str, set[str]] = {}
     todo: list[Any] = [ExperimentSpec]
     seen: set[Any] = set()
     while todo:
         hint = todo.pop()
-        for arg in union_args(hint):
+        for arg in union_args(hint, registry):
             for inner in typing.get_args(arg) if typing.get_origin(arg) in (list, dict) else ():
                 todo.append(inner)
             if isinstance(arg, type) and issubclass(arg, BaseModel) and arg not in seen:

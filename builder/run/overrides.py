@@ -13,16 +13,17 @@ from omegaconf.errors import OmegaConfBaseException
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.inherit import first_line, keep_fields_of
 from aiayn.schemas._base import DOTLIST_KEY
+from aiayn.schemas.slots import Members
 
 
-def apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source: str) -> None:
+def apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source: str, registry: Members) -> None:
     for item in overrides:
         key, sep, _ = item.partition("=")
         if not sep or not DOTLIST_KEY.match(key):
             raise UserError(f"override {item!r} is not KEY=VALUE with a dotted key, e.g. dims.h=16 or model.encoder.layer[0].h=4")
         try:
             _check_override_shape(config, key, item, source)
-            _retype(config, key, item)
+            _retype(config, key, item, registry)
             config.merge_with_dotlist([item])
         except yaml.YAMLError as e:  # the value is YAML: *, &, !, %, @ and ` start other syntax there
             raise UserError(
@@ -53,16 +54,16 @@ def _override_value(key: str, item: str) -> Any:
     return value
 
 
-def _retype(config: DictConfig, key: str, item: str) -> None:
+def _retype(config: DictConfig, key: str, item: str, registry: Members) -> None:
     """`model.positional.type=learned`, and `model.positional={type: learned, ...}` alike, change
     the node's kind, as a retyped node in a file does: the old kind's keys that the new one lacks go."""
     parent, _, leaf = key.rpartition(".")
     if leaf == "type" and parent:
         node = OmegaConf.select(config, parent, default=None, throw_on_resolution_failure=False)
         if isinstance(node, DictConfig) and "type" in node:
-            keep_fields_of(node, item.partition("=")[2].strip())
+            keep_fields_of(node, item.partition("=")[2].strip(), registry)
         return
     new = _override_value(key, item)
     node = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
     if isinstance(new, dict) and "type" in new and isinstance(node, DictConfig) and "type" in node:
-        keep_fields_of(node, new["type"])
+        keep_fields_of(node, new["type"], registry)

@@ -13,16 +13,19 @@ from pydantic.fields import FieldInfo
 
 from aiayn.schemas._base import FieldError
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.slots import Slot, slot_of
+from aiayn.schemas.slots import Members, Slot, slot_of
 
 
-def format_validation_error(error: ValidationError, root: type[BaseModel] = ExperimentSpec) -> list[str]:
-    """Pydantic's errors as `yaml.path: message` lines, for a document validated as `root`."""
+def format_validation_error(
+    error: ValidationError, root: type[BaseModel] = ExperimentSpec, *, registry: Members | None = None
+) -> list[str]:
+    """Pydantic's errors as `yaml.path: message` lines, for a document validated as `root` against
+    `registry` (its slots' classes; a schema without slots needs none)."""
     lines: list[str] = []
     union_choices: dict[str, list[str]] = {}  # path -> the members of a plain union it failed
     values: dict[str, Any] = {}
     for item in error.errors(include_url=False):
-        path, holder, member = _yaml_path(item["loc"], root)
+        path, holder, member = _yaml_path(item["loc"], root, registry)
         ctx_error = (item.get("ctx") or {}).get("error")
         if isinstance(ctx_error, FieldError):
             path = ".".join(p for p in (path, ctx_error.path) if p).replace(".[", "[")
@@ -40,7 +43,9 @@ def format_validation_error(error: ValidationError, root: type[BaseModel] = Expe
     return lines
 
 
-def _yaml_path(loc: tuple[Any, ...], root: type[BaseModel] = ExperimentSpec) -> tuple[str, type[BaseModel] | None, str | None]:
+def _yaml_path(
+    loc: tuple[Any, ...], root: type[BaseModel], registry: Members | None
+) -> tuple[str, type[BaseModel] | None, str | None]:
     """('model', 'encoder', 'layer', 0, 'self_attention', 'h') -> 'model.encoder.layer[0].h',
     the schema class holding the last key (for "did you mean"), and, when the value failed a
     plain union such as `int | str`, the member pydantic tried (its loc ends with it)."""
@@ -48,22 +53,22 @@ def _yaml_path(loc: tuple[Any, ...], root: type[BaseModel] = ExperimentSpec) -> 
     hint: Any = root
     holder: type[BaseModel] | None = None
     for part in loc:
-        options = _models_in(hint)
-        if isinstance(part, int) and not _is_mapping(hint):
+        options = _models_in(hint, registry)
+        if isinstance(part, int) and not _is_mapping(hint, registry):
             parts.append(f"[{part}]")
-            hint = _item_type(hint)
+            hint = _item_type(hint, registry)
             continue
         tagged = _by_tag(options, part)
         if tagged is not None:  # a discriminated union's tag: not a key in the YAML
             hint = tagged
             continue
-        if not options and len(union_args(hint)) > 1 and not _is_mapping(hint):
+        if not options and len(union_args(hint, registry)) > 1 and not _is_mapping(hint, registry):
             return "".join(parts).lstrip("."), holder, str(part)
         model = next((m for m in options if str(part) in m.model_fields), options[0] if options else None)
         holder = model
         parts.append(f".{part}")
-        if _is_mapping(hint):
-            hint = _item_type(hint)
+        if _is_mapping(hint, registry):
+            hint = _item_type(hint, registry)
         elif model is not None and str(part) in model.model_fields:
             hint = field_hint(model.model_fields[str(part)])
         else:
@@ -84,27 +89,27 @@ def field_hint(field: FieldInfo) -> Any:
     return field.annotation if slot is None else typing.Annotated[field.annotation, slot]
 
 
-def union_args(hint: Any) -> tuple[Any, ...]:
-    """The members of a union (a slot's registered classes included), or (hint,)."""
+def union_args(hint: Any, registry: Members | None = None) -> tuple[Any, ...]:
+    """The members of a union (a slot's classes in `registry` included), or (hint,)."""
     slot = slot_of(hint)
     if slot is not None:
-        return tuple(slot.classes())
+        return tuple(slot.classes(registry)) if registry is not None else ()
     hint = _strip(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return tuple(m for a in typing.get_args(hint) for m in union_args(a))
+        return tuple(m for a in typing.get_args(hint) for m in union_args(a, registry))
     return (hint,)
 
 
-def _models_in(hint: Any) -> list[type[BaseModel]]:
-    return [a for a in union_args(hint) if isinstance(a, type) and issubclass(a, BaseModel)]
+def _models_in(hint: Any, registry: Members | None) -> list[type[BaseModel]]:
+    return [a for a in union_args(hint, registry) if isinstance(a, type) and issubclass(a, BaseModel)]
 
 
-def _is_mapping(hint: Any) -> bool:
-    return any(typing.get_origin(a) is dict for a in union_args(hint))
+def _is_mapping(hint: Any, registry: Members | None) -> bool:
+    return any(typing.get_origin(a) is dict for a in union_args(hint, registry))
 
 
-def _item_type(hint: Any) -> Any:
-    for a in union_args(hint):
+def _item_type(hint: Any, registry: Members | None) -> Any:
+    for a in union_args(hint, registry):
         if typing.get_origin(a) in (list, tuple, dict):
             return typing.get_args(a)[-1 if typing.get_origin(a) is dict else 0]
     return None

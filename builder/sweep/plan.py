@@ -4,6 +4,7 @@ each needs now: a new run, a resumed run, or nothing (a finished run of the same
 import re
 import typing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,8 @@ from pydantic import ValidationError
 
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.config import config_hash, load_config, load_experiment, stored_spec
 from aiayn.builder.run.inherit import first_line, read_yaml
@@ -114,11 +117,18 @@ def _read(path: Path) -> DictConfig:
 
 
 def expand(
-    sweep: SweepSpec, sweep_path: str | Path, overrides: typing.Sequence[str] = (), tuned: dict[str, list[str]] | None = None
+    sweep: SweepSpec,
+    sweep_path: str | Path,
+    overrides: typing.Sequence[str] = (),
+    tuned: dict[str, list[str]] | None = None,
+    *,
+    registry: Registry | None = None,
 ) -> list[Trial]:
     """Every trial of the sweep, in order: variants, then grid points, then seeds. Each trial's
     experiment is validated here, so a typo stops the sweep before anything runs. `tuned`:
-    {variant: the settings its search found best}, applied after the variant's own."""
+    {variant: the settings its search found best}, applied after the variant's own. `registry`:
+    what the experiments are read with (default: aiayn.load_registry())."""
+    registry = registry if registry is not None else default_registry()
     sweep_path = Path(sweep_path)
     here = sweep_path.parent
     trials: list[Trial] = []
@@ -126,20 +136,14 @@ def expand(
     errors: list[str] = []
     for i, variant in enumerate(sweep.all_variants):
         experiment = _variant_file(sweep_path, here / (variant.experiment or sweep.base), i if variant.experiment else None)
-        stem = variant.name or "-".join([_experiment_name(experiment), *(_label(o) for o in variant.overrides)])
+        stem = variant.name or "-".join([_experiment_name(experiment, registry), *(_label(o) for o in variant.overrides)])
         for point in sweep.grid_points:
             grid = [f"{key}={_dotlist_value(value)}" for key, value in point.items()]
             name = "-".join([stem, *(_label(g) for g in grid)])
             changes = [*variant.overrides, *grid, *(tuned or {}).get(name, [])]
             for seed in sweep.seeds:
                 trial = f"{name}-seed{seed}"
-                label = f"variants[{i}]" if sweep.variants else "base"
-                if trial in origin:
-                    raise UserError(
-                        f"{sweep_path}: {origin[trial]} and {label} both make a trial named {trial!r}; "
-                        "give the variants distinct names with `name:`"
-                    )
-                origin[trial] = label
+                _claim(origin, trial, f"variants[{i}]" if sweep.variants else "base", sweep_path)
                 given = (
                     *(["reported=null"] if changes else []),  # a changed experiment is not the paper's row
                     *changes,
@@ -149,7 +153,7 @@ def expand(
                     f"name={trial}",
                 )
                 try:
-                    spec = load_experiment(experiment, given, source="by the sweep", model_of=source_model)
+                    spec = _trial_experiment(experiment, given, registry)
                 except UserError as e:
                     errors.append(f"  {trial}: " + str(e).replace("\n", "\n  "))
                     continue
@@ -162,6 +166,23 @@ def expand(
     return trials
 
 
+def _claim(origin: dict[str, str], trial: str, label: str, sweep_path: Path) -> None:
+    """Record that `label` makes the trial named `trial`; a name two variants make is an error."""
+    if trial in origin:
+        raise UserError(
+            f"{sweep_path}: {origin[trial]} and {label} both make a trial named {trial!r}; "
+            "give the variants distinct names with `name:`"
+        )
+    origin[trial] = label
+
+
+def _trial_experiment(experiment: Path, given: typing.Sequence[str], registry: Registry) -> ExperimentSpec:
+    """A trial's experiment: its file with the sweep's overrides, its init_from's model read where it takes one."""
+    return load_experiment(
+        experiment, given, registry=registry, source="by the sweep", model_of=partial(source_model, registry=registry)
+    )
+
+
 def _variant_file(sweep_path: Path, experiment: Path, variant: int | None) -> Path:
     """The experiment file of a variant (None: the base), or a UserError naming where it was given."""
     if not experiment.is_file():
@@ -171,8 +192,8 @@ def _variant_file(sweep_path: Path, experiment: Path, variant: int | None) -> Pa
     return experiment
 
 
-def _experiment_name(path: Path) -> str:
-    name = load_config(path).get("name")
+def _experiment_name(path: Path, registry: Registry) -> str:
+    name = load_config(path, registry=registry).get("name")
     return str(name) if name else path.stem
 
 
@@ -194,7 +215,7 @@ def _dotlist_value(value: Scalar) -> str:
 # ---- what each trial needs ---------------------------------------------------------------
 
 
-def state(trial: Trial, sweep_dir: Path) -> TrialState:
+def state(trial: Trial, sweep_dir: Path, registry: Registry) -> TrialState:
     """skip: the trial's run trained this experiment and finished (results.json); resume: it has
     a checkpoint; run: anything else, in a new version directory. The run trained this
     experiment where trial.json holds its hash, or where the run's config.yaml, read by this
@@ -204,7 +225,7 @@ def state(trial: Trial, sweep_dir: Path) -> TrialState:
     record = read_trial_record(trial_dir)
     if record:
         run = RunDir(trial_dir / str(record.get("run_dir")))
-        if record.get("config_hash") == trial.config_hash or _stored_hash(run) == trial.config_hash:
+        if record.get("config_hash") == trial.config_hash or _stored_hash(run, registry) == trial.config_hash:
             if run.results_file.is_file():
                 return TrialState("skip", run.path)
             if run.has_checkpoint:
@@ -212,9 +233,9 @@ def state(trial: Trial, sweep_dir: Path) -> TrialState:
     return TrialState("run", RunDir.next_in(trial_dir).path)
 
 
-def _stored_hash(run: RunDir) -> str | None:
+def _stored_hash(run: RunDir, registry: Registry) -> str | None:
     try:
-        spec = stored_spec(run.config)
+        spec = stored_spec(run.config, registry)
     except UserError:  # an unreadable config.yaml: not this experiment's run
         return None
     return config_hash(spec) if spec else None

@@ -16,6 +16,8 @@ import yaml
 from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.outputs import run_of
 from aiayn.builder.sweep.formats import markdown, write_csv
@@ -24,7 +26,7 @@ from aiayn.builder.sweep.search_notes import recorded_search
 from aiayn.builder.sweep.split_scores import score_runs
 
 
-def write_figures(rows: list[Row], folder: Path) -> dict[str, str]:
+def write_figures(rows: list[Row], folder: Path, registry: Registry) -> dict[str, str]:
     """figures/<variant>.svg: each row's model (`aiayn show --figure`), drawn from its first run's
     config.yaml; {variant: its path relative to the sweep directory}. A config this release cannot
     read has no figure."""
@@ -36,7 +38,8 @@ def write_figures(rows: list[Row], folder: Path) -> dict[str, str]:
         if not row.runs:
             continue
         try:
-            spec = ExperimentSpec.model_validate(yaml.safe_load((row.runs[0][1] / "config.yaml").read_text()))
+            config = yaml.safe_load((row.runs[0][1] / "config.yaml").read_text())
+            spec = ExperimentSpec.model_validate(config, context=registry.context)
         except (OSError, ValueError, yaml.YAMLError, ValidationError):
             continue
         folder.mkdir(exist_ok=True)
@@ -62,13 +65,19 @@ def _chose(directory: Path, search: Any) -> str:
 
 
 def write_results(
-    directory: Path, base: str | None = None, split: str | None = None, *, report: Callable[[str], None] = print
+    directory: Path,
+    base: str | None = None,
+    split: str | None = None,
+    *,
+    report: Callable[[str], None] = print,
+    registry: Registry | None = None,
 ) -> str:
     """results.md (with a link to each row's model figure in figures/), results.csv and
     results.png in `directory`; returns the markdown. `base`: the variant ΔBLEU is measured from
     (default: see base_row); `split`: the split ΔBLEU compares on, its translations made where
     missing (default: test for a sweep that searched, whose settings the validation split chose;
-    else valid)."""
+    else valid); `registry`: what reads the runs (default: aiayn.load_registry())."""
+    registry = registry if registry is not None else default_registry()
     if not directory.is_dir():
         resolved(directory)  # a link that leads back to itself is named as one
         raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
@@ -88,12 +97,12 @@ def write_results(
     searched = recorded_search(directory)
     split = split or ("test" if searched is not None else "valid")
     if split != "valid":
-        score_runs(directory, [run for row in rows for _, run in row.runs], split, report=report)
+        score_runs(directory, [run for row in rows for _, run in row.runs], split, registry, report=report)
         rows = with_split(rows, directory, split)
     reference = base_row(rows, base, sweep_base(directory))
     differences = base_differences(rows, reference, directory, split)
     chose = _chose(directory, searched) if searched is not None else None
-    text = markdown(rows, differences, reference, write_figures(rows, directory / "figures"), split=split, chose=chose)
+    text = markdown(rows, differences, reference, write_figures(rows, directory / "figures", registry), split=split, chose=chose)
     if (directory / "study.journal").is_file():  # a sweep that searched: what its search can say
         from aiayn.builder.sweep.search_notes import search_section  # Optuna only here
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from aiayn.builder.decode.checkpoint import load_source_model
 from aiayn.builder.errors import UserError
+from aiayn.builder.plugins import default_registry
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RunDir
@@ -47,17 +49,24 @@ class Plan:
     directory: Path  # runs/<sweep name>
     trials: list[Trial]
     states: list[TrialState]
+    registry: Registry  # what the trials' experiments are read with
 
 
 def plan_sweep(
-    path: str | Path, overrides: typing.Sequence[str], runs: str | Path, tuned: dict[str, list[str]] | None = None
+    path: str | Path,
+    overrides: typing.Sequence[str],
+    runs: str | Path,
+    tuned: dict[str, list[str]] | None = None,
+    *,
+    registry: Registry | None = None,
 ) -> Plan:
+    registry = registry if registry is not None else default_registry()
     path = Path(path)
     sweep_overrides, trial_overrides = split_overrides(overrides)
     sweep = load_sweep(path, sweep_overrides)
-    trials = expand(sweep, path, trial_overrides, tuned)
+    trials = expand(sweep, path, trial_overrides, tuned, registry=registry)
     directory = Path(runs) / sweep.name
-    return Plan(sweep, path, directory, trials, [state(t, directory) for t in trials])
+    return Plan(sweep, path, directory, trials, [state(t, directory, registry) for t in trials], registry)
 
 
 class SweepRecord:
@@ -208,11 +217,11 @@ def _unfinished_reason(run: RunDir) -> str:
     return f"status.json says {status.get('status')}{step}; re-run the sweep to resume it"
 
 
-def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path, *, dry_run: bool) -> int:
-    plan = plan_sweep(path, overrides, runs)
+def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Path, *, dry_run: bool, registry: Registry) -> int:
+    plan = plan_sweep(path, overrides, runs, registry=registry)
     check_sources(plan)
     if plan.sweep.search is not None:
-        check_search(plan.sweep, plan.path, _variant_trials(plan))
+        check_search(plan.sweep, plan.path, _variant_trials(plan), registry)
     if dry_run:
         print(render_plan(plan))
         return 0
@@ -222,7 +231,7 @@ def run_sweep(path: str | Path, overrides: typing.Sequence[str], runs: str | Pat
     hold_run(plan.directory, doing="run the sweep again")
     try:
         if plan.sweep.search is not None:
-            plan = plan_sweep(path, overrides, runs, tuned=_search(plan))
+            plan = plan_sweep(path, overrides, runs, tuned=_search(plan), registry=registry)
         return _run(plan)
     finally:
         release_run(plan.directory)
@@ -243,7 +252,7 @@ def check_sources(plan: Plan) -> None:
             continue
         checked.add(path)
         try:
-            load_source_model(path)
+            load_source_model(path, plan.registry)
         except UserError as e:
             sharing = sum(other == path for _, other in starting)
             who = f"{sharing} trials start" if sharing > 1 else f"trial {trial.name} starts"
@@ -307,7 +316,7 @@ def _run(plan: Plan) -> int:
             before()  # no job runs: the sweep's folder as it was
             raise
     record.finish()
-    _print_results(plan.directory)
+    _print_results(plan.directory, plan.registry)
     if plan.sweep.keep != "all":  # after the table, which may translate the test split with them
         for trial, st in zip(plan.trials, plan.states):
             if RunDir(st.run_dir).results() is not None:
@@ -336,12 +345,12 @@ def _left_as_it_was(plan: Plan) -> Callable[[], None]:
     return undo
 
 
-def _print_results(directory: Path) -> None:
+def _print_results(directory: Path, registry: Registry) -> None:
     from aiayn.builder.sweep.results import write_results
 
     try:
         print()
-        print(write_results(directory))
+        print(write_results(directory, registry=registry))
         print(f"wrote {directory / 'results.md'}, results.csv and results.png; tensorboard --logdir {directory}")
     except UserError as e:
         print(f"no results table: {e}")

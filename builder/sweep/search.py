@@ -20,11 +20,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.study import ENV, make_pruner, storage
@@ -102,7 +104,7 @@ def probe_settings(search: SearchSpec) -> list[dict[str, Any]]:
     return [{**first, k: x} for k, v in zip(keys, values) for x in v]
 
 
-def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> None:
+def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial], registry: Registry) -> None:
     """Every setting the search may draw (each choice, both ends of each range, and their
     combinations) is an experiment each variant accepts, the metric is one it logs, and a pruner
     has a validation to read before the trial's last step."""
@@ -120,8 +122,9 @@ def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial]) -> N
             drawn = [f"{key}={_value(value)}" for key, value in setting.items()]
             try:
                 spec = load_experiment(
-                    trial.experiment, [*trial.overrides, *drawn], source="by the search", model_of=source_model
-                )
+                    trial.experiment, [*trial.overrides, *drawn], registry=registry, source="by the search",
+                    model_of=partial(source_model, registry=registry),
+                )  # fmt: skip
             except UserError as e:
                 last = str(e).splitlines()[-1].strip()
                 key = next((k for k in setting if last.startswith(k) or f"{k}=" in last), next(iter(setting)))

@@ -16,6 +16,7 @@ from typing import Any
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.scoring import Scoring
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import write_json, write_text_atomic
 from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir
@@ -76,7 +77,9 @@ def bleu_of(pair: tuple[list[str], list[str]], signature: str | None) -> float:
     return round(Scoring.of_signature(signature).bleu().corpus_score(hyps, [refs]).score, 2)
 
 
-def score_runs(directory: Path, run_dirs: list[Path], split: str, *, report: Callable[[str], None] = print) -> None:
+def score_runs(
+    directory: Path, run_dirs: list[Path], split: str, registry: Registry, *, report: Callable[[str], None] = print
+) -> None:
     """Translate `split` with each run's model where its translations are not cached (the run's
     decode settings; its averaged model where it averaged)."""
     if split not in SPLITS:
@@ -91,7 +94,7 @@ def score_runs(directory: Path, run_dirs: list[Path], split: str, *, report: Cal
     from aiayn.builder.decode.translate import translate_texts
 
     for k, run_dir in enumerate(todo, 1):
-        loaded = load_for_inference(run_dir)
+        loaded = load_for_inference(run_dir, registry)
         check_data_files(loaded.spec)
         sources, refs, where = split_texts(loaded.spec, split)
         hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, loaded.spec.decode)

@@ -14,6 +14,7 @@ from aiayn.builder.decode.checkpoint import load_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import memory_estimate
+from aiayn.builder.registry import Registry, registry_of
 from aiayn.builder.run.config import read_run_config
 from aiayn.builder.run.rundir import RunDir, differences
 from aiayn.builder.train.init_from import load_source, start_from, with_source_pipeline
@@ -98,7 +99,9 @@ def check_resumable(spec: ExperimentSpec, run: RunDir, *, resume: bool) -> Resum
         if path.is_dir():
             raise UserError(f"{path} is a folder where the run keeps a file of its own; move it away, or train a new run")
     if run.config.is_file():
-        where = [(k.lstrip("."), a, b) for k, a, b in differences(_stored_experiment(run), _experiment(spec), "")]
+        where = [
+            (k.lstrip("."), a, b) for k, a, b in differences(_stored_experiment(run, registry_of(spec)), _experiment(spec), "")
+        ]
         refused = [d for d in where if not d[0].startswith(tuple(f"{k}." for k in MAY_CHANGE)) and d[0] not in MAY_CHANGE]
         if refused:
             model = [d for d in refused if d[0].startswith("model.")]
@@ -127,11 +130,11 @@ def _experiment(spec: ExperimentSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"extends"})
 
 
-def _stored_experiment(run: RunDir) -> Any:
+def _stored_experiment(run: RunDir, registry: Registry) -> Any:
     """The run's config.yaml as this release writes it (an older release's form, such as 0.1's
     add_norm.eps, is read as the same experiment), or as written where it is no valid spec."""
     stored = read_run_config(run.config)
     try:
-        return _experiment(ExperimentSpec.model_validate(stored))
+        return _experiment(ExperimentSpec.model_validate(stored, context=registry.context))
     except ValidationError:
         return stored

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, 
 from aiayn.builder.decode.metrics import Scoring, evaluate_texts, language_model_scores
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
+from aiayn.builder.registry import registry_of
 from aiayn.builder.run.config import load_experiment, parent_of, stored_spec
 from aiayn.builder.run.cpu import fixed_share
 from aiayn.builder.run.outputs import hold_run, release_run
@@ -42,7 +44,6 @@ from aiayn.builder.train.task import TranslationTask
 from aiayn.builder.train.threads import AdaptiveThreads, cpu_threads, threads_note
 from aiayn.builder.train.trainer import batching, build_trainer
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.slots import plugins_used
 
 
 def fit(
@@ -71,7 +72,8 @@ def _fit(
 ) -> dict[str, Any] | None:
     L.seed_everything(spec.train.seed, workers=True, verbose=False)
     source = None if resume else load_source(spec)  # a resumed run's weights are its own checkpoint's
-    spec = with_source_pipeline(spec, source.loaded.spec if source else stored_spec(run.config) if resume else None)
+    theirs = source.loaded.spec if source else stored_spec(run.config, registry_of(spec)) if resume else None
+    spec = with_source_pipeline(spec, theirs)
     check_data_files(spec)
     pruning = Pruning.from_env()  # a sweep's search trial: its study may stop it at a validation
     adaptive = [AdaptiveThreads()] if spec.train.cpu_threads == "auto" and fixed_share() is None else []
@@ -89,8 +91,7 @@ def _fit(
     data = make_datamodule(
         spec, run.path, max_tokens=max_tokens, on_gpu=device.type == "cuda", tokenizers=source and source.tokenizers
     )
-    experiment = spec.model_dump(mode="json")
-    task = TranslationTask(experiment, plugins=plugins_used(experiment))
+    task = _task(spec)
     started_from = start_from(task.model, source) if source else (run.status() or {}).get("init_from") if resume else None
     made = [p for p in (run.path, *run.path.parents) if not p.exists()]  # a new run, and the folders made for it
     sessions = _open_run(spec, run, experiment_path, trainer, resumable, checkpoint, started_from)
@@ -116,6 +117,12 @@ def _fit(
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     with _time_limit_signal_ignored():  # the evaluation may still end before the limit
         return _finalise(spec, run, trainer, task, data, sessions, wall, stopped, started_from)
+
+
+def _task(spec: ExperimentSpec) -> TranslationTask:
+    """The LightningModule of `spec`, with the plugins its types come from (kept in its checkpoints)."""
+    experiment, registry = spec.model_dump(mode="json"), registry_of(spec)
+    return TranslationTask(experiment, plugins=registry.plugins_used(experiment), registry=registry)
 
 
 def _set_threads(spec: ExperimentSpec, trainer: L.Trainer, *, adaptive: bool) -> None:
@@ -230,7 +237,7 @@ def average_final(spec: ExperimentSpec, run: RunDir, trainer: L.Trainer, task: T
     checkpoints (the final step's among them), kept as checkpoints/averaged.ckpt. Returns the
     names of the checkpoints averaged."""
     paths = run.step_checkpoints()[-(spec.train.average_last or 1) :]
-    averaged = average_checkpoints(paths)
+    averaged = average_checkpoints(paths, registry_of(spec))
     save_checkpoint(averaged, run.averaged_checkpoint)
     task.model.load_state_dict(model_weights(averaged))
     return [path.name for path in paths]
@@ -316,7 +323,9 @@ def write_config(spec: ExperimentSpec, run: RunDir, experiment_path: Path, *, no
     resolved = spec.model_dump(mode="json", exclude={"extends"})
     reference = parent_of(experiment_path) or experiment_path
     try:
-        base = load_experiment(reference, model_of=source_model).model_dump(mode="json", exclude={"extends"})
+        registry = registry_of(spec)
+        parent = load_experiment(reference, registry=registry, model_of=partial(source_model, registry=registry))
+        base = parent.model_dump(mode="json", exclude={"extends"})
     except UserError:  # a parent that is not a whole experiment on its own
         base = {}
     run.write_config(resolved, diff(base, resolved), f"what {experiment_path} and its overrides change in {reference}", note=note)

@@ -14,6 +14,7 @@ from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference, load_source_model
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.model.transfer import transfer_weights
+from aiayn.builder.registry import registry_of
 from aiayn.builder.run.config import config_hash
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.init_from import InitFromSpec
@@ -45,7 +46,7 @@ def load_source(spec: ExperimentSpec) -> Source | None:
     given = spec.init_from
     if given is None:
         return None
-    loaded = load_source_model(given.path)
+    loaded = load_source_model(given.path, registry_of(spec))
     _check_tokenizer_kind(spec, loaded)
     theirs, ours = loaded.spec.model.embedding.vocab_size, spec.model.embedding.vocab_size
     if theirs != ours:

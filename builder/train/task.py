@@ -12,6 +12,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.freeze import freeze
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_chunked, smoothed_nll_fusable
+from aiayn.builder.registry import Registry
 from aiayn.builder.train.attributes import log_every_n_steps
 from aiayn.builder.train.board import BPB, PPL
 from aiayn.builder.train.compiled import CUDA_GRAPH_MODES, CompiledAdam, StaticStepLoss, compile_mode
@@ -36,12 +37,13 @@ class TranslationTask(L.LightningModule):
     spec: ExperimentSpec
     model: TransformerModel
 
-    def __init__(self, experiment: dict[str, Any], plugins: dict[str, str] | None = None) -> None:
+    def __init__(self, experiment: dict[str, Any], plugins: dict[str, str] | None = None, *, registry: Registry) -> None:
         """`plugins`: {type: "distribution==version"} of the plugins' types the experiment uses
-        (slots.plugins_used), kept in the checkpoint to name a missing one."""
+        (Registry.plugins_used), kept in the checkpoint to name a missing one; `registry`: the
+        registrations the experiment is read with (not saved: a checkpoint holds data only)."""
         super().__init__()
-        self.save_hyperparameters(logger=False)  # the hparams tab gets Table 3's columns instead
-        self.spec = ExperimentSpec.model_validate(experiment)
+        self.save_hyperparameters(ignore=["registry"], logger=False)  # the hparams tab gets Table 3's columns instead
+        self.spec = ExperimentSpec.model_validate(experiment, context=registry.context)
         self.model = build_model(self.spec.model)
         freeze(self.model, self.spec.train.freeze)  # no gradients, no optimizer state
         self.criterion = smoothed_nll_chunked

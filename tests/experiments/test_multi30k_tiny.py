@@ -7,9 +7,8 @@ from aiayn.builder.data.bpe import train_tokenizer
 from aiayn.builder.data.text import TextPipeline
 from aiayn.builder.decode.metrics import Scoring
 from aiayn.builder.model.size import count_params
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.schedule import noam_lr
-from tests.conftest import EXPERIMENTS, SHARED_DATA
+from tests.conftest import EXPERIMENTS, SHARED_DATA, load_experiment, registry
 
 
 def test_tiny_is_the_literature_recipe():
@@ -44,7 +43,7 @@ def test_ten_thousand_merges_on_the_literatures_text_give_the_recipes_vocabulary
     spec = load_experiment(EXPERIMENTS / "multi30k" / "tiny.yaml")
     texts = []
     for lang in ("en", "de"):
-        pipeline = TextPipeline(spec.data.pipeline, lang)
+        pipeline = TextPipeline(spec.data.pipeline, lang, registry())
         texts += pipeline.lines((SHARED_DATA / "multi30k" / f"train.{lang}").read_text(encoding="utf-8").split("\n")[:-1])
     tokenizer = train_tokenizer(texts, 0, merges=spec.data.tokenizer.merges)
     assert (tokenizer.merges, tokenizer.vocab_size) == (10_000, spec.model.embedding.vocab_size) == (10_000, 10_066)

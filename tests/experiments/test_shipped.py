@@ -1,6 +1,7 @@
 """Every shipped experiment validates, builds, and reports its Table 3 row exactly."""
 
 import json
+from functools import partial
 
 import pytest
 import torch
@@ -9,8 +10,7 @@ from aiayn.builder.cli import main
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import count_params
-from aiayn.builder.run.config import load_experiment
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 SHIPPED = sorted(p.relative_to(EXPERIMENTS).as_posix() for p in EXPERIMENTS.rglob("*.yaml") if not p.name.endswith(".sweep.yaml"))
 V = 37000
@@ -110,7 +110,7 @@ def test_builds_with_the_counted_parameters(name, request, monkeypatch):
     if name == "finetune-opus-mt.yaml":
         monkeypatch.setenv("OPUS_MT", str(request.getfixturevalue("opus_mt")))
         monkeypatch.setenv("FINETUNE_DATA", "corpus")
-    spec = load_experiment(EXPERIMENTS / name, model_of=source_model)
+    spec = load_experiment(EXPERIMENTS / name, model_of=partial(source_model, registry=registry()))
     model = build_model(spec.model, device="meta")
     assert sum(p.numel() for p in model.parameters()) == count_params(spec.model)
 

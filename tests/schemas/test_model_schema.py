@@ -8,12 +8,11 @@ import torch
 from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.add_norm import AddNormSpec
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec
 from aiayn.schemas.norm import LayerNormSpec
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 BASE = EXPERIMENTS / "base.yaml"
 
@@ -25,7 +24,7 @@ def error_of(*overrides: str) -> str:
 
 
 def test_add_norm_eps_of_release_0_1_is_the_layer_norms_eps():
-    assert AddNormSpec.model_validate({"placement": "pre", "eps": 1e-5}) == AddNormSpec(
+    assert AddNormSpec.model_validate({"placement": "pre", "eps": 1e-5}, context=registry().context) == AddNormSpec(
         placement="pre", norm=LayerNormSpec(eps=1e-5)
     )
     assert AddNormSpec().norm == LayerNormSpec(eps=1e-6)

@@ -21,6 +21,7 @@ from aiayn.builder.data.prepare.corpora import LANGS, Corpus, Split
 from aiayn.builder.data.prepare.sources import chain_pairs, locate
 from aiayn.builder.data.text import PREPARED, TextPipeline, check_not_tokenized, parse_steps, recorded_pipeline
 from aiayn.builder.errors import UserError
+from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.text import TextStep, step_names
@@ -84,6 +85,7 @@ def prepare(
     force: bool = False,
     workers: int = 1,
     pipeline: Sequence[TextStep] = (),
+    registry: Registry,
 ) -> Report:
     """Write `corpus` into `out` (see the module's docstring); `rules` None: no cleaning;
     `workers`: processes that count Moses tokens for it; `pipeline`: data.pipeline's steps, applied
@@ -93,14 +95,14 @@ def prepare(
     check_folder_output(out, force=force, purpose="write the corpus into")
     plan, where = (local_plan(corpus, source), str(source)) if source is not None else hub_plan(corpus)
     if source is not None:
-        pipeline, recorded = processed_before(source, plan, pipeline)
+        pipeline, recorded = processed_before(source, plan, pipeline, registry)
         if recorded:  # `aiayn data`'s own output, processed: copied as it is, its record kept
-            return _write(corpus, out, plan, where, rules, workers, applied=(), recorded=recorded)
-    return _write(corpus, out, plan, where, rules, workers, applied=pipeline, recorded=pipeline)
+            return _write(corpus, out, plan, where, rules, workers, applied=(), recorded=recorded, registry=registry)
+    return _write(corpus, out, plan, where, rules, workers, applied=pipeline, recorded=pipeline, registry=registry)
 
 
 def processed_before(
-    source: Path, plan: list[Planned], pipeline: Sequence[TextStep]
+    source: Path, plan: list[Planned], pipeline: Sequence[TextStep], registry: Registry
 ) -> tuple[Sequence[TextStep], tuple[TextStep, ...]]:
     """(the steps still to apply, the steps `aiayn data` applied to the text in `source` already
     (its prepared.json)). Text processed otherwise than --pipeline asks, or text that holds the
@@ -108,7 +110,7 @@ def processed_before(
     refuses it."""
     done = recorded_pipeline(source)
     if done:
-        recorded = parse_steps(done)
+        recorded = parse_steps(done, registry)
         if pipeline and list(pipeline) != list(recorded):
             raise UserError(
                 f"--pipeline: --from {source} holds text that `aiayn data` processed with {step_names(recorded)} (its "
@@ -125,7 +127,7 @@ def processed_before(
 
 def _write(
     corpus: Corpus, out: Path, plan: list[Planned], where: str, rules: CleanRules | None, workers: int, *,
-    applied: Sequence[TextStep], recorded: Sequence[TextStep],
+    applied: Sequence[TextStep], recorded: Sequence[TextStep], registry: Registry,
 ) -> Report:  # fmt: skip
     """Write the planned splits into `out`, each line through the `applied` steps; prepared.json
     records `recorded` (what the text has been through)."""
@@ -133,7 +135,7 @@ def _write(
     skipped = [s.name for s in corpus.splits if s.name not in present]
     report = Report(corpus.name, out, where, rules.describe(corpus.cleaned_as) if rules else None, skipped=skipped,
                     pipeline=list(recorded), langs=corpus.langs)  # fmt: skip
-    texts = tuple(TextPipeline(applied, lang) for lang in corpus.langs) if applied else None
+    texts = tuple(TextPipeline(applied, lang, registry) for lang in corpus.langs) if applied else None
     with staged_folder(out) as tmp:
         for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
             report.splits.append(

@@ -24,11 +24,12 @@ TINY = [
 ]  # fmt: skip
 
 
-def cli(*argv: str) -> tuple[int, str, str]:
+def cli(*argv: str, registry=None) -> tuple[int, str, str]:
+    """`aiayn ARGV` in this process (with `registry`, default the one the command loads): exit code, stdout, stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = main([str(a) for a in argv])
+            code = main([str(a) for a in argv], registry=registry)
         except SystemExit as e:  # argparse's own usage errors
             code = int(e.code or 0)
     return code, out.getvalue(), err.getvalue()

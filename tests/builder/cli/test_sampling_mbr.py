@@ -16,6 +16,7 @@ from aiayn import UtilitySpec, load_run
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
 from tests.builder.decode.test_checkpoint import make_run
+from tests.conftest import registry
 
 LINES = ["she sold eight apples", "we counted two pictures", "", "the dog"]
 
@@ -121,8 +122,13 @@ def overlap(spec):
     return utility
 
 
-def test_a_utility_of_ones_own_plugs_in(translator):
-    aiayn.register(Overlap, slot="utility", build=overlap)
+def test_a_utility_of_ones_own_plugs_in(run):
+    def register() -> None:
+        aiayn.register(Overlap, slot="utility", build=overlap)
+        aiayn.register(type("Broken", (UtilitySpec,), {"__annotations__": {"type": Literal["broken"]}, "type": "broken"}),
+                       slot="utility", build=lambda spec: lambda c, r: np.zeros(3))  # fmt: skip
+
+    translator = load_run(run, device="cpu", registry=registry().extended(register))
     chosen = translator.translate(LINES, n_best=4, mbr="word_overlap", with_scores=True)
     nbest = translator.translate(LINES, n_best=4)
     for i, group in enumerate(nbest):
@@ -130,8 +136,6 @@ def test_a_utility_of_ones_own_plugs_in(translator):
             expected = overlap(None)(group, group).mean(axis=1)
             assert chosen[i][0].text == group[int(np.argmax(expected))]
             assert chosen[i][0].utility == pytest.approx(float(expected.max()))
-    aiayn.register(type("Broken", (UtilitySpec,), {"__annotations__": {"type": Literal["broken"]}, "type": "broken"}),
-                   slot="utility", build=lambda spec: lambda c, r: np.zeros(3))  # fmt: skip
     with pytest.raises(
         aiayn.PluginError,
         match=r"^an MBR utility must return a finite array of shape \(candidates, references\) = \(4, 4\), got shape \(3,\)$",

@@ -16,10 +16,9 @@ from aiayn.builder.data.datamodule import TranslationDataModule
 from aiayn.builder.data.spec import make_datamodule
 from aiayn.builder.data.tokenizer import Tokenizer, training_sample
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.data import StaticShapesSpec
 from aiayn.schemas.tokenizer import BpeTokenizerSpec
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 DEMO = (400, 50, 40)
 
@@ -33,7 +32,7 @@ def make(run_dir, **kw) -> TranslationDataModule:
         "cache_dir": run_dir.parent / "cache",
         "seed": 3,
     } | kw
-    return TranslationDataModule(**args)
+    return TranslationDataModule(**args, registry=registry())
 
 
 @pytest.fixture
@@ -53,7 +52,7 @@ def test_demo_setup(dm, tmp_path):
         "valid.de",
         "valid.en",
     ]
-    assert Tokenizer.load(run / "tokenizer.json") == dm.src_tokenizer
+    assert Tokenizer.load(run / "tokenizer.json", registry()) == dm.src_tokenizer
     assert dm.src_tokenizer is dm.tgt_tokenizer and dm.vocab_size == dm.src_vocab_size == 300
     assert dm.filter_counts == {"kept": 400, "too_long": 0, "too_short": 0}
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 400, "valid": 50, "test": 40}
@@ -99,6 +98,7 @@ def test_resume_reuses_tokenizer_and_cache(dm, tmp_path, monkeypatch):
 def test_files_with_separate_vocabularies(dm, tmp_path):
     data = tmp_path / "run" / "data"
     files = TranslationDataModule(
+        registry=registry(),
         run_dir=tmp_path / "run2",
         train=(data / "train.en", data / "train.de"),
         valid=(data / "valid.en", data / "valid.de"),
@@ -131,10 +131,10 @@ def test_tokenizer_trains_on_a_sample_only_of_a_larger_split(dm, tmp_path):
 
 
 def test_copies_a_given_tokenizer(dm, tmp_path):
-    given = Tokenizer.load(tmp_path / "run" / "tokenizer.json")
+    given = Tokenizer.load(tmp_path / "run" / "tokenizer.json", registry())
     other = make(tmp_path / "run3", tokenizers=(given, given))
     other.setup("fit")
-    assert Tokenizer.load(tmp_path / "run3" / "tokenizer.json") == dm.src_tokenizer
+    assert Tokenizer.load(tmp_path / "run3" / "tokenizer.json", registry()) == dm.src_tokenizer
     separate = make(tmp_path / "run4", shared_vocab=False, tokenizers=(given, dm.src_tokenizer))
     assert separate.prepare_tokenizers() == (given, dm.src_tokenizer)
     assert [p.name for p in sorted((tmp_path / "run4").glob("tokenizer*.json"))] == ["tokenizer.src.json", "tokenizer.tgt.json"]

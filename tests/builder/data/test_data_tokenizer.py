@@ -10,7 +10,7 @@ from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.rundir import RunDir
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, registry
 
 MULTI30K = SHARED_DATA / "multi30k"
 
@@ -74,7 +74,7 @@ def test_unknown_characters_become_unk(demo_tokenizer):
 def test_save_load_identity(demo_tokenizer, tmp_path):
     path = tmp_path / "run" / "tokenizer.json"
     demo_tokenizer.save(path)
-    loaded = Tokenizer.load(path)
+    loaded = Tokenizer.load(path, registry())
     assert loaded == demo_tokenizer
     assert loaded.to_json() == demo_tokenizer.to_json()
     s = "gestern malten die Kinder fünfhundertsiebenundzwanzig Stühle"
@@ -84,7 +84,7 @@ def test_save_load_identity(demo_tokenizer, tmp_path):
 
 def test_load_missing(tmp_path):
     with pytest.raises(UserError) as e:
-        Tokenizer.load(tmp_path / "tokenizer.json")
+        Tokenizer.load(tmp_path / "tokenizer.json", registry())
     assert str(e.value) == f"tokenizer file not found: {tmp_path / 'tokenizer.json'}"
 
 
@@ -92,7 +92,7 @@ def test_load_corrupt(tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text('{"version": "1.0", "model": ', encoding="utf-8")
     with pytest.raises(UserError) as e:
-        Tokenizer.load(path)
+        Tokenizer.load(path, registry())
     assert str(e.value).startswith(f"{path} is not a valid tokenizer file (")
     assert str(e.value).endswith("); delete it to train a new one")
 
@@ -101,7 +101,7 @@ def test_load_foreign_tokenizer_without_our_specials(demo_tokenizer, tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(demo_tokenizer.to_json().replace('"<pad>"', '"[PAD]"'), encoding="utf-8")
     with pytest.raises(UserError) as e:
-        Tokenizer.load(path)
+        Tokenizer.load(path, registry())
     assert str(e.value) == (f"{path}: special token '<pad>' must have id 0, found None; use a tokenizer trained by aiayn")
 
 
@@ -128,18 +128,18 @@ def test_training_sample_only_above_the_limit():
 
 def test_run_directory_layout(demo_tokenizer, tmp_path):
     with pytest.raises(UserError, match="no tokenizer in .*: expected tokenizer.json"):
-        load_run_tokenizers(RunDir(tmp_path))
+        load_run_tokenizers(RunDir(tmp_path), registry())
     src_file, tgt_file = RunDir(tmp_path).tokenizer_files(joint=False)
     assert (src_file.name, tgt_file.name) == ("tokenizer.src.json", "tokenizer.tgt.json")
     demo_tokenizer.save(src_file)
     with pytest.raises(UserError, match="tokenizer file not found: .*tokenizer.tgt.json"):
-        load_run_tokenizers(RunDir(tmp_path))
+        load_run_tokenizers(RunDir(tmp_path), registry())
     demo_tokenizer.save(tgt_file)
-    src, tgt = load_run_tokenizers(RunDir(tmp_path))
+    src, tgt = load_run_tokenizers(RunDir(tmp_path), registry())
     assert src == tgt == demo_tokenizer and src is not tgt
     shared, _ = RunDir(tmp_path).tokenizer_files(joint=True)
     demo_tokenizer.save(shared)
-    src, tgt = load_run_tokenizers(RunDir(tmp_path))
+    src, tgt = load_run_tokenizers(RunDir(tmp_path), registry())
     assert src is tgt
 
 

@@ -15,13 +15,14 @@ from aiayn.builder.data.spm import SentencePieceTokenizer, from_model_file
 from aiayn.builder.data.tokenizer import SPECIALS, Tokenizer, layout
 from aiayn.builder.errors import UserError
 from aiayn.schemas.tokenizer import SentencePieceTokenizerSpec, TokenizerFileSpec
+from tests.conftest import registry
 
 pytest.importorskip("sentencepiece")
 EN, DE = generate_demo(1500, 1, 1, seed=0)["train"]
 
 
 def make(spec, *, shared_vocab=True, vocab_size=400):
-    return make_tokenizers(spec, vocab_size=vocab_size, shared_vocab=shared_vocab, src=lambda: EN, tgt=lambda: DE)
+    return make_tokenizers(spec, registry(), vocab_size=vocab_size, shared_vocab=shared_vocab, src=lambda: EN, tgt=lambda: DE)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,9 @@ def test_ids_are_the_librarys_own(joint, tmp_path):
         subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     ) == joint.encode_batch(EN[:5])
     assert all(joint.decode(joint.encode(s)) == s for s in EN[:300] + DE[:300])  # character_coverage 1.0: every letter kept
-    assert 200 < joint.vocab_size <= 400 and Tokenizer.load(_saved(joint, tmp_path)) == joint  # fewer where the text runs out
+    assert (
+        200 < joint.vocab_size <= 400 and Tokenizer.load(_saved(joint, tmp_path), registry()) == joint
+    )  # fewer where the text runs out
     assert make(SentencePieceTokenizerSpec())[0] == joint  # deterministic
     assert make(SentencePieceTokenizerSpec(model_type="bpe"))[0].encode(EN[0]) != joint.encode(EN[0])
 
@@ -70,7 +73,7 @@ def test_read_from_files(joint, tmp_path):
     bpe.save(tmp_path / "bpe.json")
     src, tgt, _ = make(TokenizerFileSpec(path=str(tmp_path / "joint.model")))
     assert src is tgt and src.encode(EN[1]) == joint.encode(EN[1])
-    assert read_tokenizer_file(tmp_path / "bpe.json", "data.tokenizer.path") == bpe
+    assert read_tokenizer_file(tmp_path / "bpe.json", "data.tokenizer.path", registry()) == bpe
     with pytest.raises(UserError) as e:
         make(TokenizerFileSpec(path=str(tmp_path / "joint.model"), target_path=str(tmp_path / "bpe.json")))
     assert "number their tokens differently, and model.embedding.shared_vocab is true" in str(e.value)
@@ -105,9 +108,11 @@ def test_a_model_of_other_ids_is_renumbered(tmp_path):
 
 
 def test_the_datamodule_saves_one_file_a_side(tmp_path):
-    dm = TranslationDataModule(run_dir=tmp_path / "run", demo=(300, 20, 20), vocab_size=300, max_tokens=200,
+    dm = TranslationDataModule(registry=registry(), run_dir=tmp_path / "run", demo=(300, 20, 20), vocab_size=300, max_tokens=200,
                                tokenizer=SentencePieceTokenizerSpec(joint=False))  # fmt: skip
     src, tgt = dm.prepare_tokenizers()
     assert sorted(p.name for p in (tmp_path / "run").glob("tokenizer*.json")) == ["tokenizer.src.json", "tokenizer.tgt.json"]
-    again = TranslationDataModule(run_dir=tmp_path / "run", demo=(300, 20, 20), vocab_size=300, max_tokens=200)
+    again = TranslationDataModule(
+        registry=registry(), run_dir=tmp_path / "run", demo=(300, 20, 20), vocab_size=300, max_tokens=200
+    )
     assert again.prepare_tokenizers() == (src, tgt)  # a resumed run reads them back, whatever its data.tokenizer says

@@ -14,7 +14,7 @@ from aiayn.builder.data.tokenizer import SPECIALS, check_vocabulary
 from aiayn.builder.errors import UserError
 from aiayn.schemas.data import FilesDataSpec
 from aiayn.schemas.text import LowercaseStep, MosesTokenizeStep, NormalizePunctuationStep
-from tests.conftest import EXPERIMENTS, SHARED_DATA
+from tests.conftest import EXPERIMENTS, SHARED_DATA, registry
 
 LITERATURE = [LowercaseStep(), NormalizePunctuationStep(), MosesTokenizeStep()]
 RAW, TOK = SHARED_DATA / "multi30k", SHARED_DATA / "multi30k-tok"
@@ -43,7 +43,7 @@ def lines(path: Path) -> list[str]:
 def test_the_pipeline_makes_the_literatures_text_on_every_line_of_every_split():
     found = {}
     for lang in ("en", "de"):
-        pipeline = TextPipeline(LITERATURE, lang)
+        pipeline = TextPipeline(LITERATURE, lang, registry())
         for ours, theirs in SPLITS.items():
             made, published = pipeline.lines(lines(RAW / f"{ours}.{lang}")), lines(TOK / f"{theirs}.lc.norm.tok.{lang}")
             assert len(made) == len(published)
@@ -52,7 +52,7 @@ def test_the_pipeline_makes_the_literatures_text_on_every_line_of_every_split():
                 found[ours, lang] = differ
     assert found == KNOWN
     # the one the README names: a period moved out of the closing quote
-    valid = TextPipeline(LITERATURE, "de").lines(lines(RAW / "valid.de"))[655]
+    valid = TextPipeline(LITERATURE, "de", registry()).lines(lines(RAW / "valid.de"))[655]
     assert valid.endswith("gayer than tea . &quot;") and lines(TOK / "val.lc.norm.tok.de")[655].endswith(
         "gayer than tea &quot; ."
     )
@@ -60,37 +60,42 @@ def test_the_pipeline_makes_the_literatures_text_on_every_line_of_every_split():
 
 def test_each_step_and_the_detokenizer():
     line = 'A man\u2019s "Hook-em" sign, 6:51 & more.'
-    assert TextPipeline([LowercaseStep()], "en")(line) == 'a man\u2019s "hook-em" sign, 6:51 & more.'
-    assert TextPipeline([NormalizePunctuationStep()], "en")(line) == 'A man\'s "Hook-em" sign, 6:51 & more.'
-    moses = TextPipeline(LITERATURE, "en")
+    assert TextPipeline([LowercaseStep()], "en", registry())(line) == 'a man\u2019s "hook-em" sign, 6:51 & more.'
+    assert TextPipeline([NormalizePunctuationStep()], "en", registry())(line) == 'A man\'s "Hook-em" sign, 6:51 & more.'
+    moses = TextPipeline(LITERATURE, "en", registry())
     assert moses(line) == "a man &apos;s &quot; hook-em &quot; sign , 6 : 51 &amp; more ."
     assert moses.detokenize(moses(line)) == 'a man\'s "hook-em" sign, 6: 51 & more.'
-    dashes = TextPipeline([MosesTokenizeStep(escape=False, aggressive_dash_splits=True)], "en")
+    dashes = TextPipeline([MosesTokenizeStep(escape=False, aggressive_dash_splits=True)], "en", registry())
     assert dashes(line) == 'A man \u2019 s " Hook @-@ em " sign , 6 : 51 & more .'  # no normalising: \u2019 stays a token
     assert dashes.detokenize(dashes(line)) == 'A man \u2019 s "Hook-em" sign, 6: 51 & more.'
-    assert TextPipeline([LowercaseStep()], "en").detokenize("a b .") == "a b ."  # nothing to undo
+    assert TextPipeline([LowercaseStep()], "en", registry()).detokenize("a b .") == "a b ."  # nothing to undo
 
 
 def test_a_pipeline_prints_as_its_steps():
-    assert repr(TextPipeline(LITERATURE, "de")) == "TextPipeline([lowercase, normalize_punctuation, moses_tokenize], lang='de')"
+    assert (
+        repr(TextPipeline(LITERATURE, "de", registry()))
+        == "TextPipeline([lowercase, normalize_punctuation, moses_tokenize], lang='de')"
+    )
 
 
 def test_steps_by_name_with_options_and_refusals():
-    data = FilesDataSpec(dir="d", pipeline=["lowercase", {"type": "moses_tokenize", "escape": False}])
+    data = FilesDataSpec.model_validate(
+        {"dir": "d", "pipeline": ["lowercase", {"type": "moses_tokenize", "escape": False}]}, context=registry().context
+    )
     assert data.pipeline == (LowercaseStep(), MosesTokenizeStep(escape=False))
     assert FilesDataSpec(dir="d").pipeline == ()
-    assert parse_steps(["lowercase", "normalize_punctuation"]) == (LowercaseStep(), NormalizePunctuationStep())
+    assert parse_steps(["lowercase", "normalize_punctuation"], registry()) == (LowercaseStep(), NormalizePunctuationStep())
     with pytest.raises(UserError) as e:
-        parse_steps(["lowercse"])
+        parse_steps(["lowercse"], registry())
     assert (
         str(e.value)
         == "'lowercse' is not a text pipeline step (lowercase, normalize_punctuation, moses_tokenize); did you mean 'lowercase'?"
     )
     with pytest.raises(UserError) as e:
-        parse_steps(["lowercase", "lowercase"])
+        parse_steps(["lowercase", "lowercase"], registry())
     assert str(e.value) == "lowercase appears more than once in ['lowercase', 'lowercase']; each step runs once"
     with pytest.raises(UserError) as e:
-        parse_steps(["moses_tokenize", "lowercase"])
+        parse_steps(["moses_tokenize", "lowercase"], registry())
     assert str(e.value) == (
         "lowercase comes after moses_tokenize in ['moses_tokenize', 'lowercase']; tokenize last, as Moses' scripts do "
         "(lowercase, normalize_punctuation, moses_tokenize)"
@@ -108,16 +113,18 @@ def test_a_bad_step_in_yaml_is_a_message_at_its_key(tmp_path, capsys):
 def test_processed_files_are_cached_by_content_and_steps(tmp_path):
     raw = tmp_path / "train.en"
     raw.write_text('Hello, World!\nA "quote".\n')
-    lower = processed_file(raw, TextPipeline([LowercaseStep()], "en"), tmp_path / "cache")
+    lower = processed_file(raw, TextPipeline([LowercaseStep()], "en", registry()), tmp_path / "cache")
     assert lower.read_text() == 'hello, world!\na "quote".\n'
     stamp = lower.stat().st_mtime_ns
-    assert processed_file(raw, TextPipeline([LowercaseStep()], "en"), tmp_path / "cache") == lower
+    assert processed_file(raw, TextPipeline([LowercaseStep()], "en", registry()), tmp_path / "cache") == lower
     assert lower.stat().st_mtime_ns == stamp  # read from the cache, not written again
-    moses = processed_file(raw, TextPipeline(LITERATURE, "en"), tmp_path / "cache")
+    moses = processed_file(raw, TextPipeline(LITERATURE, "en", registry()), tmp_path / "cache")
     # English punctuation normalising puts the period inside the quotes
     assert moses != lower and moses.read_text() == "hello , world !\na &quot; quote . &quot;\n"
     raw.write_text("Other text.\n")
-    assert processed_file(raw, TextPipeline([LowercaseStep()], "en"), tmp_path / "cache").read_text() == "other text.\n"
+    assert (
+        processed_file(raw, TextPipeline([LowercaseStep()], "en", registry()), tmp_path / "cache").read_text() == "other text.\n"
+    )
 
 
 def test_a_corpus_tokenized_already_is_refused(tmp_path):

@@ -10,9 +10,8 @@ from typing import Literal
 import pytest
 
 import aiayn
-from aiayn.builder.registry import unregister
 from tests.builder.cli.test_bad_inputs import TINY, cli
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, registry
 
 
 class WordsSpec(aiayn.TokenizerSpec):
@@ -36,32 +35,28 @@ def train_words(spec: WordsSpec, given: aiayn.TokenizerInputs):
 
 
 @pytest.fixture
-def words():
-    aiayn.register(WordsSpec, slot="tokenizer", build=train_words)
-    yield
-    unregister(WordsSpec)
+def words() -> aiayn.Registry:
+    return registry().extended(lambda: aiayn.register(WordsSpec, slot="tokenizer", build=train_words))
 
 
 def test_a_registered_tokenizer_trains_is_saved_and_read_back(words, tmp_path):
     code, out, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: words}", "trainer.max_steps=2",
-                         f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs")  # fmt: skip
+                         f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs", registry=words)  # fmt: skip
     assert code == 0, err
     assert "words: 300 of them" in out + err
     run = tmp_path / "runs" / "demo" / "version_0"
-    translator = aiayn.load_run(run)
+    translator = aiayn.load_run(run, registry=words)
     assert translator.src_tokenizer.name == "wordlevel" and translator.spec.data.tokenizer.type == "words"
     assert translator.src_tokenizer.encode("three books")[:1] != [3]  # a word it knows, not <unk>
     assert len(translator.translate(["three books"])) == 1
-    code, out, _ = cli("show", EXPERIMENTS / "demo.yaml", "data.tokenizer={type: words}")
+    code, out, _ = cli("show", EXPERIMENTS / "demo.yaml", "data.tokenizer={type: words}", registry=words)
     assert "tokenizer: words, one vocabulary" in out
 
 
 def test_a_tokenizer_builder_must_return_two_tokenizers(tmp_path):
-    aiayn.register(WordsSpec, slot="tokenizer", build=lambda spec, given: "not tokenizers")
-    try:
-        code, _, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: words}", "--runs", tmp_path / "runs")
-    finally:
-        unregister(WordsSpec)
+    broken = registry().extended(lambda: aiayn.register(WordsSpec, slot="tokenizer", build=lambda spec, given: "not tokenizers"))
+    code, _, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: words}", "--runs", tmp_path / "runs",
+                       registry=broken)  # fmt: skip
     assert code == 2 and err == (
         "aiayn train: error: the builder of the tokenizer 'words' returned str; it must return (source, target, description), "
         "two aiayn Tokenizers (a FastTokenizer, say) and a str\n"
@@ -111,31 +106,28 @@ def train_chars(spec: CharsSpec, given: aiayn.TokenizerInputs):
 def test_a_plugins_own_tokenizer_class_trains_is_saved_read_back_and_translates(tmp_path):
     from aiayn.builder.data.tokenizer import Tokenizer
 
-    aiayn.register(CharsSpec, slot="tokenizer", build=train_chars, load=Chars.load)
-    try:
-        code, out, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: chars}", "trainer.max_steps=2",
-                             f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs")  # fmt: skip
-        assert code == 0, err
-        run = tmp_path / "runs" / "demo" / "version_0"
-        saved = json.loads((run / "tokenizer.json").read_text())
-        assert saved["aiayn_tokenizer"] == "chars" and " " in saved["alphabet"]  # its type beside its own JSON
-        translator = aiayn.load_run(run)
-        assert type(translator.src_tokenizer) is Chars and translator.src_tokenizer.alphabet == saved["alphabet"]
-        assert translator.src_tokenizer.encode("ab") == [translator.src_tokenizer.index["a"], translator.src_tokenizer.index["b"]]
-        [line] = translator.translate(["three books"])
-        assert isinstance(line, str)
-        code, _, err = cli("evaluate", run, "--json")
-        assert code == 0, err
-    finally:
-        unregister(CharsSpec)
+    chars = registry().extended(lambda: aiayn.register(CharsSpec, slot="tokenizer", build=train_chars, load=Chars.load))
+    code, out, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: chars}", "trainer.max_steps=2",
+                         f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs", registry=chars)  # fmt: skip
+    assert code == 0, err
+    run = tmp_path / "runs" / "demo" / "version_0"
+    saved = json.loads((run / "tokenizer.json").read_text())
+    assert saved["aiayn_tokenizer"] == "chars" and " " in saved["alphabet"]  # its type beside its own JSON
+    translator = aiayn.load_run(run, registry=chars)
+    assert type(translator.src_tokenizer) is Chars and translator.src_tokenizer.alphabet == saved["alphabet"]
+    assert translator.src_tokenizer.encode("ab") == [translator.src_tokenizer.index["a"], translator.src_tokenizer.index["b"]]
+    [line] = translator.translate(["three books"])
+    assert isinstance(line, str)
+    code, _, err = cli("evaluate", run, "--json", registry=chars)
+    assert code == 0, err
     with pytest.raises(aiayn.UserError) as e:  # the plugin gone: named, not read as a Hugging Face tokenizer.json
-        Tokenizer.load(run / "tokenizer.json")
+        Tokenizer.load(run / "tokenizer.json", registry())
     assert str(e.value) == (  # registered here, not by an installed distribution: no pip line to offer
         f"{run / 'tokenizer.json'} was trained with 'chars' of test_tokenizer_types, which is not installed here; its record "
         "'test_tokenizer_types' names no distribution pip can install (name==version): install the plugin that registers those types"
     )
     with pytest.raises(aiayn.PluginError, match=r"load= is a tokenizer type's function"):
-        aiayn.register(WordsSpec, slot="norm", build=train_words, load=Chars.load)
+        registry().extended(lambda: aiayn.register(WordsSpec, slot="norm", build=train_words, load=Chars.load))
 
 
 def test_a_tokenizer_whose_json_is_not_an_object_is_a_plugin_error(tmp_path):

@@ -11,9 +11,8 @@ import pytest
 from aiayn.builder.data.trees import read_trees
 from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.model.size import count_params
-from aiayn.builder.run.config import load_experiment
 from tests.builder.cli.test_bad_inputs import cli
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 
 TREES = [
     "( (S (NP-SBJ (DT The) (NN dog)) (VP (VBD barked)) (. .)) )",

@@ -22,10 +22,9 @@ from aiayn.builder.decode.checkpoint import (
     save_checkpoint,
 )
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.task import TranslationTask
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 # the demo experiment, shrunk: one layer of width 16, a 50-token vocabulary, a 12-pair corpus
 SMALL = [
@@ -57,7 +56,7 @@ def demo_tokenizer() -> Tokenizer:
 def save_task_checkpoint(path: Path, experiment: dict[str, Any], *, seed: int, step: int = 0) -> TranslationTask:
     """A checkpoint in Lightning's layout for a freshly initialised TranslationTask."""
     torch.manual_seed(seed)
-    task = TranslationTask(experiment)
+    task = TranslationTask(experiment, registry=registry())
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
@@ -163,7 +162,7 @@ def test_a_lightning_checkpoint_loads_with_weights_only(tmp_path):
     from aiayn.builder.data.dataset import Example
 
     experiment = small_experiment("trainer.max_steps=2")
-    task = TranslationTask(experiment)
+    task = TranslationTask(experiment, registry=registry())
     pair = Example(0, np.array([5, 6, 7], np.int32), np.array([8, 9], np.int32))
     loader = torch.utils.data.DataLoader(
         [[pair, pair]] * 2, batch_size=None, collate_fn=TranslationCollator(pad_id=0, bos_id=1, eos_id=2)
@@ -223,7 +222,7 @@ def test_resolve_run_directories_and_files(tmp_path):
 def test_load_for_inference_rebuilds_the_model(tmp_path):
     run = make_run(tmp_path, seed=3)
     torch.manual_seed(3)
-    task = TranslationTask(small_experiment())
+    task = TranslationTask(small_experiment(), registry=registry())
     loaded = load_for_inference(run)
     assert not loaded.model.training
     assert loaded.spec.name == "demo" and loaded.spec.model.d_model == 16

@@ -19,10 +19,9 @@ from aiayn.builder.decode.translator import load_run
 from aiayn.builder.model.build import build_model
 from aiayn.builder.train.callbacks import attention_figures, attention_weights
 from aiayn.schemas.decode import DecodeSpec
-from aiayn.schemas.experiment import ExperimentSpec
 from tests.builder.cli.test_bad_inputs import cli, snapshot
 from tests.builder.model.test_decoder_only import gpt2_experiment
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, validated_experiment
 
 SEP = 4
 
@@ -33,7 +32,7 @@ def model(mask: str):
     experiment["model"]["embedding"]["output_bias"] = True
     experiment["data"] = {"type": "demo", "max_len": 31}
     torch.manual_seed(0)
-    built = build_model(ExperimentSpec.model_validate(experiment)).eval()
+    built = build_model(validated_experiment(experiment)).eval()
     with torch.no_grad():
         built.generator.bias[2] = 2.8  # </s> likely enough to end hypotheses at different steps
     return built
@@ -167,7 +166,7 @@ def test_a_decoder_only_translations_batches_hold_the_pairs_an_encoder_decoders_
     holds the very pairs that the encoder-decoder's step holds (the same data, tokenizer and seed),
     each read as one sequence `<s> x <sep> y`; a language model's sentences count once."""
     from aiayn.builder.data.spec import make_datamodule
-    from aiayn.builder.run.config import load_experiment
+    from tests.conftest import load_experiment
 
     demo = ["data.n_train=3000", "data.max_len=60"]
     joint = make_datamodule(

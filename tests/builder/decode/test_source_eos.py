@@ -6,9 +6,8 @@ import torch
 from aiayn.builder.decode.metrics import perplexity, teacher_forced
 from aiayn.builder.decode.translate import translate_ids, with_source_eos
 from aiayn.builder.model.build import build_model
-from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.decode import DecodeSpec
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 
 SMALL = ["dims.vocab_size=40", "dims.d_model=16", "dims.d_ff=24", "dims.h=4", "dims.d_k=4", "dims.d_v=6", "dims.N=2"]
 SOURCES = [[5, 9, 11], [], [7], [30, 31, 32, 33, 34]]

@@ -59,7 +59,7 @@ def test_the_export_generates_as_aiayn_generate_does(family, tokenizer, tmp_path
 
 def test_what_neither_family_holds_is_refused_by_name(tmp_path):
     from aiayn.builder.export.to_causal_lm import family
-    from aiayn.builder.run.config import load_experiment
+    from tests.conftest import load_experiment
 
     with pytest.raises(UserError, match=r"^cannot export to X: GPT-2 and Llama are pre-norm, their embeddings unscaled"):
         family(load_experiment(LM).model, "X")  # the demo scales its embedding

@@ -12,9 +12,9 @@ from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
 from aiayn.builder.model.weights import interleaved_to_concatenated
-from aiayn.schemas.experiment import ExperimentSpec
 from tests.builder.decode.test_checkpoint import small_experiment
 from tests.builder.export.runs import LEARNED, scrambled_run
+from tests.conftest import validated_experiment
 
 CT2, MARIAN = "cannot export to CTranslate2: ", "cannot export to Hugging Face Marian: "
 FFN = {"type": "feed_forward", "d_ff": 32}
@@ -25,7 +25,7 @@ def model_spec(*overrides: str, edit=None):
     experiment = small_experiment(*overrides)
     if edit is not None:
         edit(experiment["model"])
-    return ExperimentSpec.model_validate(experiment).model
+    return validated_experiment(experiment).model
 
 
 def heterogeneous(model: dict) -> None:

@@ -11,9 +11,7 @@ from aiayn.builder.decode.generate import Sampling, generate_ids
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import count_params
-from aiayn.builder.run.config import load_experiment
-from aiayn.schemas.experiment import ExperimentSpec
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, validated_experiment
 
 transformers = pytest.importorskip("transformers")
 V, D, H, LAYERS, POSITIONS = 97, 32, 4, 2, 64
@@ -124,11 +122,11 @@ def tokens(seed: int = 1, batch: int = 3, length: int = 20) -> torch.Tensor:
 @pytest.mark.parametrize("family", ["gpt2", "llama", "llama-mqa-tied"])
 def test_logits_equal_transformers_on_copied_weights_and_the_counts_are_exact(family):
     if family == "gpt2":
-        spec, hf, copy = ExperimentSpec.model_validate(gpt2_experiment()), gpt2_reference(), copy_gpt2
+        spec, hf, copy = validated_experiment(gpt2_experiment()), gpt2_reference(), copy_gpt2
     else:
         kv, tied = (1, True) if family == "llama-mqa-tied" else (2, False)
         spec, hf, copy = (
-            ExperimentSpec.model_validate(llama_experiment(kv=kv, tied=tied)),
+            validated_experiment(llama_experiment(kv=kv, tied=tied)),
             llama_reference(kv=kv, tied=tied),
             copy_llama,
         )
@@ -144,7 +142,7 @@ def test_logits_equal_transformers_on_copied_weights_and_the_counts_are_exact(fa
 
 
 def test_greedy_generation_equals_generate_and_cached_equals_full():
-    spec = ExperimentSpec.model_validate(llama_experiment())
+    spec = validated_experiment(llama_experiment())
     model, hf = build_model(spec).eval(), llama_reference(seed=3)
     copy_llama(hf, model)
     prompts = [[5, 9, 13, 4], [7, 7, 8, 20]]
@@ -157,7 +155,7 @@ def test_greedy_generation_equals_generate_and_cached_equals_full():
 
 
 def test_sampling_is_reproducible_for_a_seed_and_top_k_one_is_greedy():
-    model = build_model(ExperimentSpec.model_validate(gpt2_experiment())).eval()
+    model = build_model(validated_experiment(gpt2_experiment())).eval()
     prompts = [[5, 6], [9, 9]]
 
     def sample(seed: int, **settings) -> list[list[int]]:
@@ -194,16 +192,14 @@ def test_a_prefix_models_cached_decoding_equals_its_full_pass():
     experiment = gpt2_experiment()
     experiment["model"]["source_mask"] = "prefix"
     experiment["data"] = {"type": "demo", "max_len": 31}
-    model = build_model(ExperimentSpec.model_validate(experiment)).eval()
+    model = build_model(validated_experiment(experiment)).eval()
     src, tgt = tokens(2, 2, 6), tokens(3, 2, 5)
     with torch.no_grad():
         full = model(src, tgt)
         state, steps = model.init_state(), []
         for t in range(tgt.size(1)):
             steps.append(model.decode(tgt[:, t : t + 1], src, None, state))
-        causal = build_model(
-            ExperimentSpec.model_validate({**experiment, "model": {**experiment["model"], "source_mask": "causal"}})
-        )
+        causal = build_model(validated_experiment({**experiment, "model": {**experiment["model"], "source_mask": "causal"}}))
         causal.load_state_dict(model.state_dict())
         causal_logits = causal.eval()(src, tgt)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
@@ -214,7 +210,7 @@ def test_a_decoder_only_model_refuses_cross_attention_and_monolingual_data_an_en
     experiment = gpt2_experiment()
     experiment["model"]["decoder"]["layer"].insert(1, {"type": "cross_attention", "h": H, "d_k": 8, "d_v": 8})
     with pytest.raises(ValueError) as e:
-        ExperimentSpec.model_validate(experiment)
+        validated_experiment(experiment)
     assert "cross_attention attends to an encoder's output, and this model has none (model.encoder is absent: a decoder-only " \
            "model); remove it, or add an encoder" in str(e.value)  # fmt: skip
     with pytest.raises(UserError) as e:

@@ -10,10 +10,8 @@ from PIL import Image
 import aiayn
 from aiayn.builder.cli import main
 from aiayn.builder.model.figure import WIDTH_IN, layout, save
-from aiayn.builder.model.registry import unregister
-from aiayn.builder.run.config import load_experiment
 from tests.builder.model.test_registry import TINY, ScaledGatedAttentionSpec, build_gated, experiment, gated_flops
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 
 def svg_texts(path) -> list[str]:
@@ -99,17 +97,20 @@ def test_a_heterogeneous_pre_norm_stack_draws_each_different_layer(write, tmp_pa
 
 
 def test_a_plugin_block_is_labelled_by_its_registration(write, tmp_path):
-    aiayn.register(
-        ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda spec, d: 0,
-        label=lambda spec: f"scaled gated attention ({spec.h} heads)",
-    )  # fmt: skip
-    try:
-        spec = load_experiment(experiment(write), TINY).model
-        path = tmp_path / "plugin.svg"
-        save(layout(spec), path)
-        texts = svg_texts(path)
-    finally:
-        unregister(ScaledGatedAttentionSpec)
+    labelled = registry().extended(
+        lambda: aiayn.register(
+            ScaledGatedAttentionSpec,
+            slot="sublayer",
+            build=build_gated,
+            flops=gated_flops,
+            activations=lambda spec, d: 0,
+            label=lambda spec: f"scaled gated attention ({spec.h} heads)",
+        )  # fmt: skip
+    )
+    spec = load_experiment(experiment(write), TINY, registry=labelled).model
+    path = tmp_path / "plugin.svg"
+    save(layout(spec), path)
+    texts = svg_texts(path)
     assert sublayers_and_counts(texts, {"scaled gated attention (2 heads)", "Feed Forward"})[:3] == [
         "scaled gated attention (2 heads)",
         "Feed Forward",

@@ -4,12 +4,10 @@ import pytest
 import torch
 
 from aiayn.builder.model.build import build_model
-from aiayn.builder.model.registry import registration
 from aiayn.builder.model.size import count_params, flops_per_token, param_table
 from aiayn.builder.model.summary import paper_columns
-from aiayn.builder.run.config import load_experiment
-from aiayn.schemas.slots import SLOTS, load
-from tests.conftest import EXPERIMENTS
+from aiayn.schemas.slots import SLOTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 SMALL = ["dims.vocab_size=50", "dims.d_model=16", "dims.d_ff=24", "dims.h=2", "dims.d_k=5", "dims.d_v=3", "dims.N=2"]
 
@@ -23,13 +21,13 @@ def subclasses(cls):
 
 
 def test_every_spec_of_a_slot_is_registered_with_its_builder():
-    load()  # the blocks register (and their spec modules are imported) on first use: use them
+    builtin = registry()  # aiayn's own blocks: their spec modules are imported by then
     for slot in SLOTS.values():
         ours = [c for c in subclasses(slot.base) if c.__module__.startswith("aiayn.") and "type" in c.model_fields]
         assert ours, slot.name
         for cls in ours:
-            assert slot.members[cls.model_fields["type"].default] is cls
-            assert registration(cls).slot == slot.name
+            assert builtin.classes(slot.name)[cls.model_fields["type"].default] is cls
+            assert builtin.registration(cls).slot == slot.name
 
 
 VARIANTS = [

@@ -71,8 +71,7 @@ def test_bf16_autocast_values_and_gradients_match_the_reference(monkeypatch):
 def test_a_training_step_with_the_fused_loss_equals_the_unfused_one(tmp_path):
     from aiayn.builder.model.build import PAD_ID, build_model
     from aiayn.builder.model.loss import batch_loss
-    from aiayn.builder.run.config import load_experiment
-    from tests.conftest import EXPERIMENTS
+    from tests.conftest import EXPERIMENTS, load_experiment
 
     spec = load_experiment(
         EXPERIMENTS / "demo.yaml",

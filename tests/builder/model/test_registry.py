@@ -16,12 +16,10 @@ from aiayn.builder.cli import main
 from aiayn.builder.decode.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
-from aiayn.builder.model.registry import BuildContext, build, unregister
+from aiayn.builder.model.registry import BuildContext, build
 from aiayn.builder.model.size import flops_per_token
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.callbacks import attention_weights
-from aiayn.schemas import slots
-from tests.conftest import EXPERIMENTS, ROOT
+from tests.conftest import EXPERIMENTS, ROOT, load_experiment, registry
 
 DEMO = EXPERIMENTS / "demo.yaml"
 D, H, DK, DV, DFF, V = 32, 2, 8, 12, 64, 300
@@ -89,14 +87,17 @@ def gated_flops(spec: ScaledGatedAttentionSpec, d_model: int, length: int) -> fl
     return attention + 2 * d_model * d_model
 
 
-@pytest.fixture
-def gated():
+def register_gated() -> None:
     aiayn.register(
         ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops,
         activations=lambda spec, d: spec.h * 2 * (spec.d_k + spec.d_v) + 6 * d,
     )  # fmt: skip
-    yield ScaledGatedAttentionSpec
-    unregister(ScaledGatedAttentionSpec)
+
+
+@pytest.fixture
+def gated() -> aiayn.Registry:
+    """aiayn's own blocks and the gated attention: a registry of the test's own."""
+    return registry().extended(register_gated)
 
 
 def experiment(write, layer: str = f"{{type: scaled_gated_attention, h: {H}, d_k: {DK}, d_v: {DV}}}") -> Path:
@@ -108,10 +109,10 @@ def experiment(write, layer: str = f"{{type: scaled_gated_attention, h: {H}, d_k
 
 def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_path, capsys, monkeypatch):
     path = experiment(write)
-    assert main(["validate", str(path), *TINY]) == 0
+    assert main(["validate", str(path), *TINY], registry=gated) == 0
     assert capsys.readouterr().out.startswith(f"{path}: ok: gated, ")
 
-    assert main(["show", str(path), *TINY, "--json"]) == 0
+    assert main(["show", str(path), *TINY, "--json"], registry=gated) == 0
     info = json.loads(capsys.readouterr().out)
     mha = D * H * (2 * DK + DV) + H * (2 * DK + DV) + H * DV * D + D
     gated_block = mha + D * D + D + 1  # the attention, the gate's W_g and b_g, the scale
@@ -125,31 +126,28 @@ def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_pat
         "params": gated_block,
     } in info["blocks"]
     assert info["paper"]["h"] == H and info["paper"]["d_k"] == DK
-    spec = load_experiment(path, TINY)
+    spec = load_experiment(path, TINY, registry=gated)
     assert info["params"] == sum(p.numel() for p in build_model(spec.model).parameters())
 
     monkeypatch.chdir(tmp_path)
     overrides = [*TINY, "trainer.max_steps=2", "trainer.val_check_interval=null", f"data.cache_dir={tmp_path / 'cache'}"]
-    assert main(["train", str(path), *overrides]) == 0
+    assert main(["train", str(path), *overrides], registry=gated) == 0
     results = json.loads((tmp_path / "runs" / "gated" / "version_0" / "results.json").read_text())
     assert results["steps"] == 2 and results["params"] == info["params"]
 
     # the run names the plugin that registered its type; where it is gone, opening the run says so
-    monkeypatch.setitem(slots._dists, "scaled_gated_attention", "gated-attention==1.2")
-    assert slots.plugins_used(spec.model_dump(mode="json")) == {"scaled_gated_attention": "gated-attention==1.2"}
+    plugin = registry().extended(register_gated, owner="plugin 'gated'", dist="gated-attention==1.2")
+    assert plugin.plugins_used(spec.model_dump(mode="json")) == {"scaled_gated_attention": "gated-attention==1.2"}
     run = tmp_path / "runs" / "gated" / "version_0"
     ckpt = load_checkpoint(run / "checkpoints" / "last.ckpt")
-    ckpt["hyper_parameters"]["plugins"] = slots.plugins_used(ckpt["hyper_parameters"]["experiment"])
+    ckpt["hyper_parameters"]["plugins"] = plugin.plugins_used(ckpt["hyper_parameters"]["experiment"])
     save_checkpoint(ckpt, run / "checkpoints" / "last.ckpt")
-    unregister(ScaledGatedAttentionSpec)
     with pytest.raises(UserError) as e:
-        load_for_inference(run)
+        load_for_inference(run, registry())  # without the plugin
     assert str(e.value) == (
         f"{run / 'checkpoints' / 'last.ckpt'} was trained with 'scaled_gated_attention' of gated-attention==1.2, which is not "
         "installed here: pip install gated-attention==1.2"
     )
-    aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda spec, d: 0)
-
     model = build_model(spec.model)
     maps = attention_weights(model, [5, 6, 7], [1, 8, 9])
     weights, from_source = maps[("encoder", 0, "ScaledGatedAttention")]
@@ -157,44 +155,51 @@ def test_a_registered_sublayer_validates_counts_and_trains(gated, write, tmp_pat
     assert torch.allclose(weights.sum(-1), torch.ones(1, H, 3))
 
 
-def refusal(path: Path, capsys) -> str:
+def refusal(path: Path, capsys, with_: aiayn.Registry | None = None) -> str:
     """What `aiayn validate` prints to stderr for `path`, which it refuses with exit 2."""
-    assert main(["validate", str(path), *TINY]) == 2
+    assert main(["validate", str(path), *TINY], registry=with_) == 2
     return capsys.readouterr().err
 
 
 def test_a_registered_sublayer_gets_the_usual_messages(gated, write, capsys):
     path = experiment(write, f"{{type: scaled_gated_attention, heads: {H}, d_k: {DK}, d_v: {DV}}}")
-    assert refusal(path, capsys) == (
+    assert refusal(path, capsys, gated) == (
         f"aiayn validate: error: {path} is not a valid experiment (2 errors):\n"
         "  model.encoder.layer[0].h: required key is missing\n"
         "  model.encoder.layer[0].heads: unknown key; did you mean 'h'?\n"
     )
     path = experiment(write, f"{{type: scaled_gated_atention, h: {H}, d_k: {DK}, d_v: {DV}}}")
-    assert refusal(path, capsys) == (
+    assert refusal(path, capsys, gated) == (
         f"aiayn validate: error: {path} is not a valid experiment (1 error):\n"
         "  model.encoder.layer[0]: type 'scaled_gated_atention' is not one of self_attention, causal_self_attention, "
         "cross_attention, feed_forward, gated_feed_forward, sliding_window_attention, scaled_gated_attention; did you mean 'scaled_gated_attention'?\n"
     )
     path = write("decoder.yaml", f"extends: {DEMO}\nname: d\nmodel:\n  decoder:\n    layer: [{{type: scaled_gated_attention, h: {H}, "
                  f"d_k: {DK}, d_v: {DV}}}, {{type: cross_attention, h: {H}, d_k: {DK}, d_v: {DV}}}]\n")  # fmt: skip
-    assert refusal(path, capsys).endswith(
+    assert refusal(path, capsys, gated).endswith(
         "  model.decoder.layer[0].type: scaled_gated_attention in the decoder lets a position see later target tokens, "
         "which are not known when translating; use causal_self_attention\n"
     )
 
 
 def test_the_schema_lists_a_registered_type(gated, capsys):
-    assert main(["schema"]) == 0
+    assert main(["schema"], registry=gated) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["$defs"]["ScaledGatedAttentionSpec"]["properties"]["type"]["const"] == "scaled_gated_attention"
     assert schema["$defs"]["ScaledGatedAttentionSpec"]["additionalProperties"] is False
 
 
-def test_unregistered_again_the_type_is_unknown(write, capsys):
-    aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops, activations=lambda s, d: 0)
-    unregister(ScaledGatedAttentionSpec)
-    assert "type 'scaled_gated_attention' is not one of self_attention, " in refusal(experiment(write), capsys)
+def test_a_registry_is_a_value_another_made_from_it_leaves_it_as_it_was(gated, write, capsys):
+    assert "scaled_gated_attention" in gated.classes("sublayer") and "scaled_gated_attention" not in registry().classes(
+        "sublayer"
+    )
+    assert "type 'scaled_gated_attention' is not one of self_attention, " in refusal(experiment(write), capsys, registry())
+    with pytest.raises(
+        aiayn.PluginError,
+        match=r"^aiayn.register is called by a plugin's registering function, while aiayn loads it \(an aiayn.blocks entry "
+        r"point\), or by Registry.extended\(function\); called by itself it registers nowhere$",
+    ):
+        register_gated()
 
 
 def test_what_registering_refuses(gated):
@@ -204,7 +209,7 @@ def test_what_registering_refuses(gated):
         match=r"^aiayn.register: type 'scaled_gated_attention' is already registered by "
         r"tests.builder.model.test_registry; give ScaledGatedAttentionSpec another type name$",
     ):
-        aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", **fine)
+        gated.extended(lambda: aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", **fine))
 
     class Again(aiayn.SublayerSpec):
         type: Literal["self_attention"] = "self_attention"
@@ -213,22 +218,22 @@ def test_what_registering_refuses(gated):
         aiayn.PluginError,
         match=r"^aiayn.register: type 'self_attention' is already registered by aiayn; give Again another type name$",
     ):
-        aiayn.register(Again, slot="sublayer", **fine)
+        gated.extended(lambda: aiayn.register(Again, slot="sublayer", **fine))
 
     class Untyped(aiayn.SublayerSpec):
         d: int = 1
 
     with pytest.raises(aiayn.PluginError, match=r'^aiayn.register: Untyped needs a field `type: Literal\["its-name"\]`'):
-        aiayn.register(Untyped, slot="sublayer", **fine)
+        gated.extended(lambda: aiayn.register(Untyped, slot="sublayer", **fine))
     with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: Again must subclass aiayn.NormSpec to fill the norm slot$"):
-        aiayn.register(Again, slot="norm", build=build_gated)
+        gated.extended(lambda: aiayn.register(Again, slot="norm", build=build_gated))
     with pytest.raises(
         aiayn.PluginError,
         match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
     ):
-        aiayn.register(Again, slot="sublayers", **fine)
+        gated.extended(lambda: aiayn.register(Again, slot="sublayers", **fine))
     with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):
-        aiayn.register(Again, slot="sublayer", build=build_gated)
+        gated.extended(lambda: aiayn.register(Again, slot="sublayer", build=build_gated))
 
 
 def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
@@ -236,25 +241,26 @@ def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
         type: Literal["unregistered"] = "unregistered"
 
     with pytest.raises(Exception, match=r"^no block is registered for Unregistered; register it with aiayn.register$"):
-        build(Unregistered(), BuildContext(d_model=8))
-    unregister(ScaledGatedAttentionSpec)
-    aiayn.register(
-        ScaledGatedAttentionSpec,
-        slot="sublayer",
-        build=lambda spec, ctx: nn.Linear(8, 8),
-        flops=gated_flops,
-        activations=lambda s, d: 0,
+        build(Unregistered(), BuildContext(d_model=8, registry=gated))
+    linear = registry().extended(
+        lambda: aiayn.register(
+            ScaledGatedAttentionSpec,
+            slot="sublayer",
+            build=lambda spec, ctx: nn.Linear(8, 8),
+            flops=gated_flops,
+            activations=lambda s, d: 0,
+        )  # fmt: skip
     )
     with pytest.raises(
         aiayn.PluginError,
         match=r"^the builder of 'scaled_gated_attention' returned a Linear; a sub-layer's block "
         r"must subclass aiayn.Sublayer \(forward\(x, ctx\)\)$",
     ):
-        build(ScaledGatedAttentionSpec(h=1, d_k=1, d_v=1), BuildContext(d_model=8))
+        build(ScaledGatedAttentionSpec(h=1, d_k=1, d_v=1), BuildContext(d_model=8, registry=linear))
 
 
 def test_flops_come_from_the_registration(gated, write):
-    spec = load_experiment(experiment(write), TINY).model
+    spec = load_experiment(experiment(write), TINY, registry=gated).model
     paper = load_experiment(DEMO, TINY).model
     L = 64
     ours = gated_flops(spec.encoder.layer[0], D, L)
@@ -274,34 +280,35 @@ def example(path: Path, section: str) -> dict:
 
 def test_the_manuals_norm_registers_and_is_counted(capsys):
     plugin = example(ROOT / "docs" / "experiments.md", "## Blocks of your own")
-    plugin["register"]()
-    try:
-        assert main(["show", str(EXPERIMENTS / "base.yaml"), "model.encoder.add_norm.norm.type=scale_norm", "--json"]) == 0
-        info = json.loads(capsys.readouterr().out)
-        assert info["params"] == 63_082_496 - 6 * 2 * (2 * 512) + 6 * 2  # the encoder's LayerNorms become one scalar each
-        assert {"block": "encoder.layer add & norm (ScaleNorm x2)", "params_each": 2, "count": 6, "params": 12} in info["blocks"]
-        model = build_model(load_experiment(DEMO, ["model.encoder.add_norm.norm.type=scale_norm"]).model)
-        x = torch.randn(2, 3, 128)
-        norm = model.encoder.layers[0].sublayers[0].norm
-        torch.testing.assert_close(norm(x), 128**0.5 * x / x.norm(dim=-1, keepdim=True))
-    finally:
-        unregister(plugin["ScaleNormSpec"])
+    scale_norm = registry().extended(plugin["register"])
+    assert (
+        main(
+            ["show", str(EXPERIMENTS / "base.yaml"), "model.encoder.add_norm.norm.type=scale_norm", "--json"], registry=scale_norm
+        )
+        == 0
+    )
+    info = json.loads(capsys.readouterr().out)
+    assert info["params"] == 63_082_496 - 6 * 2 * (2 * 512) + 6 * 2  # the encoder's LayerNorms become one scalar each
+    assert {"block": "encoder.layer add & norm (ScaleNorm x2)", "params_each": 2, "count": 6, "params": 12} in info["blocks"]
+    model = build_model(load_experiment(DEMO, ["model.encoder.add_norm.norm.type=scale_norm"], registry=scale_norm).model)
+    x = torch.randn(2, 3, 128)
+    norm = model.encoder.layers[0].sublayers[0].norm
+    torch.testing.assert_close(norm(x), 128**0.5 * x / x.norm(dim=-1, keepdim=True))
 
 
 def test_the_plugin_docs_gated_attention_registers_and_is_counted(write, capsys):
     plugin = example(ROOT / "docs" / "plugins.md", "## An example")
-    plugin["register"]()
-    try:
-        path = experiment(write, f"{{type: gated_attention, h: {H}, d_k: {DK}, d_v: {DV}}}")
-        assert main(["show", str(path), *TINY, "--json"]) == 0
-        info = json.loads(capsys.readouterr().out)
-        mha = D * H * (2 * DK + DV) + H * (2 * DK + DV) + H * DV * D + D
-        assert {
-            "block": "encoder.layer[0] gated_attention",
-            "params_each": mha + D * D + D,
-            "count": 1,
-            "params": mha + D * D + D,
-        } in info["blocks"]
-        assert info["params"] == sum(p.numel() for p in build_model(load_experiment(path, TINY).model).parameters())
-    finally:
-        unregister(plugin["GatedAttentionSpec"])
+    gated_docs = registry().extended(plugin["register"])
+    path = experiment(write, f"{{type: gated_attention, h: {H}, d_k: {DK}, d_v: {DV}}}")
+    assert main(["show", str(path), *TINY, "--json"], registry=gated_docs) == 0
+    info = json.loads(capsys.readouterr().out)
+    mha = D * H * (2 * DK + DV) + H * (2 * DK + DV) + H * DV * D + D
+    assert {
+        "block": "encoder.layer[0] gated_attention",
+        "params_each": mha + D * D + D,
+        "count": 1,
+        "params": mha + D * D + D,
+    } in info["blocks"]
+    assert info["params"] == sum(
+        p.numel() for p in build_model(load_experiment(path, TINY, registry=gated_docs).model).parameters()
+    )

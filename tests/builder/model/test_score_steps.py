@@ -4,6 +4,7 @@ softcap on every attention (incremental decoding: tests/builder/model/test_varia
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -11,10 +12,9 @@ from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
 from aiayn.builder.model.build import build_model
-from aiayn.builder.run.config import load_experiment
 from aiayn.schemas.slots import PluginError
 from tests.builder.cli.test_bad_inputs import TINY, cli
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 
 DEMO = EXPERIMENTS / "demo.yaml"
 EVERY_ATTENTION = ["model.encoder.layer[0]", "model.decoder.layer[0]", "model.decoder.layer[1]"]
@@ -58,16 +58,17 @@ def test_a_bad_softcap_and_an_unknown_score_step_are_messages():
     )
 
 
-def test_a_score_builder_must_return_a_score_step(monkeypatch):
-    from aiayn.builder import registry as leaf
-    from aiayn.builder.model import registry
+def test_a_score_builder_must_return_a_score_step():
+    from aiayn.builder.registry import Registry
     from aiayn.schemas.score import SigmoidSpec
 
-    entry = registry.registration(SigmoidSpec)
-    monkeypatch.setitem(leaf._REGISTRY, SigmoidSpec, entry.__class__(**{**entry.__dict__, "build": lambda spec, ctx: object()}))
+    builtin = registry()
+    broken = Registry(
+        tuple(replace(e, build=lambda spec, ctx: object()) if e.spec is SigmoidSpec else e for e in builtin.entries)
+    )
     message = "the builder of the score step 'sigmoid' returned a object; a score step must subclass aiayn.ScoreStep (normalize(scores, allowed))"
     with pytest.raises(PluginError, match=f"^{re.escape(message)}$"):
-        build_model(load_experiment(DEMO, ["model.encoder.layer[0].score={type: sigmoid}"]).model)
+        build_model(load_experiment(DEMO, ["model.encoder.layer[0].score={type: sigmoid}"], registry=broken).model)
 
 
 def test_the_demo_trains_and_translates_with_a_softcap_on_every_attention(tmp_path):

@@ -9,8 +9,7 @@ from aiayn.builder.model.build import build_model
 from aiayn.builder.model.freeze import freeze, frozen_parameters
 from aiayn.builder.model.summary import render, summary
 from aiayn.builder.model.transfer import mean_pool_heads, transfer_weights
-from aiayn.builder.run.config import load_experiment
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 
 SMALL = ["dims.vocab_size=40", "dims.d_model=16", "dims.d_ff=24", "dims.h=4", "dims.d_k=4", "dims.d_v=6", "dims.N=2"]
 SELF, CROSS = "decoder.layers.0.sublayers.0.sublayer", "decoder.layers.0.sublayers.1.sublayer"

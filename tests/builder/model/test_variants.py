@@ -12,8 +12,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.loss import batch_loss
 from aiayn.builder.model.size import count_params, param_table
-from aiayn.builder.run.config import load_experiment
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 
 SMALL = [
     "dims.vocab_size=40",

@@ -8,8 +8,7 @@ import pytest
 
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.config import load_experiment
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 
 BASE = (EXPERIMENTS / "base.yaml").as_posix()
 

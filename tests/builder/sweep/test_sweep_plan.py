@@ -15,7 +15,7 @@ from aiayn.builder.sweep import runner
 from aiayn.builder.sweep.launch import Job, Outcome, check, launch_local, launcher_overrides, run_job, trial_argv
 from aiayn.builder.sweep.plan import TrialState, config_hash, expand, load_sweep, split_overrides, state, write_trial_record
 from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, registry
 
 DEMO = (EXPERIMENTS / "demo.yaml").as_posix()
 
@@ -199,19 +199,19 @@ def test_cli_errors_exit_2(sweep_file, capsys):
 def test_skip_resume_or_run(sweep_file, tmp_path):
     trial = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file)[0]
     runs = tmp_path / "runs" / "s"
-    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_0")
+    assert state(trial, runs, registry()) == TrialState("run", runs / "small-seed1" / "version_0")
     run_dir = runs / "small-seed1" / "version_0"
     run_dir.mkdir(parents=True)
     write_trial_record(trial, run_dir)
     assert json.loads((run_dir.parent / "trial.json").read_text())["config_hash"] == trial.config_hash
-    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")  # nothing to resume from
+    assert state(trial, runs, registry()) == TrialState("run", runs / "small-seed1" / "version_1")  # nothing to resume from
     (run_dir / "checkpoints").mkdir()
     (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"")
-    assert state(trial, runs) == TrialState("resume", run_dir)
+    assert state(trial, runs, registry()) == TrialState("resume", run_dir)
     (run_dir / "results.json").write_text("{}")
-    assert state(trial, runs) == TrialState("skip", run_dir)
+    assert state(trial, runs, registry()) == TrialState("skip", run_dir)
     changed = expand(load_sweep(sweep_file, ["seeds=[1]", "grid={}", "variants=[{}]"]), sweep_file, ["dims.d_ff=256"])[0]
-    assert state(changed, runs) == TrialState("run", runs / "small-seed1" / "version_1")
+    assert state(changed, runs, registry()) == TrialState("run", runs / "small-seed1" / "version_1")
 
 
 def test_a_finished_trial_is_skipped_after_an_upgrade_that_adds_a_field(sweep_file, tmp_path):
@@ -225,16 +225,16 @@ def test_a_finished_trial_is_skipped_after_an_upgrade_that_adds_a_field(sweep_fi
     record = json.loads((run_dir.parent / "trial.json").read_text())
     (run_dir.parent / "trial.json").write_text(json.dumps({**record, "config_hash": "0123456789abcdef"}))  # an older release's
     (run_dir / "results.json").write_text("{}")
-    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")  # no config.yaml: nothing says
+    assert state(trial, runs, registry()) == TrialState("run", runs / "small-seed1" / "version_1")  # no config.yaml: nothing says
     written = trial.spec.model_dump(mode="json")
     del written["model"]["source_eos"]  # as a release before the field wrote it
     (run_dir / "config.yaml").write_text(yaml.safe_dump(written))
-    assert state(trial, runs) == TrialState("skip", run_dir)
+    assert state(trial, runs, registry()) == TrialState("skip", run_dir)
     written["model"]["source_eos"] = True  # a value of its own: another experiment
     (run_dir / "config.yaml").write_text(yaml.safe_dump(written))
-    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")
+    assert state(trial, runs, registry()) == TrialState("run", runs / "small-seed1" / "version_1")
     (run_dir / "config.yaml").write_text("model: [unclosed\n")
-    assert state(trial, runs) == TrialState("run", runs / "small-seed1" / "version_1")
+    assert state(trial, runs, registry()) == TrialState("run", runs / "small-seed1" / "version_1")
 
 
 def test_dry_run_lists_trials_params_and_actions(sweep_file, tmp_path, capsys):
@@ -586,7 +586,7 @@ def test_a_failed_submission_undoes_only_what_it_made(sweep_file, tmp_path, monk
     (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"the weights of two hours")
     (run_dir / "status.json").write_text('{"status": "interrupted", "step": 5}')
     write_trial_record(trial, run_dir)
-    assert state(trial, plan.directory).action == "resume"
+    assert state(trial, plan.directory, registry()).action == "resume"
     before = {str(p.relative_to(runs)): p.read_bytes() for p in sorted(runs.rglob("*")) if p.is_file()}
     path = fake_slurm(tmp_path / "bin", sinfo="echo debug", srun="exit 0",
                       sbatch=f"echo 'sbatch: error: Batch job submission failed: {UNREACHABLE}' >&2; exit 1")  # fmt: skip

@@ -10,9 +10,9 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.fit import fit
+from tests.conftest import load_experiment
 
 
 class Probe(L.Callback):

@@ -12,12 +12,11 @@ import torch
 from aiayn.builder.data.buckets import StaticCollator, bucket_shapes, bucket_widths
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_fusable
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.compiled import CompiledAdam, StaticStepLoss, compile_mode
 from aiayn.builder.train.schedule import noam_lr
 from aiayn.builder.train.task import TranslationTask
 from tests.builder.data.test_data_buckets import MAX_TOKENS, SRC, TGT, _examples
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, registry
 from tests.models import BOS, EOS, PAD, tiny_model
 
 
@@ -101,13 +100,13 @@ def test_reduce_overhead_compiles_as_default_on_a_cpu():
 def test_the_task_compiles_the_static_step_once(tmp_path, capsys):
     overrides = ["train.compile=reduce-overhead", "data.static_shapes.num_buckets=2", "dims.d_model=16", "dims.d_ff=16"]
     spec = load_experiment(EXPERIMENTS / "demo.yaml", overrides)
-    task = TranslationTask(spec.model_dump(mode="json"))
+    task = TranslationTask(spec.model_dump(mode="json"), registry=registry())
     task.compile_for(torch.device("cpu"), say=False, backend=(backend := Counting()))  # a test's backend
     assert capsys.readouterr().out == ""  # say=False: not rank zero
     assert isinstance(task.compiled_loss, StaticStepLoss) and task.criterion is not smoothed_nll_fusable
     task.compile_for(torch.device("cpu"))  # once
     assert task.compile_options == {"backend": backend}
-    fresh = TranslationTask(spec.model_dump(mode="json"))
+    fresh = TranslationTask(spec.model_dump(mode="json"), registry=registry())
     fresh.compile_for(torch.device("cpu"), say=True)
     assert capsys.readouterr().out == (
         "train.compile: reduce-overhead records CUDA graphs, which a cpu run has not; compiling with mode default\n"

@@ -10,10 +10,10 @@ import pytest
 
 import aiayn.builder.train.fit as fitting
 from aiayn.builder.cli import main
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.progress import ConsoleProgress, clock
 from aiayn.builder.train.schedule import noam_lr
 from tests.builder.train.test_training import DEMO, tiny
+from tests.conftest import load_experiment
 
 
 def test_train_prints_a_line_per_fifth_and_per_validation(tmp_path, monkeypatch, capsys):

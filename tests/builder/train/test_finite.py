@@ -10,11 +10,10 @@ import torch
 
 from aiayn.builder.decode.search import beam_search, greedy_search
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.finite import first_non_finite, non_finite_message, sublayer_path
 from tests.builder.cli.test_bad_inputs import TINY, cli
 from tests.builder.decode.test_search import make_model
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 from tests.models import BOS, EOS
 
 DEMO = EXPERIMENTS / "demo.yaml"

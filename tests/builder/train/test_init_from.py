@@ -16,11 +16,10 @@ import yaml
 from aiayn.builder.cli import main
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.builder.model.build import build_model
-from aiayn.builder.run.config import config_hash, load_experiment
+from aiayn.builder.run.config import config_hash
 from aiayn.builder.train.init_from import load_source, start_from
-from aiayn.schemas.experiment import ExperimentSpec
 from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment, validated_experiment
 
 SOURCE_STEPS = 6
 
@@ -53,7 +52,7 @@ def test_a_fine_tuned_run_starts_as_its_source_and_trains_what_is_not_frozen(sou
     trained = [k for k in after if k.startswith("model.decoder.") and not torch.equal(after[k], before[k])]
     assert len(trained) == len([k for k in after if k.startswith("model.decoder.")])
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["optimizer_states"][0]["state"]
-    spec = ExperimentSpec.model_validate(yaml.safe_load((source / "config.yaml").read_text()))
+    spec = validated_experiment(yaml.safe_load((source / "config.yaml").read_text()))
     model = build_model(spec.model)
     assert len(state) == len([n for n, _ in model.named_parameters() if not n.startswith(("encoder.", "src_embed."))])
 

@@ -17,6 +17,7 @@ from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.text import TextPipeline
 from aiayn.schemas.text import LowercaseStep, MosesTokenizeStep, NormalizePunctuationStep
 from tests.builder.train.test_training import DEMO, tiny
+from tests.conftest import registry
 
 EPOCH_3 = "data.n_train=100"  # 3 batches an epoch at 800 tokens a step
 BY_EPOCH = ["trainer.val_check_interval=null", "trainer.check_val_every_n_epoch=1", "train.validation.bleu=false"]
@@ -113,7 +114,7 @@ def test_a_tokenized_run_is_scored_on_its_tokenized_lowercased_text(trained):
     tokenizer = json.loads((run / "tokenizer.json").read_text())
     assert len(tokenizer["model"]["merges"]) == 60 and len(tokenizer["model"]["vocab"]) == size
     _, refs = generate_demo(400, 12, 12, 1234)["valid"]
-    moses = TextPipeline([LowercaseStep(), NormalizePunctuationStep(), MosesTokenizeStep()], "de")
+    moses = TextPipeline([LowercaseStep(), NormalizePunctuationStep(), MosesTokenizeStep()], "de", registry())
     expected = [moses(r) for r in refs]
     assert (run / "translations" / "valid.ref").read_text().splitlines() == expected
     hyps = (run / "translations" / "valid.hyp").read_text().splitlines()
@@ -134,7 +135,7 @@ def test_translate_applies_the_runs_pipeline_and_detokenizes_on_request(trained,
         assert main(["translate", str(run), "--input", str(path), *extra]) == 0
         outputs.append(capsys.readouterr().out.splitlines())
     assert outputs[0] == outputs[1]  # the input is lowercased by the run's pipeline
-    detok = TextPipeline([MosesTokenizeStep()], "de").detokenize
+    detok = TextPipeline([MosesTokenizeStep()], "de", registry()).detokenize
     assert outputs[2] == [detok(line) for line in outputs[0]]
 
 
@@ -146,7 +147,7 @@ def test_evaluate_scores_the_tokenized_text_and_the_detokenized_beside_it(traine
     assert (report["bleu"], report["signature"]) == (results["bleu"], results["sacrebleu_signature"])
     hyps = (run / "translations" / "valid.hyp").read_text().splitlines()
     _, raw_refs = generate_demo(400, 12, 12, 1234)["valid"]
-    detok = TextPipeline([MosesTokenizeStep()], "de").detokenize
+    detok = TextPipeline([MosesTokenizeStep()], "de", registry()).detokenize
     expected = sacrebleu.metrics.BLEU().corpus_score([detok(h) for h in hyps], [raw_refs])
     assert report["detok_bleu"] == round(expected.score, 2)
     assert report["detok_bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|")
@@ -184,7 +185,7 @@ def test_score_puts_both_sides_through_the_runs_pipeline(trained):
     translator = aiayn.load_run(run, device="cpu")
     sources, refs = generate_demo(400, 12, 12, 1234)["test"]
     raw = translator.score(sources[:4], [r.upper() for r in refs[:4]])
-    moses_de = TextPipeline([LowercaseStep(), NormalizePunctuationStep(), MosesTokenizeStep()], "de")
+    moses_de = TextPipeline([LowercaseStep(), NormalizePunctuationStep(), MosesTokenizeStep()], "de", registry())
     ids = [translator.tgt_tokenizer.encode(moses_de(r)) for r in refs[:4]]
     assert [s.ids for s in raw] == ids  # the target lowercased and tokenized
     assert [s.score for s in raw] == [s.score for s in translator.score([x.upper() for x in sources[:4]], refs[:4])]

@@ -12,12 +12,11 @@ import lightning as L
 import pytest
 import torch
 
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.fit import fit
 from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job, slurm_job_id
 from tests.builder.train.test_training import DEMO, tiny
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_experiment
 
 ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
             "SLURM_NODEID": "0", "SLURM_JOB_NAME": "unit", "SLURM_NODELIST": "localhost"}  # fmt: skip

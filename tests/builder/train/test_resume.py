@@ -90,10 +90,12 @@ def test_a_save_inside_a_step_keeps_the_rng_where_the_step_began(tmp_path):
     from the RNG: the checkpoint holds the RNG of the step's start, which the resumed run replays."""
     import torch
 
-    from aiayn.builder.run.config import load_experiment
     from aiayn.builder.train.task import TranslationTask
+    from tests.conftest import load_experiment, registry
 
-    task = TranslationTask(load_experiment(DEMO, tiny(tmp_path)).model_dump(mode="json"))  # global_step 0: no trainer
+    task = TranslationTask(
+        load_experiment(DEMO, tiny(tmp_path)).model_dump(mode="json"), registry=registry()
+    )  # global_step 0: no trainer
     task.on_train_batch_start(None, 0)
     began = torch.get_rng_state()
     torch.rand(3)  # the step's dropout

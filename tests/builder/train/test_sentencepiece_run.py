@@ -12,6 +12,7 @@ from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import load_run_tokenizers
 from aiayn.builder.run.rundir import RunDir
 from tests.builder.train.test_training import DEMO, tiny
+from tests.conftest import registry
 
 pytest.importorskip("sentencepiece")
 
@@ -33,7 +34,7 @@ def test_the_demo_trains_and_translates_with_sentencepiece(tmp_path, monkeypatch
         in out
     )
     run = RunDir(runs / "demo" / "version_0")
-    src, tgt = load_run_tokenizers(run)
+    src, tgt = load_run_tokenizers(run, registry())
     assert isinstance(src, SentencePieceTokenizer) and src is tgt
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"she bought three books\n"), encoding="utf-8"))
     assert main(["translate", str(run.path)]) == 0

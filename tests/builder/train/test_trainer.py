@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.trainer import AtomicCheckpointIO, batching
-from tests.conftest import EXPERIMENTS
+from tests.conftest import EXPERIMENTS, load_experiment
 
 
 @pytest.mark.parametrize(

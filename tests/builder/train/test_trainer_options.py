@@ -16,10 +16,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import aiayn.builder.train.fit as fitting
 from aiayn.builder.cli import main
 from aiayn.builder.model.loss import batch_loss
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.train.task import TranslationTask
 from tests.builder.train.test_training import DEMO, checkpoint_params, tiny
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_experiment, registry
 
 
 class Recorder(L.Callback):
@@ -39,7 +38,7 @@ class Recorder(L.Callback):
 def replay(spec, initial, batches, clip: float | None) -> dict[str, torch.Tensor]:
     """The run's steps done by hand: the task's optimizer and schedule, clip_grad_norm_ between
     backward and step."""
-    task = TranslationTask(spec.model_dump(mode="json"))
+    task = TranslationTask(spec.model_dump(mode="json"), registry=registry())
     task.model.load_state_dict(initial)
     configured = task.configure_optimizers()
     optimizer, schedule = configured["optimizer"], configured["lr_scheduler"]["scheduler"]

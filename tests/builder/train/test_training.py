@@ -14,9 +14,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aiayn.builder.cli import main
-from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.rundir import RunDir
-from tests.conftest import EXPERIMENTS, ROOT
+from tests.conftest import EXPERIMENTS, ROOT, load_experiment
 
 DEMO = str(EXPERIMENTS / "demo.yaml")
 TINY = [
