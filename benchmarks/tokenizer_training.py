@@ -29,6 +29,7 @@ def best(fn, repeat: int) -> tuple[float, object]:
 
 
 def main() -> None:
+    from aiayn import load_registry
     from aiayn.builder.data.make_tokenizers import make_tokenizers
     from aiayn.schemas.tokenizer import BpeTokenizerSpec, SentencePieceTokenizerSpec
 
@@ -46,9 +47,9 @@ def main() -> None:
     }
     print(f"Multi30k train: {len(en)} pairs; joint vocabulary of {args.vocab}; best of {args.repeat}; {os.cpu_count()} cores")
     print(f"{'tokenizer':<24}{'train s':>9}{'x BPE':>8}{'encode s':>10}{'ids':>7}{'tokens/sentence':>17}")
-    base = None
+    base, registry = None, load_registry()
     for name, spec in kinds.items():
-        seconds, made = best(lambda: make_tokenizers(spec, vocab_size=args.vocab, shared_vocab=True, src=lambda: en, tgt=lambda: de),
+        seconds, made = best(lambda: make_tokenizers(spec, registry, vocab_size=args.vocab, shared_vocab=True, src=lambda: en, tgt=lambda: de),
                              args.repeat)  # fmt: skip
         tokenizer = made[0]  # type: ignore[index]
         encode_s, ids = best(lambda: tokenizer.encode_batch(en) + tokenizer.encode_batch(de), args.repeat)
