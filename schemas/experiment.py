@@ -75,11 +75,11 @@ class ExperimentSpec(Spec):
                 f"{self.data.side}: one language's text trains a language model, which has no encoder to read a source; drop "
                 "model.encoder (and cross_attention) for a decoder-only model, or drop data.side to translate",
             )
-        if self.model.decoder_only and self.data.static_shapes is not None:
+        if self.data.packing == "blocks" and self.data.static_shapes is not None:
             raise FieldError(
                 "data.static_shapes",
-                "fixed batch shapes (and the CUDA graphs they serve) are built for the encoder-decoder's pairs; a decoder-only "
-                "model's batches are not cut to them yet: drop data.static_shapes (and train.compile's reduce-overhead)",
+                "blocks of data.block_size tokens are one shape already (every batch but an epoch's last): drop "
+                "data.static_shapes, or pack sentences (data.packing: sentences) to bucket them",
             )
         if self.train.source_loss and not self._joint:
             raise FieldError("train.source_loss", "is the loss on a decoder-only translation's source tokens; this model reads "

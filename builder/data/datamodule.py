@@ -25,7 +25,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader
 
 from aiayn.builder.data.blocks import BlockCollator, BlockDataset, text_bytes
-from aiayn.builder.data.buckets import BucketShape, StaticCollator, bucket_shapes, bucket_widths
+from aiayn.builder.data.buckets import BucketShape
 from aiayn.builder.data.cache import encode_cached
 from aiayn.builder.data.collate import Batch
 from aiayn.builder.data.corpus import count_parallel, filter_by_length, read_lines, sampled_lines
@@ -36,6 +36,7 @@ from aiayn.builder.data.loaders import eval_loader, loader_options, own_generato
 from aiayn.builder.data.make_tokenizers import make_tokenizers
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.sampler import TokenBatchSampler
+from aiayn.builder.data.static_sequences import static_batches
 from aiayn.builder.data.text import TextPipeline, processed_file
 from aiayn.builder.data.tokenizer import SEP, Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
@@ -256,26 +257,22 @@ class TranslationDataModule(LightningDataModule):
     def train_dataloader(self) -> "TrainLoader":
         ds = self._dataset("train")
         world, rank = self._world()
-        static, buckets = self.static_shapes, None
         # a pair's lengths as the encoder-decoder reads them, and the same budget: a decoder-only
         # translation's batches (<s> x <sep> y a row) hold the very pairs an encoder-decoder's would
         src, tgt = ds.src_lengths, ds.tgt_lengths + 1
-        if static is not None:
-            buckets = bucket_widths(
-                np.maximum(src, tgt), num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=self.pad_to_multiple
-            )  # fmt: skip
-        sampler = TokenBatchSampler(
-            src, tgt, max_tokens=self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank, buckets=buckets
-        )  # fmt: skip
         options = self._options()
-        if static is not None and buckets is not None:
-            self.shapes = bucket_shapes(sampler.batches, src, tgt, buckets, self.max_tokens, packed=static.packed)
-            options = {
-                **options,
-                "collate_fn": StaticCollator(
-                    self.shapes, pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id
-                ),
-            }
+        if self.static_shapes is None:
+            sampler = TokenBatchSampler(
+                src, tgt, max_tokens=self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank
+            )
+        else:
+            sequences = self.joint is not None or self.side is not None  # a decoder-only model's rows
+            sep = self.prepare_tokenizers()[1].sep_id if self.joint is not None else None
+            sampler, self.shapes, collate = static_batches(
+                src, tgt, self.static_shapes, max_tokens=self.max_tokens, multiple=self.pad_to_multiple, sequences=sequences,
+                joint=self.joint, sep_id=sep, seed=self.seed, num_replicas=world, rank=rank,
+            )  # fmt: skip
+            options = {**options, "collate_fn": collate}
             say("static shapes: batches (rows x width; packed source, target tokens) " + ", ".join(
                 f"{s.rows}x{s.width} ({s.src_tokens}, {s.tgt_tokens})" for s in self.shapes
             ))  # fmt: skip

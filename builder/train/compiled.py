@@ -39,20 +39,20 @@ def compile_mode(setting: bool | str, device: torch.device) -> tuple[str | None,
 
 class StaticStepLoss:
     """`batch_loss` of a Batch, compiled with static shapes: the function traced is fed the
-    batch's five tensors alone (the Python ints a Batch also holds would be guarded on and
+    batch's tensors alone (a decoder-only translation's prefix lengths among them) (the Python ints a Batch also holds would be guarded on and
     compile again for every new token count)."""
 
     def __init__(self, model: TransformerModel, *, eps: float, pad_id: int, fused: bool, **compile_options: Any) -> None:
         def step_loss(
-            src: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_rows: Tensor, src_rows: Tensor | None
+            src: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_rows: Tensor, src_rows: Tensor | None, prefix: Tensor | None
         ) -> tuple[Tensor, Tensor, Tensor]:
-            batch = Batch(src, tgt_in, tgt_out, src.new_empty(0), 0, 0, tgt_rows, src_rows)  # ids and counts unread
+            batch = Batch(src, tgt_in, tgt_out, src.new_empty(0), 0, 0, tgt_rows, src_rows, prefix)  # ids and counts unread
             return batch_loss(model, batch, eps=eps, pad_id=pad_id, loss=smoothed_nll_fusable, fused=fused)
 
         self.compiled = torch.compile(step_loss, dynamic=False, **compile_options)
 
     def __call__(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
-        loss, nll, count = self.compiled(batch.src, batch.tgt_in, batch.tgt_out, batch.tgt_rows, batch.src_rows)
+        loss, nll, count = self.compiled(batch.src, batch.tgt_in, batch.tgt_out, batch.tgt_rows, batch.src_rows, batch.prefix)
         # a CUDA graph's outputs live in its memory pool and its next replay writes over them;
         # the task keeps the loss across steps (the logged window's sum): three scalars copied
         return loss.clone(), nll.clone(), count.clone()

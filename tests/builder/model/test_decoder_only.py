@@ -238,11 +238,13 @@ def test_the_presets_count_what_transformers_counts_at_their_sizes():
 
 
 def test_what_the_decoder_only_graph_has_not_yet_is_refused_by_name():
+    blocks = ["data.packing=blocks", "data.block_size=64", "data.static_shapes={num_buckets: 4}"]
     with pytest.raises(UserError) as e:
-        load_experiment(EXPERIMENTS / "lm" / "demo.yaml", ["data.static_shapes={num_buckets: 4}"])
-    assert (
-        "data.static_shapes: fixed batch shapes (and the CUDA graphs they serve) are built for the encoder-decoder's pairs"
-        in str(e.value)
+        load_experiment(EXPERIMENTS / "lm" / "demo.yaml", blocks)
+    assert str(e.value).endswith(
+        "data.static_shapes: blocks of data.block_size tokens are one shape already (every batch but an epoch's last): drop "
+        "data.static_shapes, or pack sentences (data.packing: sentences) to bucket them "
+        "(set on the command line: data.static_shapes={num_buckets: 4})"
     )
     with pytest.raises(UserError) as e:
         load_experiment(EXPERIMENTS / "demo.yaml", ["train.source_loss=true"])
