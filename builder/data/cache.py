@@ -11,13 +11,15 @@ side), memory-mapped when read: loading 4.5M pairs takes no time and no memory u
 touches them, and every process reading the entry shares one copy in the page cache.
 """
 
+import contextlib
 import hashlib
+import io
 import itertools
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -114,16 +116,27 @@ def _load(folder: Path, *, warn: bool = True) -> tuple[RaggedIds, RaggedIds] | N
 
 
 def _store(folder: Path, src: RaggedIds, tgt: RaggedIds) -> None:
-    """Writes the four arrays into a private folder and renames it into place (atomic, as
-    atomic_write is for a file); an unreadable folder already there is replaced."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
-    try:
+    """Writes the four arrays of ids in memory as the entry `folder` (see _write_entry)."""
+
+    def write(tmp: Path) -> None:
         for name, array in zip(_ARRAYS, (src.flat, src.offsets, tgt.flat, tgt.offsets)):
             with open(tmp / f"{name}.npy", "wb") as f:
                 np.save(f, array)
                 f.flush()
                 os.fsync(f.fileno())
+
+    _write_entry(folder, write)
+
+
+def _write_entry(folder: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` fills a private folder, which is renamed into place (atomic, as atomic_write is
+    for a file); an unreadable folder already there is replaced. A failure leaves no folder of it,
+    nor the cache directory where this made it."""
+    made = [d for d in (folder.parent, *folder.parent.parents) if not d.exists()]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    try:
+        write(tmp)
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; the cache is shared like any folder
         if folder.exists():
             if _load(folder, warn=False) is not None:  # a concurrent writer got there first, with the same ids
@@ -132,10 +145,53 @@ def _store(folder: Path, src: RaggedIds, tgt: RaggedIds) -> None:
             os.replace(folder, tmp.with_name(tmp.name + ".old"))  # unreadable; a rename cannot replace a full folder
             shutil.rmtree(tmp.with_name(tmp.name + ".old"), ignore_errors=True)
         os.replace(tmp, folder)
-    except OSError:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if _load(folder, warn=False) is None:  # not a concurrent writer that got there first with the same ids
+        for d in made:  # the innermost first
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        if not isinstance(exc, OSError) or _load(folder, warn=False) is None:  # not a concurrent writer's equal entry
             raise
+
+
+def _encode_file_to(tokenizer: Tokenizer, path: Path, n: int, flat: Path, offsets: Path) -> None:
+    """The ids of every line of `path` written as a RaggedIds' two .npy files a chunk at a time, as
+    encode_blocks encodes them: memory holds one chunk of ids and the lines' lengths (8 bytes a
+    line), whatever the corpus's size (the in-memory arrays of WMT14's 4.5M pairs took 2.4 GB)."""
+    lengths, total, has_text = [np.zeros(0, dtype=np.int64)], 0, False
+    with open(flat, "wb") as f:
+        header = _flat_header(0)
+        f.write(header)  # rewritten with the count at the end: the header's length does not depend on it
+        for block in line_blocks(path):
+            has_text = has_text or any(line.strip() for line in block)
+            for start in range(0, len(block), CHUNK_LINES):
+                ids = tokenizer.encode_batch(block[start : start + CHUNK_LINES])
+                counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+                f.write(np.fromiter(itertools.chain.from_iterable(ids), dtype="<i4", count=int(counts.sum())).tobytes())
+                lengths.append(counts)
+                total += int(counts.sum())
+        check_not_blank(path, has_text, n)
+        f.seek(0)
+        f.write(_flat_header(total, length=len(header)))
+        f.flush()
+        os.fsync(f.fileno())
+    ends = np.zeros(sum(len(c) for c in lengths) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(lengths), out=ends[1:])
+    with open(offsets, "wb") as f:
+        np.save(f, ends)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _flat_header(count: int, length: int | None = None) -> bytes:
+    """The .npy header of `count` little-endian int32s (NumPy pads it to a length that leaves room
+    for any count, so that it can be written first and again at the end)."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<i4", "fortran_order": False, "shape": (count,)})
+    header = buffer.getvalue()
+    if length is not None and len(header) != length:
+        raise RuntimeError(f"the .npy header of {count} ids is {len(header)} bytes, not the {length} written first")
+    return header
 
 
 def encode_cached(
@@ -161,12 +217,20 @@ def encode_cached(
     if (hit := _load(folder)) is not None:
         log.info("tokenized %s/%s from cache %s", src_path.name, tgt_path.name, folder)
         return hit
-    src, tgt = encode_corpus(tokenizer, tgt_tokenizer, src_path, tgt_path)
+    n = count_parallel(src_path, tgt_path)  # a misaligned corpus fails before minutes of encoding
+
+    def write(tmp: Path) -> None:  # each side's ids streamed into the entry's files
+        _encode_file_to(tokenizer, src_path, n, tmp / "src_flat.npy", tmp / "src_offsets.npy")
+        _encode_file_to(tgt_tokenizer, tgt_path, n, tmp / "tgt_flat.npy", tmp / "tgt_offsets.npy")
+
     try:
-        _store(folder, src, tgt)
+        _write_entry(folder, write)
     except OSError as exc:
         raise UserError(
             f"cannot write the token cache {folder} ({exc.strerror}); point the cache directory at a writable place"
         ) from None
     log.info("tokenized %s/%s into cache %s", src_path.name, tgt_path.name, folder)
-    return _load(folder) or (src, tgt)  # the memory-mapped copy: its pages can be shared and dropped
+    loaded = _load(folder)  # memory-mapped: its pages can be shared and dropped
+    if loaded is None:
+        raise UserError(f"the token cache {folder} cannot be read back after writing it; point the cache directory elsewhere")
+    return loaded

@@ -1,6 +1,7 @@
 """builder.data.cache: tokenized corpora on disk, keyed by content and tokenizer."""
 
 import pickle
+from functools import partial
 
 import numpy as np
 import pytest
@@ -199,3 +200,22 @@ def test_a_concurrent_writer_that_finished_first_is_kept(tmp_path):
     _store(tmp_path / "train-key", first, first)
     assert (tmp_path / "train-key" / "src_flat.npy").stat().st_ino == inode
     assert [p.name for p in tmp_path.iterdir()] == ["train-key"]  # no temporary folder left
+
+
+def test_the_cache_is_written_a_chunk_at_a_time_as_encoded_all_at_once(tokenizer, tmp_path, monkeypatch):
+    """The ids stream into the entry's files (memory holds a chunk, not the corpus): across chunks
+    and blocks of lines they are the in-memory encoding's, exactly."""
+    from aiayn.builder.data import cache as module
+
+    en, de = generate_demo(500, 1, 1, seed=3)["train"]
+    src, tgt = tmp_path / "train.en", tmp_path / "train.de"
+    src.write_text("\n".join([*en, "Bücher"]) + "\n", encoding="utf-8")
+    tgt.write_text("\n".join([*de, "books"]) + "\n", encoding="utf-8")
+    monkeypatch.setattr(module, "CHUNK_LINES", 7)
+    monkeypatch.setattr(module, "line_blocks", partial(line_blocks, block_bytes=300))  # blocks of a few lines
+    streamed = encode_cached(tokenizer, src, tgt, tmp_path / "cache")
+    whole = encode_cached(tokenizer, src, tgt, None)
+    for a, b in zip(streamed, whole):
+        assert isinstance(a.flat, np.memmap) and a.flat.dtype == np.int32 and len(a) == 501
+        np.testing.assert_array_equal(a.flat, b.flat)
+        np.testing.assert_array_equal(a.offsets, b.offsets)
