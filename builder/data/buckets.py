@@ -118,6 +118,16 @@ def bucket_shapes(
     return tuple(shapes)
 
 
+def shape_for(shapes: Sequence[BucketShape], longest: int, rows: int, what: str) -> BucketShape:
+    """The shape of the first bucket at least `longest` wide, which must hold `rows` rows (of `what`)."""
+    b = int(bucket_of(np.asarray([longest]), [s.width for s in shapes])[0])
+    if b == len(shapes):
+        raise ValueError(f"a {what} of {longest} tokens is wider than the widest bucket ({shapes[-1].width})")
+    if rows > shapes[b].rows:
+        raise ValueError(f"{rows} {what}s do not fit the {shapes[b].rows} rows of bucket {b} (width {shapes[b].width})")
+    return shapes[b]
+
+
 class StaticCollator(TranslationCollator):
     """The training `collate_fn` under static shapes: every batch padded to its bucket's shape."""
 
@@ -126,13 +136,7 @@ class StaticCollator(TranslationCollator):
         self.shapes = tuple(shapes)
 
     def __call__(self, examples: Sequence[Example]) -> Batch:
-        longest = max(max(len(e.src), len(e.tgt) + 1) for e in examples)
-        b = int(bucket_of(np.asarray([longest]), [s.width for s in self.shapes])[0])
-        if b == len(self.shapes):
-            raise ValueError(f"a pair of {longest} tokens is wider than the widest bucket ({self.shapes[-1].width})")
-        shape = self.shapes[b]
-        if len(examples) > shape.rows:
-            raise ValueError(f"{len(examples)} pairs do not fit the {shape.rows} rows of bucket {b} (width {shape.width})")
+        shape = shape_for(self.shapes, max(max(len(e.src), len(e.tgt) + 1) for e in examples), len(examples), "pair")
         src = [e.src for e in examples] + [np.asarray([self.eos_id])] * (shape.rows - len(examples))  # fillers
         tgt = [e.tgt for e in examples]
         tgt_lengths = [len(t) + 1 for t in tgt] + [0] * (shape.rows - len(examples))

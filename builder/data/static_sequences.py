@@ -25,6 +25,7 @@ from aiayn.builder.data.buckets import (
     bucket_rows,
     bucket_shapes,
     bucket_widths,
+    shape_for,
 )
 from aiayn.builder.data.collate import Batch, padded
 from aiayn.builder.data.dataset import Example
@@ -80,13 +81,7 @@ class StaticSequenceCollator:
     def __call__(self, examples: Sequence[Example]) -> Batch:
         inputs, targets, prefix = sequences_of(examples, self.joint, sep_id=self.sep_id, pad_id=self.pad_id,
                                                bos_id=self.bos_id, eos_id=self.eos_id)  # fmt: skip
-        longest = max(len(row) for row in inputs)
-        b = int(bucket_of(np.asarray([longest]), [s.width for s in self.shapes])[0])
-        if b == len(self.shapes):
-            raise ValueError(f"a sequence of {longest} tokens is wider than the widest bucket ({self.shapes[-1].width})")
-        shape = self.shapes[b]
-        if len(examples) > shape.rows:
-            raise ValueError(f"{len(examples)} sequences do not fit the {shape.rows} rows of bucket {b} (width {shape.width})")
+        shape = shape_for(self.shapes, max(len(row) for row in inputs), len(examples), "sequence")
         fillers = shape.rows - len(examples)
         tgt_out = padded(targets, self.pad_id, before=None, after=None, width=shape.width, n_rows=shape.rows)
         kept = np.flatnonzero(tgt_out.flatten().numpy() != self.pad_id)
