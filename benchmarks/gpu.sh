@@ -4,6 +4,7 @@
 #   . .whl/env.sh || exit; OUT=$OUT bash benchmarks/gpu.sh            # the call (carry .whl and .gpu-data)
 #   bash benchmarks/gpu.sh dry                                         # here: every command at tiny settings, on the CPU
 #   SEEDS="1 2 3" bash benchmarks/gpu.sh                               # all six trials (default: seed 1 of each variant)
+#   STEPS=0 SWEEP=graphs bash benchmarks/gpu.sh                        # issue 51: graphs.sweep.yaml's trials, no step measurements
 # Under $OUT: times.txt, summary.txt and logs.tgz (every command's log, each trial's results.json,
 # the sweep's results.md/csv), remade after each command: the call returns at most 8 files.
 set -uo pipefail
@@ -25,7 +26,7 @@ step() {  # name, seconds (0: no limit), command...: its output in logs/<name>.l
 left() { echo $((budget - (SECONDS - start))); }
 hms() { printf '00:%02d:%02d:%02d' $(($1 / 3600)) $(($1 % 3600 / 60)) $(($1 % 60)); }
 
-if [ "${1:-}" = dry ]; then  rm -rf /tmp/runs/multi30k-seeds  # the same commands, tiny and on the CPU: typos found here, not on the GPU's clock
+if [ "${1:-}" = dry ]; then  rm -rf /tmp/runs/multi30k-seeds /tmp/runs/multi30k-graphs  # the same commands, tiny and on the CPU: typos found here, not on the GPU's clock
     steps=(--preset demo --steps 2 --warmup 1 --device cpu); tiny=(trainer.max_steps=4 train.cpu_threads=1
         "sweep.launcher={type: local, parallel: 2, gpus_per_trial: 0}" train.average_last=2 decode.beam=1 decode.max_len_b=2)
 else
@@ -34,7 +35,9 @@ fi
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c "import torch, lightning; print(torch.__version__, lightning.__version__)"; } > "$work/gpu.log" 2>&1
 cd benchmarks
-if [ "${1:-}" = dry ]; then
+if [ "${STEPS:-1}" = 0 ]; then
+    :
+elif [ "${1:-}" = dry ]; then
     step steps-eager 120 python3 train_step.py "${steps[@]}" --no-marian
     step steps-compiled 300 python3 train_step.py "${steps[@]}" --compile --no-marian --profile 10
     step steps-pipeline 120 python3 train_step.py --pipeline "${steps[@]}"
@@ -46,19 +49,21 @@ else
     step m30k-pipeline 45 python3 train_step.py --pipeline --preset multi30k --steps 30 --warmup 10
 fi
 cd ..
-# the seeds: the trials packed on the GPU, each stopped by trainer.max_time where 8000 steps do not fit
+# the sweep (SWEEP: seeds, or graphs): the trials packed on the GPU, each stopped by trainer.max_time where 8000 steps do not fit
 # (then averaged, validated and scored as a finished run), scored on test2016 with what is left
 seeds=${SEEDS:-1}
-sweep=experiments/multi30k/_gpu-seeds.sweep.yaml
-sed "s/^seeds: .*/seeds: [${seeds// /, }]/" experiments/multi30k/seeds.sweep.yaml > "$sweep"
+from=experiments/multi30k/${SWEEP:-seeds}.sweep.yaml
+name=$(sed -n 's/^name: *//p' "$from")
+sweep=experiments/multi30k/_gpu-${SWEEP:-seeds}.sweep.yaml
+sed "s/^seeds: .*/seeds: [${seeds// /, }]/" "$from" > "$sweep"
 train_s=$(( $(left) - 110 ))
 [ "${1:-}" = dry ] && train_s=120
-step seeds-sweep "$(( $(left) - 45 ))" aiayn sweep "$sweep" "${tiny[@]}" "trainer.max_time=$(hms $((train_s > 60 ? train_s : 60)))" --runs /tmp/runs
-step seeds-results "$(( $(left) - 5 ))" aiayn results /tmp/runs/multi30k-seeds --split test
+step sweep "$(( $(left) - 45 ))" aiayn sweep "$sweep" "${tiny[@]}" "trainer.max_time=$(hms $((train_s > 60 ? train_s : 60)))" --runs /tmp/runs
+step results "$(( $(left) - 5 ))" aiayn results /tmp/runs/$name --split test
 rm -f "$sweep"
 mkdir -p "$work/runs"
-for r in /tmp/runs/multi30k-seeds/*/version_0; do [ -f "$r/results.json" ] && cp "$r/results.json" "$work/runs/$(basename "$(dirname "$r")").json"; done
-cp /tmp/runs/multi30k-seeds/results.* "$work/" 2>/dev/null
+for r in /tmp/runs/$name/*/version_0; do [ -f "$r/results.json" ] && cp "$r/results.json" "$work/runs/$(basename "$(dirname "$r")").json"; done
+cp /tmp/runs/$name/results.* "$work/" 2>/dev/null
 echo "total $((SECONDS - start))s" | tee -a "$work/times.txt"
 # what the reply's tail shows: each step's table, the trials' steps and BLEU, the sweep's table
 for f in "$work"/*.log; do echo "== $(basename "$f")"; grep -E "^\||^preset|^multi30k|^base|^whole|%|rc=|Error|error" "$f" | grep -v "^|---" | tail -25; done > "$out/summary.txt"
