@@ -89,6 +89,8 @@ def tokenizer_layout(spec: ExperimentSpec) -> str:
     over one vocabulary or over one each."""
     if spec.init_from is not None and spec.init_from.tokenizer == "source":
         return f"init_from's: the tokenizer(s) and vocabulary of {spec.init_from.path}"
+    if spec.task == "language_model":  # one side's text: no second side to share with
+        return f"{spec.data.tokenizer.layout(True).partition(',')[0]}, one model and one vocabulary of {spec.data.side} text"
     return spec.data.tokenizer.layout(spec.model.embedding.shared_vocab)
 
 
@@ -107,7 +109,12 @@ def render(info: dict[str, Any]) -> str:
     lines.append(f"tokenizer: {info['tokenizer']}")
     lines.append("Table 3 columns: " + ", ".join(f"{k}={v}" for k, v in paper.items()))
     flops = info["flops_per_token"]
-    lines.append(f"forward FLOPs per target token (source = target = {flops['length']} tokens): {flops['forward'] / 1e6:,.1f} M")
+    per = (  # a decoder-only model reads one sequence; an encoder-decoder a pair
+        f"token (a sequence of {flops['length']} tokens)"
+        if paper.get("graph") == "decoder-only"
+        else f"target token (source = target = {flops['length']} tokens)"
+    )
+    lines.append(f"forward FLOPs per {per}: {flops['forward'] / 1e6:,.1f} M")
     mem = info["memory_bytes"]
     gib = {k: v / 2**30 for k, v in mem.items() if k != "tokens_per_batch"}
     lines.append(

@@ -24,7 +24,7 @@ def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (
     """A YAML mapping file, or a UserError naming the file (and line, for syntax errors)."""
     if not path.is_file():
         resolved(path)  # a link that leads back to itself is named as one
-        what = "is a directory, not a YAML file" if path.is_dir() else "does not exist"
+        what = "is a directory, not a YAML file" if path.is_dir() else "is not a file" if path.exists() else "does not exist"
         raise UserError(f"{path}: {what}{_near_file(path)}")
     try:
         node = OmegaConf.load(path)

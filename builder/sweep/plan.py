@@ -81,7 +81,17 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
     except ValidationError as e:
         lines = [f"  {line}" for line in format_validation_error(e, root=SweepSpec)]
         noun = "error" if len(lines) == 1 else "errors"
-        raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
+        raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines) + _experiment_hint(path, data)) from None
+
+
+EXPERIMENT_KEYS = ("extends", "dims", "model", "train", "trainer", "data", "decode")
+
+
+def _experiment_hint(path: Path, data: Any) -> str:
+    """What to do with an experiment given where a sweep file was wanted."""
+    if not isinstance(data, dict) or "base" in data or not any(key in data for key in EXPERIMENT_KEYS):
+        return ""
+    return f"\n{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: {path.name}`"
 
 
 def _set(config: DictConfig, key: str, value: Any, item: str) -> None:

@@ -138,3 +138,14 @@ def test_what_a_sweep_keeps_is_a_named_choice(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"aiayn sweep: error: {path} is not a valid sweep (1 error):\n  keep: input should be 'all', 'last' or 'none', got 'best'\n"
     )
+
+
+def test_an_experiment_given_as_a_sweep_says_what_to_do(capsys):
+    from aiayn.builder.cli import main
+    from tests.conftest import EXPERIMENTS
+
+    path = EXPERIMENTS / "multi30k" / "tiny.yaml"
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: tiny.yaml`"
+    )

@@ -30,6 +30,18 @@ def test_show_prints_config_and_block_table(capsys):
     assert "forward FLOPs per target token" in out and "training memory estimate" in out
 
 
+def test_show_of_a_language_model_speaks_of_one_sequence(capsys):
+    assert main(["show", str(EXPERIMENTS / "lm" / "demo.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "tokenizer: BPE, one model and one vocabulary of en text" in lines
+    assert "forward FLOPs per token (a sequence of 64 tokens): 1.1 M" in lines
+
+
+def test_a_path_that_is_no_file_is_named_so(capsys):
+    assert main(["validate", "/dev/null"]) == 2
+    assert capsys.readouterr().err == "aiayn validate: error: /dev/null: is not a file\n"
+
+
 def test_show_json_contract(capsys):
     assert main(["show", BASE, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
