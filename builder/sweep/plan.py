@@ -81,7 +81,9 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
     except ValidationError as e:
         lines = [f"  {line}" for line in format_validation_error(e, root=SweepSpec)]
         noun = "error" if len(lines) == 1 else "errors"
-        raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines) + _experiment_hint(path, data)) from None
+        raise UserError(
+            f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines) + _experiment_hint(path, data)
+        ) from None
 
 
 EXPERIMENT_KEYS = ("extends", "dims", "model", "train", "trainer", "data", "decode")
