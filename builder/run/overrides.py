@@ -21,7 +21,13 @@ def apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source:
         key, sep, _ = item.partition("=")
         if not sep or not DOTLIST_KEY.match(key):
             raise UserError(f"override {item!r} is not KEY=VALUE with a dotted key, e.g. dims.h=16 or model.encoder.layer[0].h=4")
+        if key == "extends":  # read with the file, before any override: setting it here would change nothing
+            raise UserError(
+                f"override {item!r} ({source}): extends is read from the file before the overrides apply; "
+                "write `extends:` in the YAML, or give the parent experiment itself"
+            )
         try:
+            _check_indices(config, key, item, source)
             _check_override_shape(config, key, item, source)
             _retype(config, key, item, registry)
             config.merge_with_dotlist([item])
@@ -32,6 +38,18 @@ def apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source:
             ) from None
         except OmegaConfBaseException as e:
             raise UserError(f"override {item!r} ({source}): {first_line(e)}") from None
+
+
+def _check_indices(config: DictConfig, key: str, item: str, source: str) -> None:
+    """An index past a list's end names the list and its indices (OmegaConf says "list index out of range")."""
+    for match in re.finditer(r"\[(\d+)\]", key):
+        where = key[: match.start()]
+        node = OmegaConf.select(config, where, default=None, throw_on_resolution_failure=False)
+        if isinstance(node, ListConfig) and int(match.group(1)) >= len(node):
+            held = f"indices 0 to {len(node) - 1}" if len(node) else "no items"
+            raise UserError(
+                f"override {item!r} ({source}): {where} has {len(node)} items ({held}); set the whole list to grow it, e.g. {where}=[...]"
+            )
 
 
 def _check_override_shape(config: DictConfig, key: str, item: str, source: str) -> None:

@@ -111,6 +111,22 @@ def test_settings_the_schema_refuses(override, line):
 # ---- shapes omegaconf cannot merge --------------------------------------------------------------
 
 
+def test_an_index_past_the_end_names_the_list():
+    fails(
+        "aiayn validate: error: override 'model.encoder.layer[7].h=3' (on the command line): model.encoder.layer has 2 items "
+        "(indices 0 to 1); set the whole list to grow it, e.g. model.encoder.layer=[...]\n",
+        "validate", DEMO, "model.encoder.layer[7].h=3",
+    )  # fmt: skip
+
+
+def test_extends_is_no_override():
+    fails(
+        "aiayn validate: error: override 'extends=base.yaml' (on the command line): extends is read from the file before the "
+        "overrides apply; write `extends:` in the YAML, or give the parent experiment itself\n",
+        "validate", DEMO, "extends=base.yaml",
+    )  # fmt: skip
+
+
 def test_a_list_where_a_mapping_belongs(write):
     fails(
         "aiayn validate: error: override 'trainer=[1,2]' (on the command line): trainer is a mapping (key: value), not a list; set its keys, e.g. trainer.KEY=VALUE\n",
