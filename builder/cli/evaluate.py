@@ -21,7 +21,7 @@ from typing import Any
 
 from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
 from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
-from aiayn.builder.data.corpus import read_lines, read_parallel
+from aiayn.builder.data.corpus import check_not_blank, read_lines, read_parallel
 from aiayn.builder.data.spec import split_files, split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import is_marian_folder
@@ -150,6 +150,9 @@ def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
     spec = loaded.spec
     if args.ref is not None:
         lines, data = read_lines(args.ref), str(args.ref)
+        if not lines:
+            raise UserError(f"{args.ref} is empty: it holds no sentences to score")
+        check_not_blank(args.ref, any(line.strip() for line in lines), len(lines))
     else:
         sources, refs, data = split_texts(spec, args.split)
         lines = refs if spec.data.side == spec.data.tgt_lang else sources

@@ -95,6 +95,12 @@ def test_evaluate_scores_a_split_as_training_did_and_translate_refuses(run):
     text.write_text("\n".join(generate_demo(600, 20, 20, 1234)["valid"][0][:10]) + "\n\n")
     code, out, err = cli("evaluate", run, "--ref", text, "--json")
     assert code == 0 and json.loads(out)["n_sentences"] == 10, err
+    for lines, message in (
+        ("", f"{text} is empty: it holds no sentences to score"),
+        ("\n \n", f"{text}: all 2 lines are blank; it holds no sentences"),
+    ):
+        text.write_text(lines)
+        assert cli("evaluate", run, "--ref", text)[::2] == (2, f"aiayn evaluate: error: {message}\n")
     assert cli("translate", run)[::2] == (
         2, f"aiayn translate: error: {run} is a language model (data.side: en), which translates nothing: aiayn generate "
         "continues its text, aiayn evaluate gives its perplexity and bits per byte\n",
