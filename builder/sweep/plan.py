@@ -24,7 +24,7 @@ from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
-from aiayn.schemas.sweep import DOTLIST_KEY, Scalar, SweepSpec
+from aiayn.schemas.sweep import DOTLIST_KEY, LocalLauncherSpec, Scalar, SlurmLauncherSpec, SweepSpec
 
 SWEEP_PREFIX = "sweep."  # `aiayn sweep S.yaml sweep.launcher.parallel=2` changes the sweep file itself
 TRIAL_FILE = "trial.json"  # in runs/<sweep>/<trial>/: the config hash and the run directory it ran in
@@ -96,12 +96,18 @@ def _experiment_hint(path: Path, data: Any) -> str:
     return f"\n{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: {path.name}`"
 
 
+LAUNCHERS = {"local": LocalLauncherSpec, "slurm": SlurmLauncherSpec}
+
+
 def _set(config: DictConfig, key: str, value: Any, item: str) -> None:
     """Sets `key` of the sweep file to `value`. The searched params' names are dotted keys of the
     experiment: `search.params.train.lr_schedule.factor.low` is the key `low` of the param
     `train.lr_schedule.factor` (`...factor={...}` the whole param); a param the file does not
     search yet is a message."""
     prefix = "search.params."
+    kind = LAUNCHERS.get(str(value)) if key == "launcher.type" else None
+    if kind is not None and isinstance(config.get("launcher"), DictConfig):  # a new kind keeps only the keys it has
+        config.launcher = {k: v for k, v in config.launcher.items() if k in kind.model_fields}
     if not key.startswith(prefix):
         OmegaConf.update(config, key, value, merge=False)
         return

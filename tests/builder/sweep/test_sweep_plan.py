@@ -101,6 +101,14 @@ def test_command_line_overrides_reach_every_trial_after_the_sweeps(sweep_file):
     assert trials[0].overrides == ("trainer.max_steps=10", "trainer.max_steps=3", "train.seed=7", "name=small-seed7")
 
 
+def test_a_launcher_retyped_on_the_command_line_keeps_only_its_new_kinds_keys():
+    """table3's SLURM settings run locally, and seeds' local packing on SLURM, as a retyped node in a file."""
+    local = load_sweep(EXPERIMENTS / "table3.sweep.yaml", ["launcher.type=local", "launcher.parallel=2"]).launcher
+    assert local == LocalLauncherSpec(parallel=2)
+    slurm = load_sweep(EXPERIMENTS / "multi30k" / "seeds.sweep.yaml", ["launcher.type=slurm"]).launcher
+    assert slurm == SlurmLauncherSpec()
+
+
 def test_hash_is_the_resolved_experiment():
     a, b = (expand(load_sweep(EXPERIMENTS / "demo.sweep.yaml"), EXPERIMENTS / "demo.sweep.yaml", o) for o in ([], ["dims.N=1"]))
     assert [t.config_hash for t in a] == [config_hash(t.spec) for t in a]
