@@ -17,4 +17,6 @@ def load_experiment(
     takes them), resolved and validated: an ExperimentSpec, or a UserError listing every error
     by its YAML path. `registry`: the registrations its types are read with (default:
     `load_registry()`, aiayn's own blocks and the installed plugins)."""
-    return config.load_experiment(path, overrides, registry=registry if registry is not None else default_registry())
+    return config.load_experiment(
+        path, overrides, registry=registry if registry is not None else default_registry(), source="in overrides"
+    )

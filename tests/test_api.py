@@ -34,7 +34,7 @@ def test_an_experiment_and_its_model():
     assert sum(p.numel() for p in model.parameters()) == shown
     with pytest.raises(aiayn.UserError) as error:
         aiayn.load_experiment(DEMO, ["dims.h=0"])
-    assert "dims.h: input should be greater than 0, got 0" in str(error.value)
+    assert str(error.value).endswith("\n  dims.h: input should be greater than 0, got 0 (set in overrides: dims.h=0)")
 
 
 def test_a_run_translates_as_the_cli_does(run, tmp_path):
