@@ -111,7 +111,8 @@ def train(args: argparse.Namespace) -> int:
     with quiet_lightning():
         results = fit(spec, run, experiment_path=Path(args.experiment), resume=resume)
     if results is not None:
-        scores = f"BLEU {results['bleu']:.2f}, " if results["bleu"] is not None else ""
+        scores = f"bracketing F1 {results['parse_f1']:.2f}, " if "parse_f1" in results else ""
+        scores += f"BLEU {results['bleu']:.2f}, " if results["bleu"] is not None else ""
         scores += f"PPL {results['ppl']:.2f}" + (
             f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else ""
         )

@@ -22,9 +22,10 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from aiayn.builder.data.spec import check_data_files, make_datamodule, split_texts
+from aiayn.builder.data.spec import check_data_files, make_datamodule, split_files, split_texts
 from aiayn.builder.data.tokenizer import check_vocabulary
 from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint, source_model
+from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.decode.metrics import Scoring, evaluate_texts, language_model_scores
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.summary import identity
@@ -205,6 +206,9 @@ def _finalise(
         metrics, hyps = evaluate_texts(
             task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
         )
+        gold = split_files(spec.data, "valid")[1].with_suffix(".gold")
+        if gold.is_file():  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them
+            metrics.update(tree_scores(gold, hyps))
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
     results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
     results["sessions"] = sessions.all
@@ -270,6 +274,7 @@ def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int,
         "chrf": metrics.get("chrf"),
         "ppl": metrics["ppl"],
         **({"bpb": metrics["bpb"], "n_tokens": metrics["n_tokens"]} if "bpb" in metrics else {}),
+        **{key: value for key, value in metrics.items() if key.startswith("parse_")},  # a parsing run's bracketing F1
         "sacrebleu_signature": metrics.get("signature"),
         "steps": steps,
         "wall_time_s": round(wall_time_s, 1),

@@ -84,8 +84,12 @@ def test_a_parsing_run_is_evaluated_by_bracketing_f1(tmp_path):
     tiny = ["dims.N=1", "dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.vocab_size=200", "train.tokens_per_step=400",
             "trainer.max_steps=3", "trainer.val_check_interval=null", "trainer.enable_progress_bar=false", "decode.beam=2",
             "decode.max_len_b=20", "trainer.precision=32-true", f"data.dir={data}", "train.max_tokens_per_batch=400"]  # fmt: skip
-    code, _, err = cli("train", EXPERIMENTS / "parsing" / "wsj.yaml", *tiny, "--runs", tmp_path / "runs")
+    code, out, err = cli("train", EXPERIMENTS / "parsing" / "wsj.yaml", *tiny, "--runs", tmp_path / "runs")
     assert code == 0, err
+    run = tmp_path / "runs" / "parsing-wsj" / "version_0"
+    final, valid = json.loads((run / "results.json").read_text()), (run / "translations" / "valid.hyp").read_text().splitlines()
+    assert {k: final[k] for k in final if k.startswith("parse_")} == tree_scores(data / "valid.gold", valid)  # as training ends
+    assert "finished in " in out and f": bracketing F1 {final['parse_f1']:.2f}, BLEU " in out
     code, out, err = cli("evaluate", tmp_path / "runs" / "parsing-wsj", "--json", "--hyps", tmp_path / "hyps.txt")
     assert code == 0, err
     result = json.loads(out)
