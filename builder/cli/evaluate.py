@@ -22,7 +22,7 @@ from typing import Any
 from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
 from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
 from aiayn.builder.data.corpus import check_not_blank, read_lines, read_parallel
-from aiayn.builder.data.spec import split_files, split_texts
+from aiayn.builder.data.spec import gold_trees, split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import is_marian_folder
 from aiayn.builder.decode.evalb import tree_scores
@@ -107,19 +107,11 @@ def evaluate(args: argparse.Namespace) -> int:
         result.update(tokenized_bleu(hyps, refs))
     if args.lc_bleu:
         result.update(literature_bleu(hyps, refs, loaded.spec.data.tgt_lang))
-    gold = gold_trees(loaded.spec, args) if pair is None else None
+    gold = gold_trees(loaded.spec.data, args.split) if pair is None else None
     if gold is not None:  # a parsing experiment's split: its trees scored as EVALB scores them
         result.update(tree_scores(gold, hyps))
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
-
-
-def gold_trees(spec: Any, args: argparse.Namespace) -> Path | None:
-    """The split's gold trees (`{split}.gold` beside its target file, as `aiayn data wsj` writes them), if any."""
-    if spec.data.type != "files":
-        return None
-    gold = split_files(spec.data, args.split)[1].with_suffix(".gold")
-    return gold if gold.is_file() else None
 
 
 def _texts(

@@ -34,6 +34,15 @@ def split_files(data: FilesDataSpec, split: str) -> tuple[Path, Path]:
     return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
 
 
+def gold_trees(data: Any, split: str) -> Path | None:
+    """A parsing corpus's gold trees of a split (`{split}.gold` beside its target file, as `aiayn
+    data wsj` writes them), if the data are such files."""
+    if not isinstance(data, FilesDataSpec):
+        return None
+    gold = split_files(data, split)[1].with_suffix(".gold")
+    return gold if gold.is_file() else None
+
+
 def check_data_files(spec: ExperimentSpec) -> None:
     """Every split's two files exist, or a message that says where they were looked for."""
     data = spec.data

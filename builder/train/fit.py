@@ -22,7 +22,7 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from aiayn.builder.data.spec import check_data_files, make_datamodule, split_files, split_texts
+from aiayn.builder.data.spec import check_data_files, gold_trees, make_datamodule, split_texts
 from aiayn.builder.data.tokenizer import check_vocabulary
 from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint, source_model
 from aiayn.builder.decode.evalb import tree_scores
@@ -206,8 +206,8 @@ def _finalise(
         metrics, hyps = evaluate_texts(
             task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
         )
-        gold = split_files(spec.data, "valid")[1].with_suffix(".gold")
-        if gold.is_file():  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them
+        gold = gold_trees(spec.data, "valid")
+        if gold is not None:  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them
             metrics.update(tree_scores(gold, hyps))
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
     results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
