@@ -1,6 +1,8 @@
 """The README and the manual, run as written (the slow tier): every command of their ```bash
 blocks, the README's first, then each page's in the site's order (mkdocs.yml's nav), in one fresh
-folder, then the demo they trained is checked for quality (BLEU >= 90, real German).
+folder, then the demo they trained is checked for quality (BLEU >= 90, real German). The pages
+whose commands need no run of the others' (SEPARATE: the sweeps' and the language models') run
+as a second test in a folder of their own, so that the two halves run side by side (-n 2).
 
 Commands that CI runs itself (the install, the test tiers, the site) are checked against
 `.ci/run`; `tensorboard --logdir X` is checked by reading X's events with TensorBoard's reader;
@@ -39,16 +41,20 @@ CI_COMMANDS = (
 NOT_HERE = ("# on a GPU", "# needs ")  # a block that starts so is validated and parsed, not run
 
 
-def manual() -> str:
+SEPARATE = ("sweeps.md", "language-models.md")  # their commands use no run that another page's made
+
+
+def manual(separate: bool = False) -> str:
     """The README, then the manual's pages in the site's order (the home page is the README; the
-    API reference and the schema page are generated)."""
+    API reference and the schema page are generated), but for the SEPARATE pages; or those alone."""
 
     def pages(nav: list) -> list[str]:
         return [p for item in nav for value in item.values() for p in (pages(value) if isinstance(value, list) else [value])]
 
     nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
-    texts = [(ROOT / "docs" / page).read_text() for page in pages(nav) if page not in ("index.md", "api.md", "schema.md")]
-    return "\n".join([README.read_text(), *texts])
+    shown = [page for page in pages(nav) if page not in ("index.md", "api.md", "schema.md")]
+    texts = [(ROOT / "docs" / page).read_text() for page in shown if (page in SEPARATE) == separate]
+    return "\n".join(texts if separate else [README.read_text(), *texts])
 
 
 def readme_commands(text: str) -> list[tuple[str, bool]]:
@@ -83,21 +89,55 @@ def as_validation(command: str) -> list[str]:
 
 def test_the_readme_and_the_manual_run_as_written_and_the_demo_learns(tmp_path):
     text = manual()
-    commands = readme_commands(text)
-    ci = (ROOT / ".ci" / "run").read_text()
-    for folder in ("experiments", "benchmarks"):
-        (tmp_path / folder).symlink_to(ROOT / folder)
+    env, outputs = environment(tmp_path), run_commands(text, tmp_path)
+    check_console(
+        outputs['pip install torch==2.13.0 && pip install -e ".[test,export]" && aiayn train experiments/demo.yaml'],
+        README.read_text(),
+    )
+    check_demo(tmp_path / "runs" / "demo" / "version_0", env)
+    for block in python_examples(text):  # the Python API, as written, on the demo trained above
+        done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        out = check(done, block)
+        lines = out.splitlines()
+        assert "parameters" in lines[0] and lines[1].startswith("['sie kaufte dreihundert"), out
+        assert lines[3].startswith("sie hat drei Bücher gekauft ") and lines[3].endswith(" 0-0 1-1 3-2 4-3 2-4"), out
+        agrees, forced, searched = lines[5].split()
+        assert agrees == "True" and float(forced) == pytest.approx(float(searched), abs=1e-4), out
+
+
+def test_the_sweeps_and_language_models_pages_run_as_written(tmp_path):
+    text = manual(separate=True)
+    assert "aiayn sweep experiments/demo.sweep.yaml" in text and "aiayn generate runs/lm-demo" in text
+    assert not python_examples(text)  # the Python API's example is the other test's
+    outputs = run_commands(text, tmp_path)
+    assert outputs['aiayn generate runs/lm-demo --prompt "she bought" --greedy'].startswith("she bought ")
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
     # one thread, fixed: train.cpu_threads: auto would move the count with the machine's load, and the
     # count changes a run's last bits, so that each CI run of the demo would be another draw (docs/training.md,
     # "Sharing a machine"); fixed, it is the same run on every load (valid BLEU 99.71 on this VM type)
-    env = {
+    return {
         **os.environ,
         "OMP_NUM_THREADS": "1",
         "AIAYN_CACHE": str(tmp_path / "cache"),
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
-    outputs = {}
-    opus_mt = {**env, "OPUS_MT": str(opus_mt_folder(tmp_path / "opus-mt-en-de")), "FINETUNE_DATA": str(tmp_path)}
+
+
+def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
+    """Every command of `text`'s bash blocks in `tmp_path`, as the module's docstring says: the
+    output of each one run, by its text."""
+    commands = readme_commands(text)
+    ci = (ROOT / ".ci" / "run").read_text()
+    for folder in ("experiments", "benchmarks"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    env, outputs = environment(tmp_path), {}
+    opus_mt = (
+        {**env, "OPUS_MT": str(opus_mt_folder(tmp_path / "opus-mt-en-de")), "FINETUNE_DATA": str(tmp_path)}
+        if "OPUS_MT" in text
+        else env
+    )
     for command, here in commands:
         words = shlex.split(command)
         while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the program
@@ -126,19 +166,7 @@ def test_the_readme_and_the_manual_run_as_written_and_the_demo_learns(tmp_path):
         if rest:
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)
-    check_console(
-        outputs['pip install torch==2.13.0 && pip install -e ".[test,export]" && aiayn train experiments/demo.yaml'],
-        README.read_text(),
-    )
-    check_demo(tmp_path / "runs" / "demo" / "version_0", env)
-    for block in python_examples(text):  # the Python API, as written, on the demo trained above
-        done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        out = check(done, block)
-        lines = out.splitlines()
-        assert "parameters" in lines[0] and lines[1].startswith("['sie kaufte dreihundert"), out
-        assert lines[3].startswith("sie hat drei Bücher gekauft ") and lines[3].endswith(" 0-0 1-1 3-2 4-3 2-4"), out
-        agrees, forced, searched = lines[5].split()
-        assert agrees == "True" and float(forced) == pytest.approx(float(searched), abs=1e-4), out
+    return outputs
 
 
 def python_examples(text: str) -> list[str]:
