@@ -96,7 +96,7 @@ def _experiment_hint(path: Path, data: Any) -> str:
     return f"\n{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: {path.name}`"
 
 
-LAUNCHERS = {"local": LocalLauncherSpec, "slurm": SlurmLauncherSpec}
+LAUNCHERS: dict[str, type[LocalLauncherSpec] | type[SlurmLauncherSpec]] = {"local": LocalLauncherSpec, "slurm": SlurmLauncherSpec}
 
 
 def _set(config: DictConfig, key: str, value: Any, item: str) -> None:
