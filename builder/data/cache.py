@@ -24,11 +24,13 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +88,7 @@ def remembered_key(
         h.update(tokenizer.to_json().encode("utf-8") + b"\0")
     identity, newest, started = h.hexdigest(), max(max(st.st_mtime, st.st_ctime) for st in stats), time.time()
     known = _read_keys(cache_dir).get(identity)
-    if known and known.get("hashed_at", 0) > newest + RACY_S:
+    if _trusted(known, newest):
         return known["key"], lambda: None
     key = cache_key(src_path, tgt_path, src_tokenizer, tgt_tokenizer)
     if started <= newest + RACY_S:  # racy: the files may change again within their mtime's resolution
@@ -94,17 +96,25 @@ def remembered_key(
     return key, lambda: _remember(cache_dir, identity, {"key": key, "hashed_at": started})
 
 
+def _trusted(entry: Any, newest: float) -> bool:
+    """A remembered key, well formed (32 hex digits: it names a folder), hashed RACY_S after the files' last change."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not re.fullmatch(r"[0-9a-f]{32}", entry["key"]):
+        return False
+    hashed_at = entry.get("hashed_at")
+    return isinstance(hashed_at, (int, float)) and not isinstance(hashed_at, bool) and hashed_at > newest + RACY_S
+
+
 def _read_keys(cache_dir: Path) -> dict:
     try:
         keys = json.loads((cache_dir / KEYS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # none yet, or unreadable: every key is hashed (and the file written anew)
+    except (OSError, ValueError, RecursionError):  # none yet, or unreadable: every key is hashed (and the file written anew)
         return {}
     return keys if isinstance(keys, dict) else {}
 
 
 def _remember(cache_dir: Path, identity: str, entry: dict) -> None:
     keys = {**_read_keys(cache_dir), identity: entry}
-    newest = sorted(keys.items(), key=lambda item: item[1].get("hashed_at", 0) if isinstance(item[1], dict) else 0)
+    newest = sorted((item for item in keys.items() if _trusted(item[1], 0)), key=lambda item: item[1]["hashed_at"])
     with contextlib.suppress(OSError):  # an unwritable cache is said where an entry is written; this only saves time
         fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{KEYS_FILE}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -263,3 +263,25 @@ def test_files_written_just_before_the_hashing_are_hashed_every_time(tokenizer, 
     encode_cached(tokenizer, *corpus, cache)
     encode_cached(tokenizer, *corpus, cache)
     assert hashed == ["train.en", "train.de"] * 2 and not (cache / "keys.json").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "{trunc", "[1, 2]", '{"x": "y"}', "ENTRY_AS_LIST", '{"key": 5, "hashed_at": 1e10}', '{"key": "../../x", "hashed_at": 1e10}',
+     '{"key": "KEY", "hashed_at": "later"}', '{"key": "KEY", "hashed_at": true}', "[" * 100_000],
+)  # fmt: skip
+def test_a_damaged_keys_file_costs_a_hashing_and_nothing_else(tokenizer, corpus, tmp_path, monkeypatch, content):
+    hashed, cache = count_hashes(monkeypatch), tmp_path / "cache"
+    first = encode_cached(tokenizer, *corpus, cache)
+    monkeypatch.setattr(cache_module, "time", type("Clock", (), {"time": staticmethod(lambda: 10**10)}))
+    encode_cached(tokenizer, *corpus, cache)  # remembered
+    (identity,) = json.loads((cache / "keys.json").read_text())
+    key = next(p.name.split("-")[-1] for p in cache.iterdir() if p.is_dir())
+    entry = content.replace("KEY", key)
+    text = f'{{"{identity}": {entry}}}' if entry.startswith('{"') or entry == "ENTRY_AS_LIST" else entry
+    (cache / "keys.json").write_text(text.replace("ENTRY_AS_LIST", "[1]"))
+    hashed.clear()
+    again = encode_cached(tokenizer, *corpus, cache)
+    assert hashed == ["train.en", "train.de"] and again[1].tolists() == first[1].tolists()
+    assert [p.name for p in cache.iterdir() if p.is_dir()] == [f"train-{key}"]  # no folder named by a damaged key
+    assert json.loads((cache / "keys.json").read_text())[identity]["key"] == key  # written anew
