@@ -87,7 +87,7 @@ def remembered_key(
     for tokenizer in (src_tokenizer, tgt_tokenizer):
         h.update(tokenizer.to_json().encode("utf-8") + b"\0")
     identity, newest, started = h.hexdigest(), max(max(st.st_mtime, st.st_ctime) for st in stats), time.time()
-    known = _read_keys(cache_dir).get(identity)
+    known: Any = _read_keys(cache_dir).get(identity)
     if _trusted(known, newest):
         return known["key"], lambda: None
     key = cache_key(src_path, tgt_path, src_tokenizer, tgt_tokenizer)
