@@ -47,6 +47,7 @@ class ResultsSpec(Spec):
     bleu: Annotated[float, Field(ge=0.0, le=100.0)] | None  # None: a language model's run, which translates nothing
     ppl: Annotated[float, Field(ge=1.0)]
     bpb: Annotated[float, Field(ge=0.0)] | None = None  # a language model's bits per byte of the validation text
+    parse_f1: Annotated[float, Field(ge=0.0, le=100.0)] | None = None  # a parsing run's bracketing F1 of the validation split
     steps: Count
     seed: int | None = None  # train.seed; trials of two variants are paired by it
     sacrebleu_signature: str | None = None  # how `bleu` was scored (None: an older run, sacreBLEU's default)

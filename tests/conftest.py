@@ -33,6 +33,18 @@ def pytest_configure(config):
     os.environ["AIAYN_PLUGINS"] = ""
 
 
+@pytest.hookimpl(trylast=True)  # after -m's deselection: the items are those that will run
+def pytest_collection_modifyitems(config, items):
+    """The tier's `longest` tests (the manual's two halves) first, each at the head of one of
+    pytest-xdist's first chunks: its load scheduler starts each worker on two consecutive tests, so
+    [longest, other, longest, other, ...] starts them side by side on two workers, where in file
+    order they came last and could land on one worker, one after the other (minutes of CI)."""
+    longest = [item for item in items if item.get_closest_marker("longest")]
+    others = [item for item in items if not item.get_closest_marker("longest")]
+    head = [item for pair in zip(longest, others[: len(longest)]) for item in pair]
+    items[:] = head + longest[len(head) // 2 :] + others[len(head) // 2 :]
+
+
 def registry():
     """aiayn's own blocks, as every test reads experiments (AIAYN_PLUGINS="": no installed plugin's);
     a test that registers blocks of its own extends it (`registry().extended(function)`)."""

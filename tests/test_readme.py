@@ -27,7 +27,7 @@ from aiayn.builder.cli import verb_parser
 from tests.builder.decode.opus_mt import opus_mt_folder
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.longest]
 
 README = ROOT / "README.md"
 CI_COMMANDS = (

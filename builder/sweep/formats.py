@@ -14,7 +14,7 @@ from aiayn.builder.sweep.significance import LEVEL, MIN_SEEDS, SAMPLES, Differen
 
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", *SWITCHES, "uniform", "steps",
-    "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "parse_f1", "parse_f1_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
 
@@ -82,7 +82,7 @@ def markdown(
     settings, shown = differing(rows), switches(rows)
     compared = [f"BLEU {split}"] if split != "valid" else []
     head = [
-        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "bits/byte", "BLEU", *compared, "ΔBLEU [95% CI]",
+        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "bits/byte", "BLEU", "F1 (brackets)", *compared, "ΔBLEU [95% CI]",
         "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model",
     ]  # fmt: skip
     agreement = directions(rows, differences, base)
@@ -114,6 +114,7 @@ def _cells(
         _cell(row.ppl),
         _cell(row.bpb),
         _cell(row.bleu),
+        _cell(row.f1),
         *([_cell(row.compared) if row.compared else ""] if compared else []),
         _delta(differences.get(row.variant)),
         f"{row.params / 1e6:.2f}",
@@ -141,6 +142,8 @@ def _notes(
             "",
             "bits/byte: a language model's summed NLL of the validation text over its UTF-8 bytes (a newline each line), in bits.",
         ]
+    if any(row.f1 and None not in row.f1 for row in rows):
+        lines += ["", "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm)."]
     if split != "valid":
         chosen = f", {chose}" if chose else ""
         lines += ["", f"Splits: PPL and BLEU are the validation split's{chosen}; BLEU {split} and ΔBLEU are the {split} split's."]
@@ -191,6 +194,7 @@ def write_csv(
             ppl, ppl_std = mean_std(row.ppl)
             bleu, bleu_std = _mean_std_or_blank(row.bleu)
             bpb, bpb_std = _mean_std_or_blank(row.bpb)
+            f1, f1_std = _mean_std_or_blank(row.f1)
             d = (differences or {}).get(row.variant)
             verdict = agreement.get(row.variant, "")
             writer.writerow(
@@ -208,6 +212,8 @@ def write_csv(
                     "bpb_std": bpb_std,
                     "bleu": bleu,
                     "bleu_std": bleu_std,
+                    "parse_f1": f1,
+                    "parse_f1_std": f1_std,
                     **_delta_fields(d),
                     "vs_paper": verdict,
                     "params": row.params,

@@ -48,6 +48,7 @@ class Row:
     signature: str | None = None  # the first run's BLEU signature (every run of a table is scored alike)
     compared: tuple[float, ...] = ()  # BLEU of its runs on the split the table compares on, where not valid
     bpb: tuple[float | None, ...] = ()  # a language model's bits per byte (None: a translation model's)
+    f1: tuple[float | None, ...] = ()  # a parsing run's bracketing F1 (None: another task's)
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -127,6 +128,7 @@ def table(runs: list[dict[str, Any]], order: Sequence[str] = ()) -> list[Row]:
                 ppl=tuple(r["ppl"] for r in group),
                 bleu=tuple(r["bleu"] for r in group),
                 bpb=tuple(r.get("bpb") for r in group),
+                f1=tuple(r.get("parse_f1") for r in group),
                 params=first["params"],
                 reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
                 runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),
