@@ -13,6 +13,7 @@ from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.size import check_size
 from aiayn.builder.model.summary import render, summary
+from aiayn.builder.run.atomic import check_writable
 from aiayn.builder.run.config import load_experiment, parent_of
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.experiment import ExperimentSpec
@@ -118,8 +119,7 @@ def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
         raise UserError(f"--figure {path}: give a file name ending in .svg or .png (the suffix chooses the format)")
     if path.is_dir():
         raise UserError(f"--figure {path} is a folder; give a file name ending in .svg or .png")
-    if not path.parent.is_dir():
-        raise UserError(f"--figure {path}: the folder {path.parent} does not exist; create it first")
+    check_writable(path, "--figure")  # a missing folder is made, as translate -o makes one
     reads, parent = [experiment], parent_of(experiment)
     while parent is not None and parent not in reads:
         reads.append(parent)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from aiayn.builder.model.registry import Registry, described_switches, registry_of
 from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
+from aiayn.builder.run.atomic import atomic_write
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
@@ -325,11 +326,12 @@ def _draw_frame(ax: Any, x: float, outward: int, frame: Any) -> None:
 
 
 def save(drawn: Layout, path: Path) -> tuple[int, int]:
-    """Write the figure as .svg (text kept as text) or .png; returns the PNG's (width, height) in pixels."""
+    """Write the figure as .svg (text kept as text) or .png, whole or not at all, its folders made
+    as needed; returns the PNG's (width, height) in pixels."""
     import matplotlib
 
     fig = draw(drawn)
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "aiayn"}):
-        fig.savefig(path, format=path.suffix.lstrip(".").lower(), dpi=DPI)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "aiayn"}), atomic_write(path) as f:
+        fig.savefig(f, format=path.suffix.lstrip(".").lower(), dpi=DPI)
     width, height = fig.get_size_inches() * DPI
     return round(width), round(height)

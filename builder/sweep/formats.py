@@ -143,7 +143,10 @@ def _notes(
             "bits/byte: a language model's summed NLL of the validation text over its UTF-8 bytes (a newline each line), in bits.",
         ]
     if any(row.f1 and None not in row.f1 for row in rows):
-        lines += ["", "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm)."]
+        lines += [
+            "",
+            "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm).",
+        ]
     if split != "valid":
         chosen = f", {chose}" if chose else ""
         lines += ["", f"Splits: PPL and BLEU are the validation split's{chosen}; BLEU {split} and ΔBLEU are the {split} split's."]
@@ -194,7 +197,6 @@ def write_csv(
             ppl, ppl_std = mean_std(row.ppl)
             bleu, bleu_std = _mean_std_or_blank(row.bleu)
             bpb, bpb_std = _mean_std_or_blank(row.bpb)
-            f1, f1_std = _mean_std_or_blank(row.f1)
             d = (differences or {}).get(row.variant)
             verdict = agreement.get(row.variant, "")
             writer.writerow(
@@ -212,8 +214,7 @@ def write_csv(
                     "bpb_std": bpb_std,
                     "bleu": bleu,
                     "bleu_std": bleu_std,
-                    "parse_f1": f1,
-                    "parse_f1_std": f1_std,
+                    **dict(zip(("parse_f1", "parse_f1_std"), _mean_std_or_blank(row.f1))),
                     **_delta_fields(d),
                     "vs_paper": verdict,
                     "params": row.params,

@@ -128,11 +128,17 @@ def test_the_png_opens_and_has_the_stated_size(tmp_path, capsys):
     assert out.out.startswith("{")  # the JSON alone on stdout
 
 
+def test_a_figure_into_a_missing_folder_makes_it_as_translate_o_does(tmp_path, capsys):
+    path = tmp_path / "figures" / "new" / "demo.svg"
+    assert main(["show", str(EXPERIMENTS / "demo.yaml"), "--figure", str(path)]) == 0
+    assert path.read_text().startswith("<?xml") and sorted(p.name for p in path.parent.iterdir()) == ["demo.svg"]
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
         ("model.pdf", "--figure {p}: give a file name ending in .svg or .png (the suffix chooses the format)"),
-        ("missing/model.svg", "--figure {p}: the folder {parent} does not exist; create it first"),
+        ("demo.yaml/model.svg", "--figure {p}: {parent} is a file, so nothing can be written under it"),
         ("figures.svg", "--figure {p} is a folder; give a file name ending in .svg or .png"),
     ],
 )

@@ -29,7 +29,10 @@ def test_a_sweep_of_parsing_runs_has_an_f1_column(tmp_path, capsys):
     rows = [[cell.strip() for cell in row.strip("|").split("|")] for row in out[2:4]]
     cells = {row[head.index("variant")]: row for row in rows}
     assert (cells["wsj"][f1], cells["wsj-small"][f1]) == ("91.00 ± 1.41", "85.50")
-    assert "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm)." in out
+    assert (
+        "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm)."
+        in out
+    )
     with open(root / "results.csv", newline="") as f:
         rows = {row["variant"]: row for row in csv.DictReader(f)}
     assert float(rows["wsj"]["parse_f1"]) == 91.0 and float(rows["wsj"]["parse_f1_std"]) == pytest.approx(2**0.5)
