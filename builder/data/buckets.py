@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from aiayn.builder.data.batches import Batches
 from aiayn.builder.data.collate import Batch, TranslationCollator, padded, rows_of
 from aiayn.builder.data.dataset import Example
 
@@ -84,17 +85,17 @@ def bucket_of(widths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
     return np.searchsorted(np.asarray(buckets), widths, side="left")
 
 
-def bucket_batches(order: np.ndarray, widths: np.ndarray, buckets: Sequence[int], max_tokens: int) -> list[list[int]]:
+def bucket_batches(order: np.ndarray, widths: np.ndarray, buckets: Sequence[int], max_tokens: int) -> Batches:
     """`order` (shuffled positions) cut into batches of max_tokens // width pairs of one bucket,
     keeping the order within each bucket: pairs of random lengths within a bucket make the real
     token counts of its batches alike, and the fixed packed count (their most) tight."""
     which = bucket_of(widths[order], buckets)
-    batches = []
+    parts = []
     for b, width in enumerate(buckets):
-        ids = order[which == b].tolist()
+        ids = order[which == b]
         rows = bucket_rows(width, max_tokens)
-        batches += [ids[i : i + rows] for i in range(0, len(ids), rows)]
-    return batches
+        parts.append(Batches(ids, np.append(np.arange(0, len(ids), rows), len(ids)) if len(ids) else np.zeros(1, np.int64)))
+    return Batches.joined(parts)
 
 
 def bucket_shapes(

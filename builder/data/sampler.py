@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Sampler
 
+from aiayn.builder.data.batches import Batches, even_out
 from aiayn.builder.data.buckets import bucket_batches
 from aiayn.builder.errors import UserError
 
 
-def pack(order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int) -> list[list[int]]:
+def pack(order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int) -> Batches:
     """Greedy token-budget packing of `order` (already sorted), keeping its order.
 
     Each batch takes the next examples while (examples + 1) x longest <= max_tokens. That padded
@@ -49,8 +50,7 @@ def pack(order: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray, ma
         padded = counts[: end - start] * np.maximum.accumulate(widths[start:end])  # non-decreasing
         start += max(int(padded.searchsorted(max_tokens, side="right")), 1)  # one over budget: alone
         bounds.append(start)
-    ids = np.asarray(order).tolist()
-    return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return Batches(order, np.asarray(bounds))
 
 
 def by_lengths(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
@@ -61,19 +61,6 @@ def by_lengths(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
         by_tgt = np.argsort(tgt.astype(np.uint16), kind="stable")
         return by_tgt[np.argsort(src.astype(np.uint16)[by_tgt], kind="stable")]
     return np.lexsort((tgt, src))
-
-
-def even_out(batches: list[list[int]], num_replicas: int) -> list[list[int]]:
-    """The batches, split (or, failing that, repeated) until their count divides by num_replicas."""
-    batches = list(batches)
-    while len(batches) % num_replicas:
-        biggest = max(range(len(batches)), key=lambda j: len(batches[j]))  # first of the largest
-        if len(batches[biggest]) < 2:
-            missing = num_replicas - len(batches) % num_replicas
-            return batches + batches[:missing]
-        b = batches[biggest]
-        batches[biggest : biggest + 1] = [b[: len(b) // 2], b[len(b) // 2 :]]
-    return batches
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -123,7 +110,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self._start = 0  # batches of this epoch to skip, set by load_state_dict
         self._consumed = 0  # of this rank's batches in self.epoch
 
-    def _pack(self, src: np.ndarray, tgt: np.ndarray) -> list[list[int]]:
+    def _pack(self, src: np.ndarray, tgt: np.ndarray) -> Batches:
         if self.shuffle:
             order = np.random.default_rng(self.seed).permutation(len(src))
         else:
@@ -131,25 +118,29 @@ class TokenBatchSampler(Sampler[list[int]]):
         if self.buckets is not None:
             return bucket_batches(order, np.maximum(src, tgt), self.buckets, self.max_tokens)
         step = self.bucket_size or len(src)
-        batches = []
+        parts = []
         for start in range(0, len(order), step):
             bucket = order[start : start + step]
-            batches += pack(bucket[by_lengths(src[bucket], tgt[bucket])], src, tgt, self.max_tokens)
-        return batches
+            parts.append(pack(bucket[by_lengths(src[bucket], tgt[bucket])], src, tgt, self.max_tokens))
+        return Batches.joined(parts)
 
-    def epoch_batches(self) -> list[list[int]]:
-        """This rank's batches of the current epoch, in order, including consumed ones."""
+    def _epoch_order(self) -> np.ndarray:
+        """The indices of this rank's batches of the current epoch, in order."""
         order = np.arange(len(self.batches))
         if self.shuffle:
             order = np.random.default_rng(self.seed + self.epoch).permutation(len(self.batches))
-        return [self.batches[j] for j in order[self.rank :: self.num_replicas]]
+        return order[self.rank :: self.num_replicas]
+
+    def epoch_batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch, in order, including consumed ones."""
+        return [self.batches[j] for j in self._epoch_order()]
 
     def __iter__(self) -> Iterator[list[int]]:
         start, self._start = self._start, 0  # a resumed position applies to one iteration only
         self._consumed = start
-        for batch in self.epoch_batches()[start:]:
+        for j in self._epoch_order()[start:]:  # a batch made a list only when it is drawn
             self._consumed += 1
-            yield batch
+            yield self.batches[int(j)]
 
     def __len__(self) -> int:
         return len(self.batches) // self.num_replicas

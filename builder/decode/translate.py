@@ -113,7 +113,7 @@ def output_start(model: TransformerModel, tgt_tokenizer: Tokenizer) -> int:
 
 def batches(
     model: TransformerModel, order: np.ndarray, lengths: np.ndarray, max_tokens: int, out_lengths: np.ndarray | None = None
-) -> list[list[int]]:
+) -> Sequence[list[int]]:
     """`pack`'s batches; for a model whose prompts must be of one length (a decoder-only model's), each cut where the length changes."""
     packed = pack(order, lengths, lengths if out_lengths is None else out_lengths, max_tokens)
     if not model.equal_length_prompts:

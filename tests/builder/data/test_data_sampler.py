@@ -75,6 +75,9 @@ def test_even_out_repeats_only_when_it_cannot_split():
     assert even_out([[0], [1], [2]], 2) == [[0], [1], [2], [0]]
     sampler = TokenBatchSampler([3], [3], max_tokens=10, num_replicas=2, rank=1)
     assert list(sampler) == [[0]]
+    # more ranks than batches: the batches repeat in turn, so every rank has one (it had none)
+    assert [list(TokenBatchSampler([3], [3], max_tokens=10, num_replicas=3, rank=r)) for r in range(3)] == [[[0]]] * 3
+    assert even_out([[0], [1, 2]], 5) == [[0], [1], [2], [0], [1]]
 
 
 def test_pack():
