@@ -20,7 +20,7 @@ class Batches(Sequence[list[int]]):
             raise ValueError(f"bounds must run from 0 to {len(self.ids)}, got {self.bounds[:3]}...{self.bounds[-3:]}")
 
     @classmethod
-    def of(cls, batches: Iterable[Sequence[int]]) -> "Batches":
+    def of(cls, batches: Iterable[Sequence[int] | np.ndarray]) -> "Batches":
         """From batches given as lists (or from a Batches, as it is)."""
         if isinstance(batches, Batches):
             return batches
@@ -73,7 +73,7 @@ class Batches(Sequence[list[int]]):
         return f"Batches({len(self)} batches of {len(self.ids)} indices: {shown}{', ...' if len(self) > 3 else ''})"
 
 
-def even_out(batches: Iterable[Sequence[int]], num_replicas: int) -> Batches:
+def even_out(batches: Iterable[Sequence[int] | np.ndarray], num_replicas: int) -> Batches:
     """The batches, split (or, failing that, repeated) until their count divides by num_replicas:
     while it does not, the first of the largest batches is halved; when no batch has two examples
     left, the first batches are repeated (cycling through them where there are fewer batches than
