@@ -94,7 +94,7 @@ def bucket_batches(order: np.ndarray, widths: np.ndarray, buckets: Sequence[int]
     for b, width in enumerate(buckets):
         ids = order[which == b]
         rows = bucket_rows(width, max_tokens)
-        parts.append(Batches(ids, np.append(np.arange(0, len(ids), rows), len(ids)) if len(ids) else np.zeros(1, np.int64)))
+        parts.append(Batches(ids, np.append(np.arange(0, len(ids), rows), len(ids))))  # [0] for an empty bucket
     return Batches.joined(parts)
 
 
