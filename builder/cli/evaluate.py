@@ -146,8 +146,7 @@ def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
             raise UserError(f"{args.ref} is empty: it holds no sentences to score")
         check_not_blank(args.ref, any(line.strip() for line in lines), len(lines))
     else:
-        sources, refs, data = split_texts(spec, args.split)
-        lines = refs if spec.data.side == spec.data.tgt_lang else sources
+        _, lines, data = split_texts(spec, args.split)  # a language model's split: its side's text, as both
     model = loaded.model.to(device_of(args))
     metrics = text_scores(model, loaded.tgt_tokenizer, lines, spec.decode.max_tokens)
     result = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics}

@@ -122,6 +122,8 @@ def check_aligned(src_path: Path, tgt_path: Path, n_src: int, n_tgt: int) -> Non
             f"{n_tgt}; line N of one file must translate line N of the other"
         )
     if not n_src:
+        if src_path == tgt_path:  # a language model's one file
+            raise UserError(f"corpus file is empty: {src_path} has no lines")
         raise UserError(f"parallel corpus is empty: {src_path} and {tgt_path} have no lines")
 
 

@@ -29,8 +29,11 @@ def cache_dir(spec: ExperimentSpec) -> Path:
 
 
 def split_files(data: FilesDataSpec, split: str) -> tuple[Path, Path]:
-    """(source file, target file) of a split: `{dir}/{name of the split}.{lang}`."""
+    """(source file, target file) of a split: `{dir}/{name of the split}.{lang}`; a language
+    model's (data.side) is its one file `{dir}/{name of the split}.{side}`, as both."""
     prefix = Path(data.dir) / getattr(data, split)
+    if data.side is not None:
+        return (Path(f"{prefix}.{data.side}"),) * 2
     return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
 
 
@@ -56,9 +59,7 @@ def check_data_files(spec: ExperimentSpec) -> None:
         resolved(directory)  # a link that leads back to itself is named as one
         what = "is a file, not a folder" if directory.exists() else "does not exist"
         raise UserError(f"data.dir {directory} {what}; {how}")
-    missing = [
-        p.name for split in SPLITS for p in split_files(data, split) if not p.is_file() and data.side in (None, p.suffix[1:])
-    ]
+    missing = list(dict.fromkeys(p.name for split in SPLITS for p in split_files(data, split) if not p.is_file()))
     if missing:
         raise UserError(
             f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)"
@@ -82,15 +83,18 @@ def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple
     pipelines = None if raw else text_pipelines(spec)
     if isinstance(data, DemoDataSpec):
         sources, refs = generate_demo(data.n_train, data.n_valid, data.n_test, data.seed)[split]
-        where = f"the demo corpus's {split} split, seed {data.seed}"
+        if data.side is not None:  # a language model's text: its side's sentences, as both
+            sources = refs = sources if data.side == data.src_lang else refs
+        where = f"the demo corpus's {split} split, seed {data.seed}" + (f", its {data.side} side" if data.side else "")
         if pipelines is not None:
             return pipelines[0].lines(sources), pipelines[1].lines(refs), f"{where}, through data.pipeline"
         return list(sources), list(refs), where
     src, ref = split_files(data, split)
+    where = str(src) if data.side is not None else f"{src} -> {ref}"
     if pipelines is None:
-        return *read_parallel(src, ref), f"{src} -> {ref}"
+        return *read_parallel(src, ref), where
     texts = [processed_file(path, pipeline, cache_dir(spec)) for path, pipeline in zip((src, ref), pipelines)]
-    return *read_parallel(*texts), f"{src} -> {ref}, through data.pipeline"
+    return *read_parallel(*texts), f"{where}, through data.pipeline"
 
 
 def make_datamodule(

@@ -99,10 +99,13 @@ def parse_steps(names: Sequence[Any], registry: Registry) -> tuple[TextStep, ...
 
 def pipelines_of(spec: Any) -> tuple[TextPipeline, TextPipeline] | None:
     """The (source, target) pipelines of an experiment's `data.pipeline`, None where it has none:
-    what translate and evaluate apply to new input."""
+    what translate and evaluate apply to new input. A language model's are both its side's."""
     data, registry = spec.data, registry_of(spec)
     if not data.pipeline:
         return None
+    if data.side is not None:  # a language model reads its one language's text, with that language's rules
+        side = TextPipeline(data.pipeline, data.side, registry)
+        return side, side
     return TextPipeline(data.pipeline, data.src_lang, registry), TextPipeline(data.pipeline, data.tgt_lang, registry)
 
 

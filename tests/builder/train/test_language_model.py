@@ -111,3 +111,29 @@ def test_aiayn_results_shows_bits_per_byte_and_no_bleu(run, tmp_path):
     code, out, err = cli("results", run.parent.parent)
     head = [c.strip() for c in out.splitlines()[0].strip("|").split("|")]
     assert code == 0 and "bits/byte" in head and "BLEU" not in head and "graph" in head, err
+
+
+def test_a_monolingual_folder_is_read_with_its_own_languages_rules(tmp_path):
+    """A language model of `{split}.en` files alone (no .de beside them) trains, and its text goes
+    through the English pipeline: training's validation and `aiayn evaluate` count the same tokens
+    (English Moses splits "isn't" as "isn &apos;t", German as "isn &apos; t")."""
+    english = generate_demo(600, 20, 20, 1234)
+    corpus = tmp_path / "mono"
+    corpus.mkdir()
+    for split in ("train", "valid", "test"):
+        lines = [f"{s} isn't it's" for s in english[split][0]]
+        (corpus / f"{split}.en").write_text("".join(line + "\n" for line in lines))
+    sizes = [o for o in TINY if not o.startswith("data.")]  # the demo corpus's sizes: no files' setting
+    argv = ["train", LM, *sizes, "trainer.max_steps=2", "data.type=files", f"data.dir={corpus}", "data.pipeline=[moses_tokenize]",
+            f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs"]  # fmt: skip
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    run = tmp_path / "runs" / "lm-demo" / "version_0"
+    results = json.loads((run / "results.json").read_text())
+    code, out, err = cli("evaluate", run, "--split", "valid", "--json")
+    assert code == 0, err
+    scores = json.loads(out)
+    assert (scores["n_tokens"], scores["ppl"]) == (results["n_tokens"], pytest.approx(results["ppl"], rel=1e-6))
+    assert scores["data"] == f"{corpus / 'valid.en'}, through data.pipeline"
+    processed = [p.read_text() for p in (tmp_path / "cache" / "text").glob("valid.en-*")]
+    assert len(processed) == 1 and "isn &apos;t it &apos;s\n" in processed[0]  # English rules only: one processed file
