@@ -99,6 +99,16 @@ def _refuse_separate_choices(spec: ExperimentSpec, run: RunDir) -> None:
         )
 
 
+def final_of(results: dict) -> str:
+    """What the final scores were measured on: the split, its sentences (in blocks), the averaged model."""
+    read = f"{results['n_sentences']} sentences"
+    if results.get("n_blocks") is not None:
+        read += f" in {results['n_blocks']} blocks of {results['block_size']} tokens"
+    averaged = results.get("averaged_checkpoints") or []
+    model = f", the mean of the last {len(averaged)} checkpoints" if len(averaged) > 1 else ""
+    return f"on {results['split']} ({read}){model}"
+
+
 def train(args: argparse.Namespace) -> int:
     spec = load_experiment(
         args.experiment, args.overrides, registry=args.registry, model_of=partial(source_model, registry=args.registry)
@@ -116,7 +126,5 @@ def train(args: argparse.Namespace) -> int:
         scores += f"PPL {results['ppl']:.2f}" + (
             f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else ""
         )
-        print(
-            f"finished in {time.time() - start:.0f} s: {scores} on {results['split']} ({results['n_sentences']} sentences); {run.path}"
-        )
+        print(f"finished in {time.time() - start:.0f} s: {scores} {final_of(results)}; {run.path}")
     return 0

@@ -84,6 +84,7 @@ class TranslationDataModule(LightningDataModule):
         if side is not None:  # one side's file is both: the tokenizer, the cache and the lengths read it as a pair
             self.paths = {split: (_side(paths, side),) * 2 for split, paths in self.paths.items()}
         self.tokens_per_byte: dict[str, float] = {}  # a language model's evaluation splits: bits per byte from nats per token
+        self.sentences: dict[str, int] = {}  # a language model's evaluation splits: the sentences their blocks hold
         if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
             raise UserError(
                 "data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space"
@@ -222,6 +223,7 @@ class TranslationDataModule(LightningDataModule):
         lines = read_lines(self.texts(split)[1])
         covered = lines if isinstance(dataset, BlockDataset) else [lines[i] for i in dataset.ids]  # blocks: every line
         self.tokens_per_byte[split] = predicted / max(text_bytes(covered), 1)
+        self.sentences[split] = sum(1 for line in covered if line.strip())
         return dataset
 
     @property

@@ -37,8 +37,9 @@ class LanguageModel:
         """Each prompt (a str: that one) with its continuation, as one text: the tokenizer's
         decoding of the prompt's tokens and the generated ones, as `aiayn generate` prints them.
         `greedy`: the most probable token at every step; else drawn with `temperature`, `top_k`
-        (0: no limit), `top_p` (1.0: no limit) and `epsilon` (0: no limit) from a generator seeded
-        with `seed`."""
+        (0: no limit), `top_p` (1.0: no limit) and `epsilon` (0: no limit), each prompt from a
+        generator of its own seeded with `seed`: a prompt's continuation does not depend on the
+        prompts beside it."""
         prompts = strings_argument(prompts, "prompts", one=True)
         sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon)
         seed = seed_argument(seed)
@@ -49,12 +50,8 @@ class LanguageModel:
             raise UserError(f"prompt {blank + 1} is empty; give the text to continue (the model starts it with <s> itself)")
         ids = self.tokenizer.encode_batch(prompts)
         self.check_prompts(ids)
-        device = next(self.model.parameters()).device
-        generator = torch.Generator(device=device).manual_seed(seed)
         self.model.eval()
-        found = generate_ids(
-            self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, generator=generator
-        )
+        found = generate_ids(self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, seed=seed)
         return [self.tokenizer.decode([*p, *c]) for p, c in zip(ids, found)]
 
     def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:

@@ -51,11 +51,15 @@ class Sampling:
         if not 0 <= self.epsilon < 1:
             raise ValueError(f"epsilon ({self.epsilon}) must be in [0, 1) (0: no limit)")
 
-    def choose(self, logits: Tensor, generator: torch.Generator | None) -> Tensor:
-        """(n,) next tokens from logits (n, V) (or log-probabilities: the same distribution)."""
+    def choose(self, logits: Tensor, generator: torch.Generator | list[torch.Generator] | None) -> Tensor:
+        """(n,) next tokens from logits (n, V) (or log-probabilities: the same distribution), drawn
+        from `generator`, or each row from its own (a list of n)."""
         if self.greedy:
             return logits.argmax(-1)
-        return torch.multinomial(self.probabilities(logits), 1, generator=generator).squeeze(1)
+        probs = self.probabilities(logits)
+        if isinstance(generator, list):
+            return torch.cat([torch.multinomial(p[None], 1, generator=g) for p, g in zip(probs, generator)]).squeeze(1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
     def probabilities(self, logits: Tensor) -> Tensor:
         """(n, V) the distribution a token is drawn from: tempered, filtered, renormalised."""

@@ -200,6 +200,8 @@ def _finalise(
     task.model.to(trainer.strategy.root_device)
     if spec.task == "language_model":  # teacher-forced: loss, PPL, bits per byte; nothing to translate
         metrics = language_model_scores(task.model, data._eval_loader("valid"), data.tokens_per_byte["valid"])
+        if spec.data.block_size is not None:  # the rows read were blocks of the sentences
+            metrics.update(n_blocks=metrics["n_sentences"], n_sentences=data.sentences["valid"], block_size=spec.data.block_size)
         hyps, refs = None, None
     else:
         sources, refs, _ = split_texts(spec, "valid")
@@ -274,6 +276,7 @@ def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int,
         "chrf": metrics.get("chrf"),
         "ppl": metrics["ppl"],
         **({"bpb": metrics["bpb"], "n_tokens": metrics["n_tokens"]} if "bpb" in metrics else {}),
+        **{key: metrics[key] for key in ("n_blocks", "block_size") if key in metrics},  # a language model read in blocks
         **{key: value for key, value in metrics.items() if key.startswith("parse_")},  # a parsing run's bracketing F1
         "sacrebleu_signature": metrics.get("signature"),
         "steps": steps,

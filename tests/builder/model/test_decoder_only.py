@@ -159,12 +159,28 @@ def test_sampling_is_reproducible_for_a_seed_and_top_k_one_is_greedy():
     prompts = [[5, 6], [9, 9]]
 
     def sample(seed: int, **settings) -> list[list[int]]:
-        return generate_ids(model, prompts, max_new_tokens=15, eos_id=2, sampling=Sampling(**settings),
-                            generator=torch.Generator().manual_seed(seed))  # fmt: skip
+        return generate_ids(model, prompts, max_new_tokens=15, eos_id=2, sampling=Sampling(**settings), seed=seed)
 
     assert sample(4) == sample(4) != sample(5)
     greedy = generate_ids(model, prompts, max_new_tokens=15, eos_id=2, sampling=Sampling(greedy=True))
     assert sample(4, top_k=1) == greedy == sample(8, top_p=1e-6)
+
+
+def test_a_prompts_sample_does_not_depend_on_the_prompts_beside_it():
+    """One prompt, one seed: the same continuation alone, second of two, and among twenty prompts
+    of its length and others (rows that end early leave the batch on the way)."""
+    model = build_model(validated_experiment(gpt2_experiment())).eval()
+    prompt, sampling = [5, 6, 7], Sampling(temperature=1.5)
+    others = [[int(t) for t in torch.randint(4, V, (1 + n % 6,), generator=torch.Generator().manual_seed(n))] for n in range(19)]
+
+    def sample(prompts: list[list[int]]) -> list[list[int]]:
+        return generate_ids(model, prompts, max_new_tokens=20, eos_id=2, sampling=sampling, seed=11)
+
+    alone = sample([prompt])[0]
+    assert len(alone) > 5 and alone == sample([[9, 9, 9], prompt])[1] == sample([*others[:10], prompt, *others[10:]])[10]
+    assert sample([prompt, prompt]) == [alone, alone] and sample([prompt])[0] != generate_ids(
+        model, [prompt], max_new_tokens=20, eos_id=2, sampling=sampling, seed=12
+    )[0]
 
 
 def test_nucleus_and_top_k_keep_the_tokens_their_definitions_keep():

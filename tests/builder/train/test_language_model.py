@@ -58,6 +58,7 @@ def test_generate_prints_each_prompt_with_its_continuation_as_the_python_api_doe
     assert out.splitlines() == model.generate(["she bought", "two"], seed=7, max_new_tokens=12)
     assert all(line.startswith(p) for line, p in zip(out.splitlines(), ["she bought", "two"]))
     assert model.generate("two", seed=7, max_new_tokens=12) == model.generate(["two"], seed=7, max_new_tokens=12)
+    assert cli("generate", run, "--prompt", "two", "--seed", "7", "-n", "12")[1].splitlines() == out.splitlines()[1:]  # alone
     greedy = cli("generate", run, "--prompt", "two", "--greedy")[1]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"two\n"), encoding="utf-8"))
     assert cli("generate", run, "--greedy")[1] == greedy  # stdin, one prompt a line
@@ -137,3 +138,22 @@ def test_a_monolingual_folder_is_read_with_its_own_languages_rules(tmp_path):
     assert scores["data"] == f"{corpus / 'valid.en'}, through data.pipeline"
     processed = [p.read_text() for p in (tmp_path / "cache" / "text").glob("valid.en-*")]
     assert len(processed) == 1 and "isn &apos;t it &apos;s\n" in processed[0]  # English rules only: one processed file
+
+
+def test_the_last_line_says_what_blocks_and_which_model_were_scored(tmp_path):
+    """A run in blocks is scored on blocks of its validation sentences, and an averaged run with the
+    mean of its checkpoints: the last line and results.json say both."""
+    argv = ["train", LM, *TINY, "trainer.max_steps=3", "trainer.val_check_interval=3", "data.packing=blocks", "data.block_size=32",
+            "train.checkpoint.every_n_train_steps=1", "train.checkpoint.every_n_minutes=null", "train.checkpoint.keep_last=2",
+            "train.average_last=2", f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs"]  # fmt: skip
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    results = json.loads((tmp_path / "runs" / "lm-demo" / "version_0" / "results.json").read_text())
+    blocks = results["n_blocks"]
+    assert (results["n_sentences"], results["block_size"], results["averaged_checkpoints"]) == (
+        20, 32, ["step00000002.ckpt", "step00000003.ckpt"]
+    )
+    assert blocks == math.ceil(results["n_tokens"] / 32) > 1  # every token predicted once, 32 a block
+    assert f" bits per byte on valid (20 sentences in {blocks} blocks of 32 tokens), the mean of the last 2 checkpoints; " in (
+        out.splitlines()[-1]
+    )
