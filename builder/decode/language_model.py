@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
 from aiayn.blocks import DecoderOnly
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
@@ -51,7 +49,9 @@ class LanguageModel:
         ids = self.tokenizer.encode_batch(prompts)
         self.check_prompts(ids)
         self.model.eval()
-        found = generate_ids(self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, seed=seed)
+        found = generate_ids(
+            self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, seed=seed
+        )
         return [self.tokenizer.decode([*p, *c]) for p, c in zip(ids, found)]
 
     def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:

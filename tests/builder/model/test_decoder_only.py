@@ -178,9 +178,10 @@ def test_a_prompts_sample_does_not_depend_on_the_prompts_beside_it():
 
     alone = sample([prompt])[0]
     assert len(alone) > 5 and alone == sample([[9, 9, 9], prompt])[1] == sample([*others[:10], prompt, *others[10:]])[10]
-    assert sample([prompt, prompt]) == [alone, alone] and sample([prompt])[0] != generate_ids(
-        model, [prompt], max_new_tokens=20, eos_id=2, sampling=sampling, seed=12
-    )[0]
+    assert (
+        sample([prompt, prompt]) == [alone, alone]
+        and sample([prompt])[0] != generate_ids(model, [prompt], max_new_tokens=20, eos_id=2, sampling=sampling, seed=12)[0]
+    )
 
 
 def test_nucleus_and_top_k_keep_the_tokens_their_definitions_keep():

@@ -151,9 +151,12 @@ def test_the_last_line_says_what_blocks_and_which_model_were_scored(tmp_path):
     results = json.loads((tmp_path / "runs" / "lm-demo" / "version_0" / "results.json").read_text())
     blocks = results["n_blocks"]
     assert (results["n_sentences"], results["block_size"], results["averaged_checkpoints"]) == (
-        20, 32, ["step00000002.ckpt", "step00000003.ckpt"]
+        20,
+        32,
+        ["step00000002.ckpt", "step00000003.ckpt"],
     )
     assert blocks == math.ceil(results["n_tokens"] / 32) > 1  # every token predicted once, 32 a block
-    assert f" bits per byte on valid (20 sentences in {blocks} blocks of 32 tokens), the mean of the last 2 checkpoints; " in (
-        out.splitlines()[-1]
+    assert (
+        f" bits per byte on valid (20 sentences in {blocks} blocks of 32 tokens), the mean of the last 2 checkpoints; "
+        in (out.splitlines()[-1])
     )
