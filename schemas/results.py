@@ -48,6 +48,7 @@ class ResultsSpec(Spec):
     ppl: Annotated[float, Field(ge=1.0)]
     bpb: Annotated[float, Field(ge=0.0)] | None = None  # a language model's bits per byte of the validation text
     parse_f1: Annotated[float, Field(ge=0.0, le=100.0)] | None = None  # a parsing run's bracketing F1 of the validation split
+    parse_f1_repaired: Annotated[float, Field(ge=0.0, le=100.0)] | None = None  # the same, its outputs' brackets mended first
     steps: Count
     seed: int | None = None  # train.seed; trials of two variants are paired by it
     sacrebleu_signature: str | None = None  # how `bleu` was scored (None: an older run, sacreBLEU's default)

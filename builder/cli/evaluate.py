@@ -108,7 +108,8 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.lc_bleu:
         result.update(literature_bleu(hyps, refs, loaded.spec.data.tgt_lang))
     gold = gold_trees(loaded.spec.data, args.split) if pair is None else None
-    if gold is not None:  # a parsing experiment's split: its trees scored as EVALB scores them
+    if gold is not None:  # a parsing experiment's split: its trees scored as EVALB scores them, not by BLEU
+        result = {k: v for k, v in result.items() if k not in ("bleu", "signature", "chrf", "chrf_signature")}
         result.update(tree_scores(gold, hyps))
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
@@ -185,11 +186,22 @@ def render(r: dict[str, Any]) -> str:
         f"checkpoint  {r['checkpoint']} ({r['model']})",
         f"data        {r['data']} ({r['n_sentences']} sentences)",
         f"decoding    {_search(r)}, {d['length_penalty']} length penalty alpha {d['alpha']}, max length {length_limit(d)}",
-        f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}"
-        + ("  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""),
-        f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",
-        f"PPL         {r['ppl']:6.2f}  per target token, teacher-forced, no label smoothing",
     ]
+    if "parse_f1" in r:  # a parser is scored by its trees' brackets (EVALB), as the parsing literature scores it
+        lines += [
+            f"F1          {r['parse_f1']:6.2f}  bracketing (recall {r['parse_recall']:.2f}, precision {r['parse_precision']:.2f}, "
+            f"complete match {r['parse_complete_match']:.2f}; {r['parse_errors']} error sentences: an unbalanced, empty or "
+            f"misshapen tree, as EVALB counts them), {r['parse_scorer']}",
+            f"F1 repaired {r['parse_f1_repaired']:6.2f}  the outputs' brackets mended first (stray and empty ones dropped, open "
+            f"ones closed; {r['parse_errors_repaired']} error sentences left): not EVALB's number",
+        ]
+    else:
+        lines += [
+            f"BLEU        {r['bleu']:6.2f}  sacreBLEU {r['signature']}"
+            + ("  (on the tokenized text of the run's data.pipeline)" if "tok:none" in r["signature"] else ""),
+            f"chrF        {r['chrf']:6.2f}  sacreBLEU {r['chrf_signature']}",
+        ]
+    lines.append(f"PPL         {r['ppl']:6.2f}  per target token, teacher-forced, no label smoothing")
     if "detok_bleu" in r:
         lines.append(
             f"detok BLEU  {r['detok_bleu']:6.2f}  the output detokenized (Moses), against the raw reference: "
@@ -199,11 +211,6 @@ def render(r: dict[str, Any]) -> str:
         lines.append(
             f"tok. BLEU   {r['tok_bleu']:6.2f}  tokenized (intl) with compound splitting, as published "
             "numbers; not comparable to sacreBLEU"
-        )
-    if "parse_f1" in r:
-        lines.append(
-            f"F1          {r['parse_f1']:6.2f}  bracketing (recall {r['parse_recall']:.2f}, precision {r['parse_precision']:.2f}, "
-            f"complete match {r['parse_complete_match']:.2f}; {r['parse_errors']} ill-formed trees), {r['parse_scorer']}"
         )
     if "lc_bleu" in r:
         lines.append(

@@ -11,7 +11,7 @@ from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.config import load_experiment
 from aiayn.builder.run.outputs import is_run
-from aiayn.builder.run.rundir import RUN_FILE, RunDir
+from aiayn.builder.run.rundir import RUN_FILE, RunDir, final_scores
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -121,10 +121,5 @@ def train(args: argparse.Namespace) -> int:
     with quiet_lightning():
         results = fit(spec, run, experiment_path=Path(args.experiment), resume=resume)
     if results is not None:
-        scores = f"bracketing F1 {results['parse_f1']:.2f}, " if "parse_f1" in results else ""
-        scores += f"BLEU {results['bleu']:.2f}, " if results["bleu"] is not None else ""
-        scores += f"PPL {results['ppl']:.2f}" + (
-            f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else ""
-        )
-        print(f"finished in {time.time() - start:.0f} s: {scores} {final_of(results)}; {run.path}")
+        print(f"finished in {time.time() - start:.0f} s: {final_scores(results)} {final_of(results)}; {run.path}")
     return 0

@@ -8,12 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aiayn.builder.data.corpus import read_parallel
+from aiayn.builder.data.corpus import count_lines, read_parallel
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.joint import JointLayout
 from aiayn.builder.data.prepare.corpora import CORPORA
 from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.data.trees import read_gold_trees
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.registry import registry_of
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
@@ -64,6 +65,23 @@ def check_data_files(spec: ExperimentSpec) -> None:
         raise UserError(
             f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)"
         )
+    for split in ("valid", "test"):  # a parser's gold trees are read when its outputs are scored: checked before training
+        gold = gold_trees(data, split)
+        if gold is not None:
+            check_gold_trees(gold, split_files(data, split)[0])
+
+
+def check_gold_trees(gold: Path, source: Path) -> None:
+    """A split's gold trees read (UTF-8, brackets that close), one a line of its source, each over
+    the source line's words: or a message that names the file, the tree and the fix."""
+    trees, n = read_gold_trees(gold), count_lines(source)
+    fix = "write the corpus again with aiayn data wsj"
+    if len(trees) != n:
+        raise UserError(f"{gold} holds {len(trees)} tree{'s' * (len(trees) != 1)} for the {n} lines of {source}; {fix}")
+    with open(source, encoding="utf-8", errors="replace") as lines:
+        for i, (tree, line) in enumerate(zip(trees, lines), 1):
+            if tree.words() != line.split():
+                raise UserError(f"{gold}: tree {i}'s words are not line {i} of {source}; {fix}")
 
 
 def text_pipelines(spec: ExperimentSpec) -> tuple[TextPipeline, TextPipeline] | None:

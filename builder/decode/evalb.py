@@ -6,9 +6,10 @@ traces; a constituent's bracket alone: TOP), constituents left with no word go t
 tags are stripped (NP-SBJ is NP), ADVP and PRT are one label; each remaining constituent above
 the tags is a (label, first word, last word) bracket, counted as a multiset (n gold and m test
 brackets alike match min(n, m) times). A test tree whose words are not the gold tree's (another
-number of them: an ill-formed output) is an error sentence, scored as EVALB scores it: its
-brackets count in neither total. Totals sum the matched, gold and test brackets of the valid
-sentences; F1 is 2PR / (P + R).
+number of them), or an output EVALB cannot read as a tree (unbalanced brackets, an empty
+constituent: builder/data/trees.py's read_output), is an error sentence, scored as EVALB scores
+it: its brackets count in neither total. Totals sum the matched, gold and test brackets of the
+valid sentences; F1 is 2PR / (P + R).
 """
 
 from collections import Counter
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiayn.builder.data.trees import Tree, base_label, delinearize, read_trees
+from aiayn.builder.data.trees import Malformed, Tree, base_label, read_gold_trees, read_output
 from aiayn.builder.errors import UserError
 
 PUNCTUATION = frozenset({",", ":", "``", "''", "."})
@@ -96,14 +97,15 @@ def brackets(tree: Tree, params: EvalbParameters = COLLINS) -> tuple[Counter[tup
     return found, words, length
 
 
-def score_sentence(gold: Tree, test: Tree | None, params: EvalbParameters = COLLINS) -> SentenceScore:
+def score_sentence(gold: Tree, test: Tree | Malformed | None, params: EvalbParameters = COLLINS) -> SentenceScore:
+    """`test`: a tree, an output that is none (read_output's Malformed), or None (no output)."""
     gold_brackets, gold_words, length = brackets(gold, params)
     if test is None:
         return SentenceScore(length, error="no tree")
-    try:
-        test_brackets, test_words, _ = brackets(test, params)
-    except RecursionError:  # a model's output of thousands of nested brackets: no tree EVALB could read either
-        return SentenceScore(length, error="nests too deep")
+    if isinstance(test, Malformed):  # EVALB skips a sentence whose output keeps no word, before its error counts
+        kept = [label for label in test.terminals if base_label(label) not in params.delete]
+        return SentenceScore(length, error=test.reason if kept else "skip: no words")
+    test_brackets, test_words, _ = brackets(test, params)
     if not test_words:  # nothing to score (all punctuation and traces): EVALB skips it
         return SentenceScore(length, error="skip: no words")
     if len(test_words) != len(gold_words):
@@ -114,8 +116,8 @@ def score_sentence(gold: Tree, test: Tree | None, params: EvalbParameters = COLL
     return SentenceScore(length, matched, sum(gold_brackets.values()), sum(test_brackets.values()))
 
 
-def evalb(gold: Sequence[Tree], test: Sequence[Tree | None], params: EvalbParameters = COLLINS) -> EvalbScore:
-    """Each test tree against its gold tree (None: the output gave no tree at all)."""
+def evalb(gold: Sequence[Tree], test: Sequence[Tree | Malformed | None], params: EvalbParameters = COLLINS) -> EvalbScore:
+    """Each test tree against its gold tree (Malformed: an output that is no tree; None: no output)."""
     if len(gold) != len(test):
         raise ValueError(f"{len(gold)} gold trees and {len(test)} test trees: EVALB compares them line by line")
     return EvalbScore([score_sentence(g, t, params) for g, t in zip(gold, test)])
@@ -123,15 +125,23 @@ def evalb(gold: Sequence[Tree], test: Sequence[Tree | None], params: EvalbParame
 
 def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int | str]:
     """Bracketing F1 of linearised trees (a parsing model's output, one a line) against the gold
-    trees `aiayn data wsj` wrote beside the split (`{split}.gold`), each read back over its gold
-    tree's words and tags (builder/data/trees.py): the keys `aiayn evaluate` adds."""
-    gold = read_trees(gold_path.read_text(encoding="utf-8"), str(gold_path))
+    trees `aiayn data wsj` wrote beside the split (`{split}.gold`), each output read back over its
+    gold tree's words and tags (builder/data/trees.py): the keys `aiayn evaluate` adds. parse_f1
+    and the others are EVALB's on the output as it is (an unbalanced or empty output an error
+    sentence); parse_f1_repaired and parse_errors_repaired score the outputs repaired first."""
+    gold = read_gold_trees(gold_path)
     if len(gold) != len(hyps):
         raise UserError(f"{gold_path} holds {len(gold)} trees for {len(hyps)} outputs; is it the split's?")
-    tests = [delinearize(h.split(), g.words(), [tag for tag, _ in g.tagged()]) for h, g in zip(hyps, gold)]
-    totals = evalb(gold, tests).totals()
-    return {
-        "parse_f1": round(totals["f1"], 2), "parse_recall": round(totals["recall"], 2),
-        "parse_precision": round(totals["precision"], 2), "parse_complete_match": round(totals["complete_match"], 2),
-        "parse_errors": int(totals["errors"] + totals["skipped"]), "parse_scorer": "EVALB's rules, COLLINS.prm (aiayn)",
-    }  # fmt: skip
+    scores: dict[str, float | int | str] = {}
+    for repair, suffix in ((False, ""), (True, "_repaired")):
+        tests = [read_output(h.split(), g.words(), [tag for tag, _ in g.tagged()], repair=repair) for h, g in zip(hyps, gold)]
+        totals = evalb(gold, tests).totals()
+        scores[f"parse_f1{suffix}"] = round(totals["f1"], 2)
+        if not repair:
+            scores.update(
+                parse_recall=round(totals["recall"], 2), parse_precision=round(totals["precision"], 2),
+                parse_complete_match=round(totals["complete_match"], 2),
+            )  # fmt: skip
+        scores[f"parse_errors{suffix}"] = int(totals["errors"] + totals["skipped"])
+    scores["parse_scorer"] = "EVALB's rules, COLLINS.prm (aiayn), on the output as it is; _repaired: brackets mended first"
+    return scores

@@ -215,3 +215,12 @@ def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         return [d for i, (a, b) in enumerate(zip(old, new)) for d in differences(a, b, f"{path}[{i}]")]
     return [] if old == new else [(path, old, new)]
+
+
+def final_scores(results: dict) -> str:
+    """A results.json's scores in words, as `aiayn train` and `aiayn sweep` print them: a parser's
+    bracketing F1, a translation's BLEU, a language model's bits per byte, and the PPL of each."""
+    scores = f"bracketing F1 {results['parse_f1']:.2f} (EVALB's), " if results.get("parse_f1") is not None else ""
+    scores += f"BLEU {results['bleu']:.2f}, " if results.get("bleu") is not None else ""
+    scores += f"PPL {results['ppl']:.2f}"
+    return scores + (f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else "")

@@ -14,7 +14,7 @@ from aiayn.builder.sweep.significance import LEVEL, MIN_SEEDS, SAMPLES, Differen
 
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", *SWITCHES, "uniform", "steps",
-    "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "parse_f1", "parse_f1_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+    "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "parse_f1", "parse_f1_std", "parse_f1_repaired", "parse_f1_repaired_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
 ]  # fmt: skip
 
 
@@ -82,7 +82,7 @@ def markdown(
     settings, shown = differing(rows), switches(rows)
     compared = [f"BLEU {split}"] if split != "valid" else []
     head = [
-        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "bits/byte", "BLEU", "F1 (brackets)", *compared, "ΔBLEU [95% CI]",
+        "group", "variant", *COLUMNS, "positional", *shown, *settings, "steps", "runs", "PPL", "bits/byte", "BLEU", "F1 (brackets)", "F1 (repaired)", *compared, "ΔBLEU [95% CI]",
         "params ×10⁶", "paper PPL", "paper BLEU", "paper params ×10⁶", "vs paper", "model",
     ]  # fmt: skip
     agreement = directions(rows, differences, base)
@@ -115,6 +115,7 @@ def _cells(
         _cell(row.bpb),
         _cell(row.bleu),
         _cell(row.f1),
+        _cell(row.f1_repaired),
         *([_cell(row.compared) if row.compared else ""] if compared else []),
         _delta(differences.get(row.variant)),
         f"{row.params / 1e6:.2f}",
@@ -145,7 +146,9 @@ def _notes(
     if any(row.f1 and None not in row.f1 for row in rows):
         lines += [
             "",
-            "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm).",
+            "F1 (brackets): a parsing run's labelled bracketing F1 of the validation split's trees, EVALB's rules (COLLINS.prm), "
+            "on the output as it is (an unbalanced or empty tree an error sentence, as EVALB counts it); F1 (repaired): the "
+            "same with the outputs' brackets mended first (stray and empty ones dropped, open ones closed), not EVALB's number.",
         ]
     if split != "valid":
         chosen = f", {chose}" if chose else ""
@@ -215,6 +218,7 @@ def write_csv(
                     "bleu": bleu,
                     "bleu_std": bleu_std,
                     **dict(zip(("parse_f1", "parse_f1_std"), _mean_std_or_blank(row.f1))),
+                    **dict(zip(("parse_f1_repaired", "parse_f1_repaired_std"), _mean_std_or_blank(row.f1_repaired))),
                     **_delta_fields(d),
                     "vs_paper": verdict,
                     "params": row.params,

@@ -49,6 +49,7 @@ class Row:
     compared: tuple[float, ...] = ()  # BLEU of its runs on the split the table compares on, where not valid
     bpb: tuple[float | None, ...] = ()  # a language model's bits per byte (None: a translation model's)
     f1: tuple[float | None, ...] = ()  # a parsing run's bracketing F1 (None: another task's)
+    f1_repaired: tuple[float | None, ...] = ()  # the same of its outputs repaired (None: another task's, or an older run)
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
@@ -129,6 +130,7 @@ def table(runs: list[dict[str, Any]], order: Sequence[str] = ()) -> list[Row]:
                 bleu=tuple(r["bleu"] for r in group),
                 bpb=tuple(r.get("bpb") for r in group),
                 f1=tuple(r.get("parse_f1") for r in group),
+                f1_repaired=tuple(r.get("parse_f1_repaired") for r in group),
                 params=first["params"],
                 reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
                 runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),

@@ -20,7 +20,7 @@ from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.outputs import hold_run, release_run
-from aiayn.builder.run.rundir import RunDir
+from aiayn.builder.run.rundir import RunDir, final_scores
 from aiayn.builder.sweep.launch import (
     Job,
     LauncherFailed,
@@ -163,7 +163,7 @@ class Reporter:
                 **slurm,
             )
             print(
-                f"{count} {job.name}: finished in {outcome.wall_time_s:.0f} s: BLEU {results['bleu']:.2f}, PPL {results['ppl']:.2f}",
+                f"{count} {job.name}: finished in {outcome.wall_time_s:.0f} s: {final_scores(results)}",
                 flush=True,
             )
             return

@@ -209,8 +209,8 @@ def _finalise(
             task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
         )
         gold = gold_trees(spec.data, "valid")
-        if gold is not None:  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them
-            metrics.update(tree_scores(gold, hyps))
+        if gold is not None:  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them, not by BLEU
+            metrics = {**{k: v for k, v in metrics.items() if k not in ("bleu", "chrf", "signature")}, **tree_scores(gold, hyps)}
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
     results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
     results["sessions"] = sessions.all

@@ -114,7 +114,7 @@ NOT_COMPUTED = {
     "ReportedSpec": {"ppl", "bleu", "params_m"}, "FloatParam": {"type", "low", "high"}, "CheckpointSpec": {"every_n_minutes"},
     "EarlyStoppingSpec": {"min_delta"}, "CategoricalParam": {"choices"}, "TrainerSpec": {"gradient_clip_val", "limit_val_batches"},
     "SentencePieceTokenizerSpec": {"character_coverage"}, "RotarySpec": {"fraction"},
-    "SlurmLauncherSpec": {"additional"}, "ResultsSpec": {"bleu", "ppl", "bpb", "parse_f1"}, "PaperColumnsSpec": {"rotary"}, "SweepSpec": {"grid"},
+    "SlurmLauncherSpec": {"additional"}, "ResultsSpec": {"bleu", "ppl", "bpb", "parse_f1", "parse_f1_repaired"}, "PaperColumnsSpec": {"rotary"}, "SweepSpec": {"grid"},
 }  # fmt: skip
 
 

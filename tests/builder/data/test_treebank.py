@@ -70,9 +70,16 @@ def test_a_treebank_without_its_sections_is_named(tmp_path):
 
 
 def test_the_parsing_recipe_is_the_papers():
+    """Sec. 6.3 names 4 layers and d_model 1024; the rest is the base model's (d_ff 2048, 8 heads of
+    d_model / h); wsj-big.yaml is tensor2tensor's transformer_parsing_big sizes at those 4 layers."""
     spec = load_experiment(EXPERIMENTS / "parsing" / "wsj.yaml")
-    assert count_params(spec.model) == 133_955_584  # the paper gives none
+    assert count_params(spec.model) == 100_384_768  # the paper gives none
     assert (spec.model.encoder.num_layers, spec.model.d_model, spec.model.embedding.vocab_size) == (4, 1024, 16000)
+    attention, ffn = spec.model.encoder.layer
+    assert (ffn.d_ff, attention.h, attention.d_k, attention.d_v, spec.model.dropout) == (2048, 8, 128, 128, 0.1)
+    big = load_experiment(EXPERIMENTS / "parsing" / "wsj-big.yaml")
+    attention, ffn = big.model.encoder.layer
+    assert (count_params(big.model), ffn.d_ff, attention.h, attention.d_k) == (133_955_584, 4096, 16, 64)
     assert (spec.decode.beam, spec.decode.alpha, spec.decode.max_len_b) == (21, 0.3, 300)
     assert (spec.data.src_lang, spec.data.tgt_lang, spec.data.test) == ("en", "tree", "test")
 
@@ -89,7 +96,7 @@ def test_a_parsing_run_is_evaluated_by_bracketing_f1(tmp_path):
     run = tmp_path / "runs" / "parsing-wsj" / "version_0"
     final, valid = json.loads((run / "results.json").read_text()), (run / "translations" / "valid.hyp").read_text().splitlines()
     assert {k: final[k] for k in final if k.startswith("parse_")} == tree_scores(data / "valid.gold", valid)  # as training ends
-    assert "finished in " in out and f": bracketing F1 {final['parse_f1']:.2f}, BLEU " in out
+    assert "finished in " in out and f": bracketing F1 {final['parse_f1']:.2f} (EVALB's), PPL " in out and final["bleu"] is None
     code, out, err = cli("evaluate", tmp_path / "runs" / "parsing-wsj", "--json", "--hyps", tmp_path / "hyps.txt")
     assert code == 0, err
     result = json.loads(out)
@@ -113,3 +120,28 @@ def test_a_damaged_treebank_file_is_named_and_nothing_is_written(tmp_path, conte
     expected = f"{bad}: {message}" if message else "valid: the treebank's files of this split hold no trees"
     assert cli("data", "wsj", tmp_path / "out", "--from", root) == (2, "", f"aiayn data: error: {expected}\n")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda gold: gold.write_bytes(b"\xff" + gold.read_bytes()), "the gold trees are not UTF-8 text ('utf-8' codec can't decode byte 0xff in position 0: invalid start byte); write them again with aiayn data wsj"),
+        (lambda gold: gold.write_text(gold.read_text()[:-3]), "tree 2: a bracket (.) is never closed"),
+        (lambda gold: gold.write_text(gold.read_text().replace("dog", "cat", 1)), "tree 1's words are not line 1 of {source}; write the corpus again with aiayn data wsj"),
+        (lambda gold: gold.write_text(gold.read_text().splitlines()[0] + "\n"), "holds 1 tree for the 2 lines of {source}; write the corpus again with aiayn data wsj"),
+    ],
+)  # fmt: skip
+def test_a_parsers_gold_trees_are_checked_before_it_trains(tmp_path, damage, message):
+    """A split's gold trees are what its outputs are scored against once training ends: damaged
+    ones are named before any training, and no run directory is made."""
+    data = tmp_path / "wsj"
+    assert cli("data", "wsj", data, "--from", treebank(tmp_path / "tb"))[0] == 0
+    gold = data / "valid.gold"
+    damage(gold)
+    expected = message.format(source=data / "valid.en")
+    separator = " " if expected.startswith("holds") else ": "
+    small = ["dims.N=1", "dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=16", "dims.vocab_size=200",
+             "trainer.max_steps=1", "decode.max_len_b=5", "trainer.precision=32-true"]  # fmt: skip
+    code, out, err = cli("train", EXPERIMENTS / "parsing" / "wsj.yaml", f"data.dir={data}", *small, "--runs", tmp_path / "runs")
+    assert (code, err) == (2, f"aiayn train: error: {gold}{separator}{expected}\n")
+    assert not (tmp_path / "runs").exists()

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from aiayn.builder.data.trees import Tree, delinearize, linearize, read_trees, strip
-from aiayn.builder.decode.evalb import COLLINS, EvalbParameters, brackets, evalb
+from aiayn.builder.data.trees import Tree, delinearize, linearize, read_output, read_trees, strip
+from aiayn.builder.decode.evalb import COLLINS, EvalbParameters, brackets, evalb, tree_scores
 from aiayn.builder.errors import UserError
 
 GOLD = """
@@ -82,21 +82,61 @@ def test_a_wsj_tree_linearises_as_vinyals_et_al_and_reads_back():
     assert str(strip(second)) == "(S (VP (VB Go)) (. !))"  # the trace and its empty subject gone
 
 
-def test_ill_formed_outputs_are_trees_and_scored_as_evalb_scores_them():
+def test_ill_formed_outputs_are_error_sentences_as_evalb_counts_them_and_trees_when_repaired():
+    """EVALB reads an output as the bracketed text it stands for: unbalanced brackets and an empty
+    constituent (which it reads as a word) make an error sentence. The repair, a named option of
+    its own (parse_f1_repaired), closes what is open and drops the stray and the empty."""
     [gold] = read_trees("(TOP (S (NP (DT The) (NN dog)) (VP (VBD barked))))")
     words, tags = ["The", "dog", "barked"], ["DT", "NN", "VBD"]
-    unclosed = delinearize("(S (NP XX XX )NP (VP XX".split(), words, tags)
-    assert str(unclosed) == "(S (NP (DT The) (NN dog)) (VP (VBD barked)))"  # closed at the end
-    stray = delinearize(")VP (S XX XX XX )S )S )NP".split(), words, tags)
-    assert str(stray) == "(S (DT The) (NN dog) (VBD barked))"  # closings with nothing open dropped
-    short = delinearize("(S XX XX )S".split(), words, tags)
-    long = delinearize("(S XX XX XX XX )S".split(), words, tags)
-    empty = delinearize([], words, tags)
-    score = evalb([gold] * 5, [unclosed, stray, short, long, empty])
-    assert [s.error for s in score.sentences] == [None, None, "length unmatch (3|2)", "length unmatch (3|4)", "skip: no words"]
-    assert (score.sentences[0].matched, score.sentences[1].matched) == (3, 1)
-    deep = delinearize(["(S"] * 5000 + ["XX", "XX", "XX"], words, tags)  # far deeper than Python's recursion limit
-    assert evalb([gold], [deep]).sentences[0].error == "nests too deep"
+    outputs = {
+        "unclosed": "(S (NP XX XX )NP (VP XX",
+        "stray": ")VP (S XX XX XX )S )S )NP",
+        "empty constituent": "(S (NP XX XX )NP (ADVP )ADVP (VP XX )VP )S",
+        "short": "(S XX XX )S",
+        "long": "(S XX XX XX XX )S",
+        "nothing": "",
+        "deep": " ".join(["(S"] * 5000 + ["XX", "XX", "XX"] + [")S"] * 5000),  # far deeper than Python's recursion limit
+    }
+    read = {name: read_output(text.split(), words, tags) for name, text in outputs.items()}
+    repaired = {name: read_output(text.split(), words, tags, repair=True) for name, text in outputs.items()}
+    assert [read[name].reason for name in ("unclosed", "stray", "empty constituent", "deep")] == [
+        "too many open brackets", "too many close brackets", "an empty constituent (ADVP)", "nests deeper than 200 levels"
+    ]  # fmt: skip
+    assert read["empty constituent"].terminals == ("DT", "NN", "ADVP", "VBD")  # what EVALB reads as words
+    assert str(repaired["unclosed"]) == "(S (NP (DT The) (NN dog)) (VP (VBD barked)))"  # closed at the end
+    assert str(repaired["stray"]) == "(S (DT The) (NN dog) (VBD barked))"  # closings with nothing open dropped
+    assert str(repaired["empty constituent"]) == "(S (NP (DT The) (NN dog)) (VP (VBD barked)))"  # the empty one dropped
+    assert repaired["deep"].reason == "nests deeper than 200 levels"  # no tree the repair could give either
+    strict = evalb([gold] * 7, list(read.values()))
+    assert [s.error for s in strict.sentences] == [
+        "too many open brackets", "too many close brackets", "an empty constituent (ADVP)", "length unmatch (3|2)",
+        "length unmatch (3|4)", "skip: no words", "nests deeper than 200 levels",
+    ]  # fmt: skip
+    mended = evalb([gold] * 7, list(repaired.values())).sentences
+    assert [s.error for s in mended][:3] == [None, None, None] and [(s.matched, s.gold, s.test) for s in mended[:3]] == [
+        (3, 3, 3), (1, 3, 1), (3, 3, 3)
+    ]  # fmt: skip
+    [comma] = read_trees("(TOP (S (, ,) (. .)))")
+    unbalanced = read_output("(S XX XX".split(), [",", "."], [",", "."])  # no word EVALB keeps: a skip, not an error
+    assert evalb([comma], [unbalanced]).sentences[0].error == "skip: no words"
+    with pytest.raises(ValueError, match="^the output nests deeper than 200 levels$"):
+        delinearize(outputs["deep"].split(), words, tags)
+
+
+def test_the_score_of_a_split_says_both_f1s(tmp_path):
+    """tree_scores: parse_f1 on the output as it is (EVALB's number), parse_f1_repaired on it mended."""
+    gold = "(TOP (S (NP (DT The) (NN dog)) (VP (VBD barked))))\n(TOP (S (NP (DT A) (NN cat)) (VP (VBD sat))))\n"
+    (tmp_path / "valid.gold").write_text(gold)
+    hyps = ["(S (NP XX XX )NP (VP XX )VP )S", "(S (NP XX XX )NP (VP XX )VP"]  # the second never closes its S
+    scores = tree_scores(tmp_path / "valid.gold", hyps)
+    assert {k: v for k, v in scores.items() if k != "parse_scorer"} == {
+        "parse_f1": 100.0, "parse_recall": 100.0, "parse_precision": 100.0, "parse_complete_match": 100.0,
+        "parse_errors": 1, "parse_f1_repaired": 100.0, "parse_errors_repaired": 0,
+    }  # fmt: skip
+    scores = tree_scores(tmp_path / "valid.gold", ["(S (NP XX XX )NP (VP XX )VP )S", "(S (NP XX )NP (VP XX XX )VP"])
+    assert (scores["parse_f1"], scores["parse_errors"], scores["parse_f1_repaired"], scores["parse_errors_repaired"]) == (
+        100.0, 1, round(2 * 4 / 6 * 4 / 6 / (4 / 6 + 4 / 6) * 100, 2), 0
+    )  # fmt: skip
 
 
 def test_a_tree_read_back_from_its_own_linearisation_scores_100():
@@ -120,8 +160,13 @@ def test_a_tree_read_back_from_its_own_linearisation_scores_100():
 def test_a_damaged_treebank_is_named():
     with pytest.raises(UserError, match=r"^wsj_0002.mrg: tree 2: a bracket \(VP\) is never closed$"):
         read_trees("(S (NP (NN a)))\n(S (VP (VB go)", "wsj_0002.mrg")
-    with pytest.raises(UserError, match=r"^deep.mrg: tree 1 nests its brackets too deep to read \(thousands of levels\)$"):
-        read_trees("(S " * 5000 + "(NN x)" + ")" * 5000, "deep.mrg")
+    for depth in (300, 5000):  # a few hundred levels reached a RecursionError past the reading
+        with pytest.raises(
+            UserError,
+            match=r"^deep.mrg: tree 1 nests its brackets more than 200 levels deep; aiayn reads trees of at most 200 levels$",
+        ):
+            read_trees("(S " * depth + "(NN x)" + ")" * depth, "deep.mrg")
+    assert len(read_trees("(S " * 199 + "(NN x)" + ")" * 199)) == 1
     with pytest.raises(UserError, match=r"^x.mrg: tree 1: 'word' outside any bracket$"):
         read_trees("word (S)", "x.mrg")
     assert COLLINS.canonical("PRT") == "ADVP" and COLLINS.canonical("NP-SBJ-1") == "NP"

@@ -213,7 +213,7 @@ def test_csv(sweep_dir):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == CSV_FIELDS == [
         "group", "variant", "runs", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "norm", "ffn", "kv_heads", "rotary", "position_bias", "uniform", "steps",
-        "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "parse_f1", "parse_f1_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
+        "ppl", "ppl_std", "bpb", "bpb_std", "bleu", "bleu_std", "parse_f1", "parse_f1_std", "parse_f1_repaired", "parse_f1_repaired_std", "delta_bleu", "delta_low", "delta_high", "p_value", "seeds_agree", "interval_over", "vs_paper", "params", "paper_ppl", "paper_bleu", "paper_params_m", "trials",
     ]  # fmt: skip
     assert [r["variant"] for r in rows] == [
         "base",
