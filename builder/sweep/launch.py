@@ -93,7 +93,9 @@ def _run_trial(job: Job, env: dict[str, str] | None, defaults: dict[str, str] | 
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 cwd=job.cwd,
-                env={**(defaults or {}), **os.environ, **(env or {})},
+                # the folder it runs in is not on its import path: a clone's own aiayn/ folder there
+                # would hide the installed package (Python 3.11's PYTHONSAFEPATH; DDP's processes inherit it)
+                env={"PYTHONSAFEPATH": "1", **(defaults or {}), **os.environ, **(env or {})},
             ).returncode
         except OSError as e:
             return Outcome(None, time.perf_counter() - start, f"could not start {job.argv[0]}: {e}")

@@ -293,6 +293,21 @@ def test_a_failed_process_keeps_its_last_stderr_lines(tmp_path):
     assert missing.returncode is None and missing.error.startswith(f"could not start {tmp_path / 'no-such-python'}: ")
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+def test_a_trial_started_in_a_clone_imports_the_installed_aiayn(tmp_path, monkeypatch):
+    """A sweep run from a clone's root with aiayn installed from it (pip install ., not -e): the
+    clone's aiayn/ folder, which lacks aiayn.builder, does not hide the installed package from
+    the trial (ModuleNotFoundError: No module named 'aiayn.builder' in every trial, before)."""
+    (tmp_path / "aiayn").mkdir()
+    (tmp_path / "aiayn" / "__init__.py").write_text("")
+    (tmp_path / "aiayn" / "__main__.py").write_text("raise SystemExit('the folder run in was imported')\n")
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    argv = (sys.executable, "-m", "aiayn", "validate", str(EXPERIMENTS / "demo.yaml"))
+    outcome = run_job(Job("t", argv, tmp_path / "run", str(tmp_path)))
+    assert (outcome.returncode, outcome.error) == (0, None)
+    assert (tmp_path / "run" / "stdout.log").read_text().startswith(f"{EXPERIMENTS / 'demo.yaml'}: ok: demo, ")
+
+
 def test_environment_defaults_yield_to_the_users(tmp_path, monkeypatch):
     code = "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['CUDA_VISIBLE_DEVICES'])"
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
