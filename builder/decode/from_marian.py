@@ -32,7 +32,7 @@ import torch
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.decode.loaded import ForInference
 from aiayn.builder.decode.marian_config import json_object, read_config
-from aiayn.builder.decode.marian_generation import marian_decode
+from aiayn.builder.decode.marian_generation import check_generation_file, marian_decode
 from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.model.build import build_model
@@ -101,7 +101,9 @@ def _weights(folder: Path, model_class: Any) -> Any:
             f"{folder} has no weights: a Marian folder holds model.safetensors (or pytorch_model.bin) beside config.json"
         )
     where = f"{folder}/{files[0]}" if len(files) == 1 else f"{folder}: its weights ({', '.join(files)})"
+    check_generation_file(folder)
     _check_json_object(folder / "generation_config.json")  # transformers reads it with the weights
+    _generation_settings(folder)  # and its errors are the file's, not the weights'
     try:
         hf, info = model_class.from_pretrained(
             folder, output_loading_info=True, ignore_mismatched_sizes=True
@@ -120,6 +122,21 @@ def _weights(folder: Path, model_class: Any) -> Any:
         shown = ", ".join(wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
         raise UserError(f"{where}: the weights do not fit config.json ({shown}); they belong to another model")
     return hf.eval()
+
+
+def _generation_settings(folder: Path) -> None:
+    """transformers' reading of the folder's generation_config.json, where there is one: what it
+    refuses is named as the file's, before the weights are read with it."""
+    if not (folder / "generation_config.json").is_file():
+        return
+    from transformers import GenerationConfig
+
+    try:
+        GenerationConfig.from_pretrained(folder)
+    except Exception as e:  # transformers' checks of the settings raise several kinds
+        raise UserError(
+            f"{folder / 'generation_config.json'}: transformers cannot read it ({first_line(e)}); mend it, or delete it"
+        ) from None
 
 
 def _check_json_object(path: Path) -> None:

@@ -12,10 +12,13 @@ Where the folder sets no length, aiayn keeps its own limit (input + 50 tokens): 
 stop at 20 new tokens, its default, about which it warns.
 """
 
+import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, loop_message
 
 # generation settings that change nothing a search returns (ids checked against config.json, outputs asked for)
 HARMLESS = {
@@ -49,7 +52,7 @@ def marian_decode(generation: Any, config: Any, folder: Path, tokens: list[str],
     _check_ids(settings, config, where)
     # generate()'s defaults where the folder says nothing: greedy, |Y|^1 (aiayn keeps its length limit)
     decode: dict[str, Any] = {"beam": _count(settings.pop("num_beams", 1), "num_beams", where), "length_penalty": "fairseq"}
-    decode["alpha"] = settings.pop("length_penalty", 1.0)
+    decode["alpha"] = _number(settings.pop("length_penalty", 1.0), "length_penalty", where)
     early = settings.pop("early_stopping", False)
     decode["early_stopping"] = _early_stopping(early, where) if decode["beam"] > 1 else True  # greedy stops at its </s>
     new_tokens, total = settings.pop("max_new_tokens", None), settings.pop("max_length", None)
@@ -59,7 +62,7 @@ def marian_decode(generation: Any, config: Any, folder: Path, tokens: list[str],
         decode["max_len_a"], decode["max_len_b"] = 0.0, _count(total, "max_length", where, at_least=2) - 1
     forced = settings.pop("forced_eos_token_id", None)
     if forced is not None:
-        if forced != config.eos_token_id:
+        if _token_id(forced, "forced_eos_token_id", where) != config.eos_token_id:
             raise UserError(
                 f"{where}: forced_eos_token_id {forced} is not </s> ({config.eos_token_id}); aiayn can end a hypothesis with </s> only"
             )
@@ -67,7 +70,7 @@ def marian_decode(generation: Any, config: Any, folder: Path, tokens: list[str],
     decode["suppress"] = _suppressed(
         settings.pop("bad_words_ids", None), settings.pop("suppress_tokens", None), tokens, order, where
     )
-    decode["renormalize"] = bool(settings.pop("renormalize_logits", False))
+    decode["renormalize"] = _flag(settings.pop("renormalize_logits", False), "renormalize_logits", where)
     if settings:
         key, value = next(iter(settings.items()))
         raise UserError(
@@ -80,19 +83,74 @@ def marian_decode(generation: Any, config: Any, folder: Path, tokens: list[str],
 def _check_ids(settings: dict[str, Any], config: Any, where: str) -> None:
     """The ids the generation settings name that config.json names too agree with it."""
     eos = settings.pop("eos_token_id", None)
+    if eos is not None:
+        for one in eos if isinstance(eos, list) else [eos]:
+            _token_id(one, "eos_token_id", where)
     if eos is not None and eos != config.eos_token_id and eos != [config.eos_token_id]:
         raise UserError(
             f"{where}: eos_token_id {eos!r} is not config.json's ({config.eos_token_id}); aiayn ends a hypothesis at one </s>"
         )
     start = settings.pop("decoder_start_token_id", None)
-    if start is not None and start != config.decoder_start_token_id:
+    if start is not None and _token_id(start, "decoder_start_token_id", where) != config.decoder_start_token_id:
         raise UserError(f"{where}: decoder_start_token_id {start!r} is not config.json's ({config.decoder_start_token_id})")
 
 
 def _count(value: Any, name: str, where: str, *, at_least: int = 1) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not at_least <= value < 2**31:
-        raise UserError(f"{where}: {name} must be a whole number from {at_least}, got {value!r}")
+        raise UserError(f"{where}: {name} must be a whole number from {at_least}, got {_json(value)}")
     return value
+
+
+def _json(value: Any) -> str:
+    """A value as the JSON file wrote it (true, not True)."""
+    return json.dumps(value)
+
+
+def _number(value: Any, name: str, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise UserError(f"{where}: {name} must be a finite number, got {_json(value)}")
+    return float(value)
+
+
+def _flag(value: Any, name: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"{where}: {name} must be true or false, got {_json(value)}")
+    return value
+
+
+def _token_id(value: Any, name: str, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UserError(f"{where}: {name} must be a token id (a whole number from 0), got {_json(value)}")
+    return value
+
+
+def _ids(value: Any, name: str, where: str, *, nested: bool = False) -> list[Any]:
+    """A list of token ids (of lists of them, `nested`), each checked; None: none."""
+    if value is None:
+        return []
+    shape = "a list of lists of token ids" if nested else "a list of token ids"
+    if not isinstance(value, list) or (nested and not all(isinstance(v, list) for v in value)):
+        raise UserError(f"{where}: {name} must be {shape}, got {_json(value)}")
+    for one in [i for v in value for i in v] if nested else value:
+        _token_id(one, name, where)
+    return value
+
+
+def check_generation_file(folder: Path) -> None:
+    """The folder's generation_config.json, where there is one, is a file (not a folder, not a link
+    that leads back to itself): transformers would otherwise decode with config.json's settings."""
+    path = folder / "generation_config.json"
+    if path.is_symlink() and not path.exists():
+        try:
+            os.stat(path)
+        except OSError as e:
+            if e.errno == 40:  # ELOOP
+                raise UserError(loop_message(path)) from None
+            raise UserError(
+                f"{path} is a link to nothing ({e.strerror}); point it at the folder's generation settings, or remove it"
+            ) from None
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path} is a folder, not the file of generation settings; remove it to decode with config.json's")
 
 
 def _early_stopping(value: Any, where: str) -> bool:
@@ -108,13 +166,13 @@ def _suppressed(bad_words: Any, suppress: Any, tokens: list[str], order: list[in
     """The pieces of aiayn's vocabulary of the Marian ids `generate()` never outputs (bad words of
     one token, suppress_tokens); aiayn's <pad> is never output anyway."""
     ids: list[Any] = []
-    for words in bad_words or []:
-        if not isinstance(words, list) or len(words) != 1:
+    for words in _ids(bad_words, "bad_words_ids", where, nested=True):
+        if len(words) != 1:
             raise UserError(
                 f"{where}: bad_words_ids holds {words!r}, a sequence of tokens; aiayn's search can forbid single tokens only"
             )
         ids.append(words[0])
-    ids += list(suppress or [])
+    ids += _ids(suppress, "suppress_tokens", where)
     pieces: list[str] = []
     for marian in ids:
         mine = [i for i, m in enumerate(order) if m == marian and i != 0]

@@ -256,6 +256,19 @@ def test_the_sweep_of_three_ways_plans_on_the_folder(folder, tmp_path, monkeypat
         ({"early_stopping": "never"}, "early_stopping 'never': aiayn's search stops at the beam's finished hypotheses (true) or "
          "goes on as generate() does by default (false); set one of them"),
         ({"max_length": 1}, "max_length must be a whole number from 2, got 1"),
+        ({"num_beams": 2.0}, "num_beams must be a whole number from 1, got 2.0"),
+        ({"length_penalty": "1.0"}, 'length_penalty must be a finite number, got "1.0"'),
+        ({"length_penalty": float("nan")}, "length_penalty must be a finite number, got NaN"),
+        ({"forced_eos_token_id": False}, "forced_eos_token_id must be a token id (a whole number from 0), got false"),
+        ({"eos_token_id": [True]}, "eos_token_id must be a token id (a whole number from 0), got true"),
+        ({"decoder_start_token_id": "0"}, 'decoder_start_token_id must be a token id (a whole number from 0), got "0"'),
+        ({"renormalize_logits": "no"}, 'renormalize_logits must be true or false, got "no"'),
+        ({"suppress_tokens": [True]}, "suppress_tokens must be a token id (a whole number from 0), got true"),
+        ({"suppress_tokens": 3}, "transformers cannot read it ('int' object is not iterable); mend it, or delete it"),  # was blamed on the weights
+        ({"bad_words_ids": 5}, "bad_words_ids must be a list of lists of token ids, got 5"),
+        ({"bad_words_ids": [5]}, "bad_words_ids must be a list of lists of token ids, got [5]"),
+        ({"bad_words_ids": [[-1]]}, "bad_words_ids must be a token id (a whole number from 0), got -1"),
+        ({"suppress_tokens": "3"}, 'suppress_tokens must be a list of token ids, got "3"'),
     ],
 )  # fmt: skip
 def test_a_generation_setting_aiayn_has_not_is_refused_by_name(folder, tmp_path, change, message):
@@ -282,3 +295,25 @@ def test_marian_folders_ensemble(folder, tmp_path):
     assert both.what.startswith("an ensemble of 2: ")
     scores = [[t.score for t in g] for g in both.translate(lines, n_best=2, with_scores=True)]
     assert scores != [[t.score for t in g] for g in alone]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: path.mkdir(), "{p} is a folder, not the file of generation settings; remove it to decode with config.json's"),
+        (lambda path: path.symlink_to(path), "{p}: a symbolic link on the way to it leads back to itself (a loop); point it at a real file or folder, or remove it"),
+        (lambda path: path.symlink_to(path.parent / "gone.json"), "{p} is a link to nothing (No such file or directory); point it at the folder's generation settings, or remove it"),
+    ],
+)  # fmt: skip
+def test_a_generation_config_that_is_no_file_is_named(folder, tmp_path, make, message):
+    """transformers would decode such a folder with config.json's settings, unlike generate() on the
+    folder the user meant: refused, not ignored."""
+
+    def edit(copy: Path) -> None:
+        (copy / "generation_config.json").unlink()
+        make(copy / "generation_config.json")
+
+    bad = damaged(folder, tmp_path, "gen", edit)
+    with pytest.raises(UserError) as e:
+        load_for_inference(bad)
+    assert str(e.value) == message.format(p=bad / "generation_config.json")
