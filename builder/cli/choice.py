@@ -9,6 +9,7 @@ import yaml
 from aiayn.builder.decode.mbr import WEIGHTS
 from aiayn.builder.decode.sampling import sampling_from, seed_argument
 from aiayn.builder.errors import UserError
+from aiayn.builder.run.nesting import yaml_nesting
 
 # the sampling flags, as the Python API names them
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "epsilon": "--epsilon"}
@@ -96,6 +97,9 @@ def mbr_utility(text: str) -> Any:
     text = text.strip()
     if not text.startswith("{"):
         return text
+    deep = yaml_nesting(text)
+    if deep is not None:
+        raise UserError(f"--mbr: {deep}; give a type (chrf) or '{{type: chrf, word_order: 2}}'")
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError, described
 from aiayn.builder.registry import Registry
+from aiayn.builder.run.nesting import too_deep
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.slots import PluginError
 from aiayn.schemas.utility import UtilitySpec
@@ -34,6 +35,9 @@ def utility_spec(value: object, registry: Registry, where: str = "mbr") -> Utili
         raise UserError(
             f"{where}: expected a utility's type (chrf, bleu, ...) or a mapping with its type, got {described(value)}"
         )
+    deep = too_deep(data)
+    if deep is not None:
+        raise UserError(f"{where}: {deep}")
     known = registry.classes("utility")
     tag = data.get("type")
     if tag not in known:

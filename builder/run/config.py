@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from aiayn.builder.errors import UserError, path_argument, strings_argument
 from aiayn.builder.run.inherit import extends_chain, first_line, merge_onto
+from aiayn.builder.run.nesting import yaml_nesting
 from aiayn.builder.run.overrides import apply_overrides
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
@@ -205,11 +206,15 @@ def config_hash(spec: ExperimentSpec) -> str:
 def read_run_config(path: Path) -> dict[str, Any]:
     """A run's config.yaml as written (the resolved experiment of the release that trained it)."""
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        deep = yaml_nesting(text)
+        config = yaml.safe_load(text) if deep is None else None
     except (OSError, ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
         raise UserError(
             f"{path}: cannot read the run's config ({first_line(e)}); is it a run directory of aiayn train?"
         ) from None
+    if deep is not None:
+        raise UserError(f"{path}: cannot read the run's config ({deep}); is it a run directory of aiayn train?")
     if not isinstance(config, dict):
         raise UserError(
             f"{path}: the run's config is not a mapping of settings (it holds {type(config).__name__}); is it a run directory of aiayn train?"

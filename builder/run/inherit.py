@@ -15,6 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel
 
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.run.nesting import yaml_nesting
 from aiayn.builder.run.validation import field_hint, union_args
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.slots import Members
@@ -27,6 +28,9 @@ def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (
         what = "is a directory, not a YAML file" if path.is_dir() else "is not a file" if path.exists() else "does not exist"
         raise UserError(f"{path}: {what}{_near_file(path)}")
     try:
+        deep = yaml_nesting(path.read_text(encoding="utf-8"))
+        if deep is not None:
+            raise UserError(f"{path}: {deep}")
         node = OmegaConf.load(path)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

@@ -12,6 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.inherit import first_line, keep_fields_of
+from aiayn.builder.run.nesting import yaml_nesting
 from aiayn.schemas._base import DOTLIST_KEY
 from aiayn.schemas.slots import Members
 
@@ -26,6 +27,9 @@ def apply_overrides(config: DictConfig, overrides: typing.Sequence[str], source:
                 f"override {item!r} ({source}): extends is read from the file before the overrides apply; "
                 "write `extends:` in the YAML, or give the parent experiment itself"
             )
+        deep = yaml_nesting(item[len(key) + 1 :])
+        if deep is not None:
+            raise UserError(f"override {key}=... ({source}): {deep}")
         try:
             _check_indices(config, key, item, source)
             _check_override_shape(config, key, item, source)
