@@ -5,6 +5,7 @@ API checks its arguments with `path_argument`, `strings_argument` and `bool_argu
 UserError naming the argument, not an exception from deep inside.
 """
 
+import os
 import re
 import shlex
 import unicodedata
@@ -64,11 +65,30 @@ def bool_argument(value: object, name: str) -> bool:
 
 def resolved(path: str | PathLike[str]) -> Path:
     """`path` made absolute with its symbolic links followed, or a UserError where a link on the
-    way leads back to itself (pathlib raises RuntimeError for that before Python 3.13, OSError since)."""
+    way leads back to itself (pathlib raises RuntimeError for that before Python 3.13, OSError since)
+    or a name in it is longer than the filesystem allows."""
+    check_name_lengths(path)
     try:
         return Path(path).resolve()
     except (RuntimeError, OSError):
         raise UserError(loop_message(path)) from None
+
+
+NAME_MAX, PATH_MAX = 255, 4095  # bytes: Linux's limits on a file's name and on a path
+
+
+def check_name_lengths(path: str | PathLike[str], what: str = "") -> None:
+    """A UserError where a name in `path`, or the whole of it, is longer than a filesystem takes
+    (an OSError, "File name too long", from whatever touched it first)."""
+    shown = str(path) if len(str(path)) <= 80 else f"{str(path)[:60]}...{str(path)[-16:]}"
+    prefix = f"{what} {shown}" if what else shown
+    longest = max((len(os.fsencode(part)) for part in Path(path).parts), default=0)
+    if longest > NAME_MAX:
+        raise UserError(f"{prefix}: a name in it is {longest} bytes long, and a file name may have {NAME_MAX}; shorten it")
+    if len(os.fsencode(os.fspath(path))) > PATH_MAX:
+        raise UserError(
+            f"{prefix}: the path is {len(os.fsencode(os.fspath(path)))} bytes long, and may have {PATH_MAX}; shorten it"
+        )
 
 
 def loop_message(path: object) -> str:

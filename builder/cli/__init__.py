@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from aiayn.builder.errors import UserError, loop_message
+from aiayn.builder.errors import UserError, check_name_lengths, loop_message
 from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.cpu import quiet_waits
@@ -97,8 +97,21 @@ def main(argv: Sequence[str] | None = None, *, registry: Registry | None = None)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 128 + signal.SIGPIPE
     except OSError as e:
+        if e.errno == errno.ENAMETOOLONG and e.filename is not None:  # a path given, opened where no check measured it
+            print(f"aiayn {verb}: error: {too_long(e.filename)}", file=sys.stderr)
+            return UserError.exit_code
         if e.errno != errno.ELOOP:
             raise
         # a link that loops, opened where no check resolved it first
         print(f"aiayn {verb}: error: {loop_message(e.filename)}", file=sys.stderr)
         return UserError.exit_code
+
+
+def too_long(path: str) -> str:
+    """What check_name_lengths says of a path the filesystem found too long (or, where a limit of
+    another filesystem was met, that it was)."""
+    try:
+        check_name_lengths(path)
+    except UserError as e:
+        return str(e)
+    return f"{path}: its name is longer than this filesystem takes; shorten it"

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from aiayn.builder.decode.checkpoint import source_model
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, check_name_lengths
 from aiayn.builder.model.size import check_size
 from aiayn.builder.model.summary import render, summary
 from aiayn.builder.run.atomic import check_writable
@@ -117,6 +117,7 @@ def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
 
     if path.suffix.lower() not in (".svg", ".png"):
         raise UserError(f"--figure {path}: give a file name ending in .svg or .png (the suffix chooses the format)")
+    check_name_lengths(path, "--figure")
     if path.is_dir():
         raise UserError(f"--figure {path} is a folder; give a file name ending in .svg or .png")
     check_writable(path, "--figure")  # a missing folder is made, as translate -o makes one

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, check_name_lengths
 
 
 @contextmanager
@@ -39,8 +39,10 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
 
 
 def check_writable(path: Path, what: str) -> None:
-    """Refuse, before any work, an output path that names a folder or lies under a file."""
+    """Refuse, before any work, an output path that names a folder, lies under a file, or is
+    longer than a filesystem takes."""
     path = Path(path)
+    check_name_lengths(path, what)
     if path.is_dir():
         raise UserError(f"{what} {path} is a folder; give the name of a file to write")
     blocking = next((p for p in path.parents if p.exists()), None)

@@ -219,6 +219,36 @@ def test_paths_of_the_wrong_kind(run, tmp_path):
     )
 
 
+def test_names_longer_than_a_filesystem_takes(run, tmp_path):
+    """A name of 300 bytes, or a path of 6,000, given to any verb: one message naming the limit, the
+    run untouched (an OSError "File name too long" from wherever it was opened, before)."""
+
+    def short(path: object) -> str:
+        text = str(path)
+        return text if len(text) <= 80 else f"{text[:60]}...{text[-16:]}"
+
+    name, nested = tmp_path / ("a" * 300), tmp_path / ("b/" * 2100) / "x.svg"
+    figure, experiment = name.with_name(name.name + ".svg"), name.with_name(name.name + ".yaml")
+
+    def too_long(n: int) -> str:
+        return f"a name in it is {n} bytes long, and a file name may have 255; shorten it"
+
+    cases = [
+        (f"--figure {short(figure)}: {too_long(304)}", ["show", DEMO, "--figure", figure]),
+        (f"--figure {short(nested)}: the path is {len(str(nested))} bytes long, and may have 4095; shorten it",
+         ["show", DEMO, "--figure", nested]),
+        (f"--output {short(name)}: {too_long(300)}", ["translate", run, "--output", name]),
+        (f"--hyps {short(name)}: {too_long(300)}", ["evaluate", run, "--hyps", name]),
+        (f"--output {short(name)}: {too_long(300)}", ["average", run / "checkpoints" / "last.ckpt", "-o", name]),
+        (f"{short(name)}: {too_long(300)}", ["results", name]),
+        (f"{short(name)}: {too_long(300)}", ["score", run, "--src", name, "--tgt", name]),
+        (f"{short(name / 'config.json')}: {too_long(300)}", ["translate", name]),
+        (f"{short(experiment)}: {too_long(305)}", ["validate", experiment]),
+    ]  # fmt: skip
+    for message, argv in cases:
+        fails(f"aiayn {argv[0]}: error: {message}\n", *argv, untouched=run)
+
+
 def test_average_never_overwrites_its_inputs_or_the_resume_point(run):
     steps = sorted((run / "checkpoints").glob("step*.ckpt"))
     fails(f"aiayn average: error: --output {steps[0]} is one of the files this command reads; write to another path\n",
