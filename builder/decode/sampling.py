@@ -63,7 +63,9 @@ class Sampling:
 
     def probabilities(self, logits: Tensor) -> Tensor:
         """(n, V) the distribution a token is drawn from: tempered, filtered, renormalised."""
-        logits = logits.float() / self.temperature
+        logits = logits.float()
+        # the highest first: a temperature of 1e-39 makes the others -inf, never inf - inf (NaN)
+        logits = (logits - logits.max(dim=-1, keepdim=True).values.nan_to_num(neginf=0.0)) / self.temperature
         if self.top_k and self.top_k < logits.size(-1):
             kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (n, 1)
             logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -94,6 +94,25 @@ def test_the_filters_closed_forms():
     torch.testing.assert_close(Sampling(temperature=2).probabilities(logits), tempered)
     with pytest.raises(ValueError, match=r"^epsilon \(1\.0\) must be in \[0, 1\) \(0: no limit\)$"):
         Sampling(epsilon=1.0)
+    # temperature first, then the filters (transformers' order of its warpers): at T = 2 the
+    # distribution flattens to sqrt(p) and top-p 0.7 keeps three tokens, where it keeps two of p
+    root = probs.sqrt() / probs.sqrt().sum()
+    torch.testing.assert_close(
+        Sampling(temperature=2, top_p=0.7).probabilities(logits),
+        torch.cat([root[:, :3] / root[:, :3].sum(), torch.zeros(1, 2)], 1),
+    )
+    torch.testing.assert_close(
+        Sampling(temperature=2, top_k=3, epsilon=0.2).probabilities(logits),
+        torch.cat([root[:, :3] / root[:, :3].sum(), torch.zeros(1, 2)], 1),
+    )
+    # a token as probable as epsilon exactly stays (Hewitt et al.: those below it go)
+    exact = float(Sampling().probabilities(logits)[0, 2])
+    assert Sampling(epsilon=exact).probabilities(logits)[0, :3].gt(0).all()
+    above = torch.nextafter(torch.tensor(exact), torch.tensor(1.0)).item()  # the next float32 up
+    assert Sampling(epsilon=above).probabilities(logits)[0, 2] == 0
+    # a temperature so small that logits / T overflow float32: the argmax, not NaN
+    tiny = Sampling(temperature=1e-39).probabilities(logits)
+    assert tiny.tolist() == [[1.0, 0.0, 0.0, 0.0, 0.0]]
     with pytest.raises(ValueError, match=r"^top_p \(0\.0\) must be in \(0, 1\]$"):
         Sampling(top_p=0.0)
 
