@@ -156,11 +156,7 @@ class Translator:
             n_best=k, on_batch=on_batch, rules=token_rules(settings, self.tgt_tokenizer), sampling=sampler, seed=seed,
         )  # fmt: skip
         texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
-        if unique:
-            kept = [[i for i, t in enumerate(group) if t not in group[:i]] for group in texts]
-            found = [[hyps[i] for i in keep] for hyps, keep in zip(found, kept)]
-            texts = [[group[i] for i in keep] for group, keep in zip(texts, kept)]
-        return found, texts
+        return unique_texts(found, texts) if unique else (found, texts)
 
     def _mbr(
         self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
@@ -376,3 +372,12 @@ def vocabulary_difference(a: Tokenizer, b: Tokenizer) -> str | None:
     if a.to_json() != b.to_json():
         return "the same tokens, split from text by different rules"
     return None
+
+
+def unique_texts(found: list[list[Hypothesis]], texts: list[list[str]]) -> tuple[list[list[Hypothesis]], list[list[str]]]:
+    """Each line's hypotheses with each text once: the first, the best (they come best first),
+    where two token sequences (two segmentations, say) give one string."""
+    kept = [[i for i, t in enumerate(group) if t not in group[:i]] for group in texts]
+    return [[hyps[i] for i in keep] for hyps, keep in zip(found, kept)], [
+        [group[i] for i in keep] for group, keep in zip(texts, kept)
+    ]

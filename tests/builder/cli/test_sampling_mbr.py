@@ -14,6 +14,8 @@ from sacrebleu.metrics import CHRF
 import aiayn
 from aiayn import UtilitySpec, load_run
 from aiayn.builder.cli import main
+from aiayn.builder.decode.search import Hypothesis
+from aiayn.builder.decode.translator import unique_texts
 from aiayn.builder.errors import UserError
 from tests.builder.decode.test_checkpoint import make_run
 from tests.conftest import registry
@@ -64,6 +66,17 @@ def test_unique_keeps_each_strings_best(translator):
         assert [t.text for t in kept] == [t for i, t in enumerate(texts) if t not in texts[:i]]
         assert [t.score for t in kept] == [next(e.score for e in everything if e.text == t.text) for t in kept]
     assert any(len(k) < len(f) for k, f in zip(unique, found))  # samples repeat: the test says something
+
+
+def test_unique_keeps_the_best_of_two_segmentations_of_one_string():
+    """Two token sequences that a tokenizer decodes to one string (`dog` as one piece or as `d og`):
+    --unique keeps the better scored, the first of the list (best first)."""
+    hyps = [Hypothesis([7], -1.0, -1.0, True), Hypothesis([3, 4], -2.0, -2.0, True), Hypothesis([9], -3.0, -3.0, True),
+            Hypothesis([3, 5], -4.0, -4.0, True)]  # fmt: skip
+    found, texts = unique_texts([hyps], [["dog", "cat", "a dog", "cat"]])
+    assert (texts, [[h.ids for h in group] for group in found]) == ([["dog", "cat", "a dog"]], [[[7], [3, 4], [9]]])
+    found, texts = unique_texts([hyps[1:]], [["cat", "a dog", "cat"]])
+    assert [h.score for h in found[0]] == [-2.0, -3.0]
 
 
 def brute_force_mbr(candidates, references, log_probs, weights: str) -> tuple[int, float]:

@@ -326,6 +326,8 @@ def test_a_plugin_record_is_data_quoted_for_the_shell_and_inert_on_the_terminal(
     assert missing_plugins_message("m.ckpt", {"relu": "relu-scores==1.0+local"}) == (
         "m.ckpt was trained with 'relu' of relu-scores==1.0+local, which is not installed here: pip install relu-scores==1.0+local"
     )
+    # a version with an epoch (PEP 440's 1!2.0): quoted, so that an interactive shell's ! expands no history
+    assert missing_plugins_message("m.ckpt", {"relu": "relu-scores==1!2.0"}).endswith(": pip install 'relu-scores==1!2.0'")
     assert missing_plugins_message("m.ckpt", {"x": "$(touch pwned)==1.0"}) == (
         "m.ckpt was trained with 'x' of $(touch pwned)==1.0, which is not installed here; its record '$(touch pwned)==1.0' names "
         "no distribution pip can install (name==version): install the plugin that registers those types"

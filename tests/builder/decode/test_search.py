@@ -10,6 +10,8 @@ from aiayn.blocks import (
     EncoderDecoder,
 )
 from aiayn.builder.decode.search import beam_hypotheses, beam_search, greedy_search, length_penalty
+from aiayn.builder.decode.translate import translate_ids
+from aiayn.schemas.decode import DecodeSpec
 from tests.models import BOS, EOS, PAD, tiny_model
 
 V = 13
@@ -352,3 +354,7 @@ def test_early_stopping_false_goes_on_while_the_best_live_hypothesis_beats_the_w
     memory, pad = model.encode(src)
     logp = model.decode(torch.tensor([[BOS, 4, 5, 7]]), memory, pad).log_softmax(-1)[0]
     assert went_on.score == pytest.approx(sum(float(logp[i, t]) for i, t in enumerate([4, 5, 7, EOS])) / 4**1.5, abs=1e-5)
+    # the decode section's setting reaches the search (what translate, evaluate and validation call)
+    for early, expected in ((True, [4, 5]), (False, [4, 5, 7])):
+        decode = DecodeSpec(beam=2, alpha=1.5, length_penalty="fairseq", early_stopping=early)
+        assert translate_ids(model, [[3, 3]], decode, bos_id=BOS, eos_id=EOS) == [expected]
