@@ -196,13 +196,17 @@ class TranslationDataModule(LightningDataModule):
             f"train pairs: kept {counts['kept']} of {len(src)}; removed {counts['too_long']} with a side "
             f"longer than max_len={self.max_len} tokens, {counts['too_short']} shorter than min_len={self.min_len}"
         )
+        self._check_kept(counts, len(src), "pairs")
+        return TranslationDataset(src, tgt, kept, source_eos=self.source_eos)
+
+    def _check_kept(self, counts: dict[str, int], total: int, what: str) -> None:
+        """Training needs one pair (or sentence) that the length filter keeps."""
         if counts["kept"] == 0:
             raise UserError(
-                f"data: the length filter removed all {len(src)} training pairs of {self.paths['train'][0]} "
+                f"data: the length filter removed all {total} training {what} of {self.paths['train'][0]} "
                 f"({counts['too_long']} longer than max_len={self.max_len}, {counts['too_short']} shorter "
                 f"than min_len={self.min_len} tokens); raise max_len or lower min_len"
             )
-        return TranslationDataset(src, tgt, kept, source_eos=self.source_eos)
 
     def _build_text(self, split: str, text: RaggedIds) -> TranslationDataset | BlockDataset:
         """A language model's split: its sentences (evaluation: every one with a token; training:
@@ -219,6 +223,7 @@ class TranslationDataModule(LightningDataModule):
             kept, counts = filter_by_length(text, text, max_len=self.max_len, min_len=self.min_len)
             self.filter_counts = counts
             say(f"train sentences: kept {counts['kept']} of {len(text)} (max_len={self.max_len}, min_len={self.min_len})")
+            self._check_kept(counts, len(text), "sentences")
             return TranslationDataset(text, text, kept, source=False)
         lines = read_lines(self.texts(split)[1])
         covered = lines if isinstance(dataset, BlockDataset) else [lines[i] for i in dataset.ids]  # blocks: every line

@@ -160,3 +160,14 @@ def test_the_last_line_says_what_blocks_and_which_model_were_scored(tmp_path):
         f" bits per byte on valid (20 sentences in {blocks} blocks of 32 tokens), the mean of the last 2 checkpoints; "
         in (out.splitlines()[-1])
     )
+
+
+def test_a_length_filter_that_keeps_no_sentence_is_named(tmp_path):
+    """A language model's data.max_len below every sentence: a message, no run (a ValueError of the
+    batch sampler, before)."""
+    code, out, err = cli("train", LM, *TINY, "data.max_len=1", "trainer.max_steps=2", "--runs", tmp_path / "runs")
+    assert (code, err.splitlines()[-1]) == (
+        2, f"aiayn train: error: data: the length filter removed all 600 training sentences of {tmp_path / 'runs' / 'lm-demo' / 'version_0' / 'data' / 'train.en'} "
+        "(600 longer than max_len=1, 0 shorter than min_len=1 tokens); raise max_len or lower min_len",
+    )  # fmt: skip
+    assert not (tmp_path / "runs").exists()
