@@ -71,6 +71,7 @@ def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_choice(args: argparse.Namespace) -> None:
     """--sampling, --mbr and their flags: what goes with what."""
+    seed_argument(args.seed, "--seed")  # named by its flag (the Python API names its keyword)
     shaping = [SAMPLING_FLAGS[name] for name in SAMPLING_FLAGS if getattr(args, name) is not None]
     if shaping and not args.sampling:
         raise UserError(f"{shaping[0]} shapes sampling; give --sampling, or drop it")

@@ -29,6 +29,8 @@ def generate(args: argparse.Namespace) -> int:
     if args.greedy and sampling:
         flag = SAMPLING_FLAGS[next(iter(sampling))]
         raise UserError(f"--greedy takes the most probable token; {flag} shapes sampling: give one or the other")
+    if args.max_new_tokens < 1:  # named by its flag here; the Python API names its keyword
+        raise UserError(f"--max-new-tokens (-n): give 1 or more tokens to add, got {args.max_new_tokens}")
     model = load_run(args.checkpoint, device=device_of(args), registry=args.registry)
     if not hasattr(model, "generate"):
         raise UserError(

@@ -168,6 +168,7 @@ def test_a_utility_of_ones_own_plugs_in(run):
         (["--temperature", "2"], "--temperature shapes sampling; give --sampling, or drop it"),
         (["--sampling", "--seed", "99999999999999999999"], "--seed: expected a whole number from 0 to 2**63 - 1, got int 99999999999999999999"),
         (["--sampling", "--beam", "4"], "--beam: --sampling draws each token and keeps no beam; give one or the other"),
+        (["--seed", "-5"], "--seed: expected a whole number from 0 to 2**63 - 1, got int -5"),  # its flag, not `seed`, without --sampling too
         (["--n-best", "5"], "--n-best (5) is more than the beam size (4): a search keeps 4 hypotheses a sentence; raise --beam to at least 5"),
     ],
 )  # fmt: skip

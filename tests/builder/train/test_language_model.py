@@ -70,7 +70,7 @@ def test_generate_prints_each_prompt_with_its_continuation_as_the_python_api_doe
         (["--prompt", ""], "prompt 1 is empty; give the text to continue (the model starts it with <s> itself)"),
         (["--prompt", "a", "--greedy", "--top-p", "0.9"], "--greedy takes the most probable token; --top-p shapes sampling: give one or the other"),
         (["--prompt", "a", "--temperature", "0"], "--temperature (0.0) must be > 0; for the most probable token take greedy"),
-        (["--prompt", "a", "-n", "0"], "max_new_tokens: expected a whole number >= 1, got int 0"),
+        (["--prompt", "a", "-n", "0"], "--max-new-tokens (-n): give 1 or more tokens to add, got 0"),  # the flag, not max_new_tokens
     ],
 )  # fmt: skip
 def test_what_generate_cannot_do_is_a_message(run, argv, message):
