@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, described
 from aiayn.schemas._base import Spec
 from aiayn.schemas.slots import OWN, SLOTS, PluginError, type_tag
 
@@ -101,6 +101,11 @@ class Registry:
     def extended(self, register: Callable[[], None], *, owner: str = "aiayn.register", dist: str = "") -> Registry:
         """A new registry: this one's registrations and those `register()` makes by calling
         aiayn.register, as an entry point's function does (a PluginError takes none of them)."""
+        if not callable(register):
+            raise PluginError(f"Registry.extended: expected a function that calls aiayn.register, got {described(register)}")
+        for name, value in (("owner", owner), ("dist", dist)):
+            if not isinstance(value, str):
+                raise PluginError(f"Registry.extended: {name} must be a str, got {described(value)}")
         made: list[Registration] = []
         token = _COLLECTING.set(_Collector(self, made, owner, dist))
         try:
@@ -140,7 +145,7 @@ def collect(slot: str, cls: type[Spec], make: Callable[[str, str, str], Registra
             "point), or by Registry.extended(function); called by itself it registers nowhere"
         )
     who = collector.owner
-    if slot not in SLOTS:
+    if not isinstance(slot, str) or slot not in SLOTS:
         raise PluginError(f"{who}: slot {slot!r} is not one of {', '.join(SLOTS)}")
     base = SLOTS[slot].base
     if not (isinstance(cls, type) and issubclass(cls, base)):

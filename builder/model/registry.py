@@ -22,7 +22,7 @@ from typing import Any, Literal
 from torch import nn
 
 from aiayn.blocks import Rotary, ScoreStep, Sublayer
-from aiayn.builder.errors import BlockError, UserError
+from aiayn.builder.errors import BlockError, UserError, described
 from aiayn.builder.registry import Activations, Flops, Registration, Registry, collect, registry_of
 from aiayn.schemas._base import Spec
 from aiayn.schemas.attention import RotarySpec
@@ -95,6 +95,9 @@ def register(
     PluginError."""
     if not callable(build):
         raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): build must be a function (spec, ctx) -> nn.Module")
+    for name, function in (("flops", flops), ("activations", activations), ("label", label)):
+        if function is not None and not callable(function):
+            raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): {name}= must be a function, got {described(function)}")
     if slot == "sublayer" and (flops is None or activations is None):
         raise PluginError(
             f"register({getattr(spec, '__name__', spec)!r}, slot='sublayer'): give flops= and activations= "

@@ -14,7 +14,7 @@ from torch import nn
 import aiayn
 from aiayn.builder.cli import main
 from aiayn.builder.decode.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, described
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.registry import BuildContext, build
 from aiayn.builder.model.size import flops_per_token
@@ -234,6 +234,21 @@ def test_what_registering_refuses(gated):
         gated.extended(lambda: aiayn.register(Again, slot="sublayers", **fine))
     with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):
         gated.extended(lambda: aiayn.register(Again, slot="sublayer", build=build_gated))
+    # what is no function, or no slot's name, in the Python API (a TypeError from deep inside, before)
+    for value in (5, "register", None):
+        with pytest.raises(aiayn.PluginError) as e:
+            gated.extended(value)
+        assert str(e.value) == f"Registry.extended: expected a function that calls aiayn.register, got {described(value)}"
+    with pytest.raises(aiayn.PluginError, match=r"^Registry.extended: owner must be a str, got int 3$"):
+        gated.extended(lambda: None, owner=3)
+    with pytest.raises(
+        aiayn.PluginError,
+        match=r"^aiayn.register: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
+    ):
+        gated.extended(lambda: aiayn.register(Again, slot=["norm"], **fine))
+    for name in ("flops", "activations", "label"):
+        with pytest.raises(aiayn.PluginError, match=rf"^register\('Again'\): {name}= must be a function, got int 3$"):
+            gated.extended(lambda: aiayn.register(Again, slot="sublayer", **{**fine, name: 3}))
 
 
 def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
