@@ -34,18 +34,25 @@ GPT2_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 def family(spec: ModelSpec, target: str = HF) -> str:
     """ "gpt2" or "llama": the family whose settings the decoder-only model has, or a UserError naming the first field neither holds."""
     stack = spec.decoder
-    if stack.overrides or len(stack.layer) != 2 or stack.position_bias is not None or not stack.has_final_norm:
-        raise UserError(
-            f"cannot export to {target}: model.decoder must be layers of self-attention then a feed-forward network, all alike, with a final norm"
-        )
+    alike = "GPT-2's and Llama's layers are all alike: self-attention, then a feed-forward network"
+    refusals = [
+        (bool(stack.overrides), f"model.decoder.overrides (layers {sorted(stack.overrides)}): {alike}"),
+        (len(stack.layer) != 2, f"model.decoder.layer ({', '.join(s.type for s in stack.layer)}): {alike}"),
+        (stack.position_bias is not None, f"model.decoder.position_bias ({getattr(stack.position_bias, 'type', None)}): GPT-2 "
+         "and Llama add no bias to the attention scores (ALiBi's, T5's)"),
+        (stack.add_norm.placement != "pre", f"model.decoder.add_norm.placement ({stack.add_norm.placement}): GPT-2 and Llama "
+         "are pre-norm"),
+        (not stack.has_final_norm, "model.decoder.final_norm (none): GPT-2 and Llama end the stack with a norm"),
+        (spec.embedding.scale, "model.embedding.scale (true): GPT-2's and Llama's embeddings are not scaled by sqrt(d_model)"),
+        (spec.embedding.output_bias, "model.embedding.output_bias (true): GPT-2's and Llama's output projections have no bias"),
+    ]  # fmt: skip
+    for bad, why in refusals:
+        if bad:
+            raise UserError(f"cannot export to {target}: {why}")
     attention, ffn = stack.layer
     if attention.type != "causal_self_attention" or getattr(attention, "switches", {}).keys() - {"kv_heads", "rotary"}:
         raise UserError(
             f"cannot export to {target}: model.decoder.layer[0] ({attention.type}, {dict(attention.switches)}) is neither GPT-2's nor Llama's attention"
-        )
-    if stack.add_norm.placement != "pre" or spec.embedding.scale or spec.embedding.output_bias:
-        raise UserError(
-            f"cannot export to {target}: GPT-2 and Llama are pre-norm, their embeddings unscaled, their output without a bias"
         )
     if spec.positional.type == "learned":
         return _gpt2(spec, attention, ffn, target)

@@ -61,8 +61,18 @@ def test_what_neither_family_holds_is_refused_by_name(tmp_path):
     from aiayn.builder.export.to_causal_lm import family
     from tests.conftest import load_experiment
 
-    with pytest.raises(UserError, match=r"^cannot export to X: GPT-2 and Llama are pre-norm, their embeddings unscaled"):
-        family(load_experiment(LM).model, "X")  # the demo scales its embedding
+    refusals = {  # each names the setting and its value (post-norm and ALiBi shared one sentence, before)
+        (): "model.embedding.scale (true): GPT-2's and Llama's embeddings are not scaled by sqrt(d_model)",  # the demo scales
+        ("model.decoder.add_norm.placement=post",): "model.decoder.add_norm.placement (post): GPT-2 and Llama are pre-norm",
+        ("model.decoder.position_bias={type: alibi}", "model.positional={type: none}"):
+            "model.decoder.position_bias (alibi): GPT-2 and Llama add no bias to the attention scores (ALiBi's, T5's)",
+        ("model.decoder.final_norm=false",): "model.decoder.final_norm (none): GPT-2 and Llama end the stack with a norm",
+        ("model.embedding.output_bias=true",): "model.embedding.output_bias (true): GPT-2's and Llama's output projections have no bias",
+    }  # fmt: skip
+    for overrides, why in refusals.items():
+        with pytest.raises(UserError) as e:
+            family(load_experiment(LM, [*(GPT2 if overrides else []), *overrides]).model, "X")
+        assert str(e.value) == f"cannot export to X: {why}"
     with pytest.raises(UserError, match=r"^cannot export to X as GPT-2: it needs biases in every projection$"):
         family(load_experiment(LM, [*GPT2, "model.decoder.layer[1].bias=false"]).model, "X")
     with pytest.raises(UserError, match=r"^cannot export to X: model.positional \(sinusoidal\): GPT-2's are learned"):
