@@ -33,7 +33,8 @@ def add_choice_arguments(p: argparse.ArgumentParser, *, n_best: bool = False) ->
     )  # fmt: skip
     g.add_argument(
         "--mbr-weights", choices=WEIGHTS, default="uniform",
-        help="the pseudo-references' weights: uniform (default), or the model's probabilities renormalised over them",
+        help="the pseudo-references' weights: uniform (default), or model: each one's P(Y | X) under the model (its "
+        "log-probability summed over its tokens and </s>, no length penalty, temperature or filter), renormalised over them",
     )  # fmt: skip
     g.add_argument(
         "--mbr-references", type=int, metavar="N",
@@ -49,7 +50,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser, *, switch: bool = True) -
             "--sampling", action="store_true", help="draw --n-best K samples of each line (default 1) instead of searching"
         )
     g.add_argument("--temperature", type=float, metavar="T", help="divide the logits by T before sampling (default: 1)")
-    g.add_argument("--top-k", type=int, metavar="K", help="sample among the K most probable tokens (default: all)")
+    g.add_argument("--top-k", type=int, metavar="K", help="sample among the K most probable tokens (default: 0, no limit)")
     g.add_argument(
         "--top-p", type=float, metavar="P", help="sample among the fewest tokens whose probability reaches P (default: 1)"
     )

@@ -97,7 +97,9 @@ def register(
         raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): build must be a function (spec, ctx) -> nn.Module")
     for name, function in (("flops", flops), ("activations", activations), ("label", label)):
         if function is not None and not callable(function):
-            raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): {name}= must be a function, got {described(function)}")
+            raise PluginError(
+                f"register({getattr(spec, '__name__', spec)!r}): {name}= must be a function, got {described(function)}"
+            )
     if slot == "sublayer" and (flops is None or activations is None):
         raise PluginError(
             f"register({getattr(spec, '__name__', spec)!r}, slot='sublayer'): give flops= and activations= "

@@ -61,6 +61,10 @@ def test_the_command_line_ensemble_is_the_python_one(runs, source, tmp_path, cap
 def test_an_ensemble_of_a_run_with_itself_translates_as_the_run(runs):
     a, _ = runs
     assert load_run([a, a], device="cpu").translate(LINES, beam=3) == load_run(a, device="cpu").translate(LINES, beam=3)
+    # a float32 run's scores: the log of a mean of two equal probabilities, to float32's precision (1e-9 in float64)
+    one, two = (load_run(r, device="cpu").translate(LINES, beam=3, n_best=3, with_scores=True) for r in (a, [a, a]))
+    assert [[h.text for h in g] for g in two] == [[h.text for h in g] for g in one]
+    assert max(abs(x.score - y.score) for g, h in zip(one, two) for x, y in zip(g, h)) < 1e-5
 
 
 def test_runs_that_read_different_tokens_are_refused(runs, source, tmp_path, capsys):
