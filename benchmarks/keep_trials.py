@@ -1,0 +1,119 @@
+"""A sweep's finished trials kept as evidence, without their checkpoints: what `aiayn results`
+reads to build the table (each trial's trial.json, results.json, config.yaml, validation
+translations and, where `aiayn results SWEEP --split test` made them, its test translations) and
+each run's validation curve from its TensorBoard events (curves.csv), copied into a folder small
+enough to commit. `aiayn results OUT --split test` then builds the same table from OUT alone, and a
+later sweep given OUT's trials skips them (their config hashes match).
+
+    python benchmarks/keep_trials.py runs/multi30k-graphs docs/results/graphs-multi30k [--figure docs/figures/graphs-valid.svg]
+"""
+
+import argparse
+import csv
+import json
+import shutil
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+TRIAL_FILES = ("trial.json",)
+RUN_FILES = ("results.json", "config.yaml")
+CURVES = ("loss/valid", "PPL/valid")
+
+
+def finished_runs(sweep: Path) -> list[tuple[Path, Path]]:
+    """(trial folder, the run trial.json names) of every trial whose run finished."""
+    found = []
+    for record in sorted(sweep.glob("*/trial.json")):
+        run = record.parent / json.loads(record.read_text())["run_dir"]
+        if (run / "results.json").is_file():
+            found.append((record.parent, run))
+    return found
+
+
+def keep(sweep: Path, out: Path) -> list[str]:
+    kept = []
+    for trial, run in finished_runs(sweep):
+        target = out / trial.name / run.name
+        (target / "translations").mkdir(parents=True, exist_ok=True)
+        for name in TRIAL_FILES:
+            shutil.copy2(trial / name, out / trial.name / name)
+        for name in RUN_FILES:
+            shutil.copy2(run / name, target / name)
+        for path in sorted((run / "translations").glob("valid.*")):
+            shutil.copy2(path, target / "translations" / path.name)
+        scores = sweep / "scores" / trial.name / run.name
+        for path in sorted(scores.glob("test.*")) if scores.is_dir() else []:
+            (out / "scores" / trial.name / run.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, out / "scores" / trial.name / run.name / path.name)
+        kept.append(trial.name)
+    return kept
+
+
+def curves(sweep: Path, out: Path) -> Path:
+    """Each run's validation loss and PPL at every validation (the last row: the final model's,
+    averaged where the run averaged), from its TensorBoard events."""
+    path = out / "curves.csv"
+    with_events = [(trial, run) for trial, run in finished_runs(sweep) if any(run.glob("events.out.tfevents.*"))]
+    names = {trial.name for trial, _ in with_events}
+    earlier = [r for r in csv.DictReader(open(path))] if path.is_file() else []  # kept by an earlier session
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["trial", "step", "loss_valid", "ppl_valid"])
+        for row in earlier:
+            if row["trial"] not in names:
+                writer.writerow([row["trial"], row["step"], row["loss_valid"], row["ppl_valid"]])
+        for trial, run in with_events:
+            events = EventAccumulator(str(run), size_guidance={"scalars": 0}).Reload()
+            tags = events.Tags()["scalars"]
+            loss = {e.step: e.value for e in events.Scalars(CURVES[0])} if CURVES[0] in tags else {}
+            ppl = {e.step: e.value for e in events.Scalars(CURVES[1])} if CURVES[1] in tags else {}
+            for step in sorted(set(loss) | set(ppl)):
+                writer.writerow([trial.name, step, _value(loss.get(step)), _value(ppl.get(step))])
+    return path
+
+
+def _value(v: float | None) -> str:
+    return "" if v is None else f"{v:.4f}"
+
+
+def figure(curves_csv: Path, path: Path) -> None:
+    """Validation PPL against steps, a line a trial, one colour an arm (the variant: the trial's
+    name without its seed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(csv.DictReader(open(curves_csv)))
+    arms = sorted({r["trial"].rsplit("-seed", 1)[0] for r in rows})
+    colours = dict(zip(arms, ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for trial in sorted({r["trial"] for r in rows}):
+        points = [(int(r["step"]), float(r["ppl_valid"])) for r in rows if r["trial"] == trial and r["ppl_valid"]]
+        steps, ppl = zip(*points[:-1]) if len(points) > 1 else zip(*points)  # the last: the final (averaged) model
+        arm = trial.rsplit("-seed", 1)[0]
+        ax.plot(steps, ppl, color=colours[arm], lw=1, label=arm if trial.endswith("seed1") else None)
+    ax.set(yscale="log", xlabel="step", ylabel="validation PPL (log scale)", title="Multi30k: the three graphs, each seed a line")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("sweep", type=Path, help="a sweep's folder (runs/<sweep name>)")
+    p.add_argument("out", type=Path, help="the folder to keep the trials in")
+    p.add_argument("--figure", type=Path, help="draw the validation curves here (.svg or .png)")
+    a = p.parse_args()
+    kept = keep(a.sweep, a.out)
+    print(f"kept {len(kept)} finished trials in {a.out}: {', '.join(kept)}")
+    written = curves(a.sweep, a.out)
+    print(f"wrote {written}")
+    if a.figure is not None:
+        figure(written, a.figure)
+
+
+if __name__ == "__main__":
+    main()
