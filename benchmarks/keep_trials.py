@@ -2,16 +2,20 @@
 reads to build the table (each trial's trial.json, results.json, config.yaml, validation
 translations and, where `aiayn results SWEEP --split test` made them, its test translations) and
 each run's validation curve from its TensorBoard events (curves.csv), copied into a folder small
-enough to commit. `aiayn results OUT --split test` then builds the same table from OUT alone, and a
+enough to commit. With --last-checkpoint, also each run's last step checkpoint (not averaged)
+scored on the test split by `aiayn evaluate CKPT --split test --json` (last-checkpoint.test.json
+beside its results.json), while the checkpoints are there. `aiayn results OUT --split test` then builds the same table from OUT alone, and a
 later sweep given OUT's trials skips them (their config hashes match).
 
-    python benchmarks/keep_trials.py runs/multi30k-graphs docs/results/graphs-multi30k [--figure docs/figures/graphs-valid.svg]
+    python benchmarks/keep_trials.py runs/multi30k-graphs docs/results/graphs-multi30k [--last-checkpoint] [--figure F.svg]
 """
 
 import argparse
 import csv
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -47,7 +51,39 @@ def keep(sweep: Path, out: Path) -> list[str]:
             (out / "scores" / trial.name / run.name).mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, out / "scores" / trial.name / run.name / path.name)
         kept.append(trial.name)
+    _order(sweep, out)
     return kept
+
+
+def _order(sweep: Path, out: Path) -> None:
+    """OUT/sweep.json listing the kept trials' variants in the sweep's order (aiayn results'
+    row order), from the sweep's own record; nothing else of it (paths of this machine)."""
+    try:
+        listed = [t["variant"] for t in json.loads((sweep / "sweep.json").read_text())["trials"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    order = list(dict.fromkeys(listed))
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*/trial.json"))]
+    records.sort(key=lambda r: (order.index(r["variant"]) if r["variant"] in order else len(order), r.get("seed") or 0))
+    trials = [{"name": r["trial"], "variant": r["variant"], "seed": r.get("seed")} for r in records]
+    (out / "sweep.json").write_text(json.dumps({"name": sweep.name, "trials": trials}, indent=2) + "\n")
+
+
+LAST = "last-checkpoint.test.json"
+
+
+def score_last(sweep: Path, out: Path) -> None:
+    """The test split's scores of each kept run's last step checkpoint, where not kept yet."""
+    for trial, run in finished_runs(sweep):
+        target = out / trial.name / run.name / LAST
+        steps = json.loads((run / "results.json").read_text())["steps"]
+        checkpoint = run / "checkpoints" / f"step{steps:08d}.ckpt"
+        if target.is_file() or not checkpoint.is_file():
+            continue
+        argv = [sys.executable, "-m", "aiayn", "evaluate", str(checkpoint), "--split", "test", "--json"]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True)
+        target.write_text(done.stdout)
+        print(f"{trial.name}: {checkpoint.name} test BLEU {json.loads(done.stdout)['bleu']}")
 
 
 def curves(sweep: Path, out: Path) -> Path:
@@ -97,7 +133,7 @@ def figure(curves_csv: Path, path: Path) -> None:
     ax.set(yscale="log", xlabel="step", ylabel="validation PPL (log scale)", title="Multi30k: the three graphs, each seed a line")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)  # the same curves, the same file
     print(f"wrote {path}")
 
 
@@ -106,9 +142,12 @@ def main() -> None:
     p.add_argument("sweep", type=Path, help="a sweep's folder (runs/<sweep name>)")
     p.add_argument("out", type=Path, help="the folder to keep the trials in")
     p.add_argument("--figure", type=Path, help="draw the validation curves here (.svg or .png)")
+    p.add_argument("--last-checkpoint", action="store_true", help="score each run's last step checkpoint on the test split")
     a = p.parse_args()
     kept = keep(a.sweep, a.out)
     print(f"kept {len(kept)} finished trials in {a.out}: {', '.join(kept)}")
+    if a.last_checkpoint:
+        score_last(a.sweep, a.out)
     written = curves(a.sweep, a.out)
     print(f"wrote {written}")
     if a.figure is not None:
