@@ -15,7 +15,7 @@ from aiayn.builder.data.demo import generate_demo
 SGM = '<{kind} setid="newstest2014" srclang="any"{extra}>\n<doc sysid="ref" docid="1" genre="news" origlang="en">\n<p>\n'
 
 
-def _tgz(path: Path, members: dict[str, str]) -> None:
+def tgz(path: Path, members: dict[str, str]) -> None:
     with tarfile.open(path, "w:gz") as tar:
         for name, text in members.items():
             data = text.encode()
@@ -41,20 +41,20 @@ def statmt(root: Path, tgt: str, *, pairs: int = 120, seed: int = 5) -> Path:
     third = pairs // 3
     root.mkdir(parents=True, exist_ok=True)
     pair = f"{tgt}-en"
-    _tgz(root / "training-parallel-europarl-v7.tgz", {f"training/europarl-v7.{pair}.en": _lines(en[:third]),
+    tgz(root / "training-parallel-europarl-v7.tgz", {f"training/europarl-v7.{pair}.en": _lines(en[:third]),
                                                       f"training/europarl-v7.{pair}.{tgt}": _lines(other[:third])})  # fmt: skip
-    _tgz(root / "training-parallel-commoncrawl.tgz", {f"commoncrawl.{pair}.en": _lines(en[third : 2 * third]),
+    tgz(root / "training-parallel-commoncrawl.tgz", {f"commoncrawl.{pair}.en": _lines(en[third : 2 * third]),
                                                       f"commoncrawl.{pair}.{tgt}": _lines(other[third : 2 * third])})  # fmt: skip
-    _tgz(root / "training-parallel-nc-v9.tgz", {f"training/news-commentary-v9.{pair}.en": _lines(en[2 * third :]),
+    tgz(root / "training-parallel-nc-v9.tgz", {f"training/news-commentary-v9.{pair}.en": _lines(en[2 * third :]),
                                                 f"training/news-commentary-v9.{pair}.{tgt}": _lines(other[2 * third :])})  # fmt: skip
     valid, test = demo["valid"], demo["test"]
-    _tgz(root / "dev.tgz", {"dev/newstest2013.en": _lines(valid[0]), f"dev/newstest2013.{tgt}": _lines(valid[1])})
-    _tgz(root / "test-full.tgz", {
+    tgz(root / "dev.tgz", {"dev/newstest2013.en": _lines(valid[0]), f"dev/newstest2013.{tgt}": _lines(valid[1])})
+    tgz(root / "test-full.tgz", {
         f"test-full/newstest2014-{tgt}en-src.en.sgm": _sgm(test[0], "srcset"),
         f"test-full/newstest2014-{tgt}en-ref.{tgt}.sgm": _sgm(test[1], "refset", f' trglang="{tgt}"'),
     })  # fmt: skip
     if tgt == "fr":  # the UN corpus and the 10^9 corpus, a pair each
-        _tgz(
+        tgz(
             root / "training-parallel-un.tgz",
             {"un/undoc.2000.fr-en.en": _lines(en[:1]), "un/undoc.2000.fr-en.fr": _lines(other[:1])},
         )

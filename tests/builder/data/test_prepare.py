@@ -2,7 +2,6 @@
 names, the Multi30k repository's layout), the cleaning, the messages, and the folder written
 all at once. Nothing here touches the network."""
 
-import contextlib
 import gzip
 import io
 import json
@@ -12,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.builder.cli import main
 from aiayn.builder.data.prepare.clean import Cleaner, CleanRules, judge
 from aiayn.builder.data.prepare.sources import Found, read_lines
 from aiayn.builder.run.atomic import staged_folder
 from tests.conftest import EXPERIMENTS
+from tests.experiments.corpora import aiayn as cli
+from tests.experiments.corpora import tgz
 
 EUROPARL = [("Resumption of the session", "Wiederaufnahme der Sitzungsperiode"), ("", ""), ("Yes.", "Ja.")]
 COMMONCRAWL = [
@@ -32,27 +32,8 @@ SGM_DE = '<refset setid="newstest2014" srclang="any" trglang="de">\n<doc sysid="
 CLEANING = "1-250 moses tokens a side, length ratio <= 1.5, as Moses' clean-corpus-n in fairseq's prepare-wmt14en2de.sh"
 
 
-def cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as e:
-            code = int(e.code or 0)
-    return code, out.getvalue(), err.getvalue()
-
-
 def side(pairs, i: int, end: str = "\n") -> str:
     return "".join(p[i] + end for p in pairs)
-
-
-def tgz(path: Path, members: dict[str, str]) -> None:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture
