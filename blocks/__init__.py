@@ -11,6 +11,7 @@ from aiayn.blocks.feed_forward import GatedFeedForward, PositionwiseFeedForward
 from aiayn.blocks.input import InputEmbedding
 from aiayn.blocks.layer import TransformerLayer
 from aiayn.blocks.masks import CausalMask, attention_mask
+from aiayn.blocks.model import TransformerGraph, TransformerModel
 from aiayn.blocks.position_bias import AlibiBias, SummedBias, T5RelativeBias
 from aiayn.blocks.positional import LearnedPositionalEmbedding, NoPositions, SinusoidalPositionalEncoding, SinusoidLayout
 from aiayn.blocks.qk_norm import QKNorm
@@ -20,8 +21,6 @@ from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
 from aiayn.blocks.sublayer import Sublayer
 from aiayn.blocks.transformer import EncoderDecoder
-
-TransformerModel = EncoderDecoder | DecoderOnly  # either graph: what the searches, forced decoding and training take
 
 __all__ = [
     "AddNorm",
@@ -54,6 +53,7 @@ __all__ = [
     "SummedBias",
     "T5RelativeBias",
     "TransformerLayer",
+    "TransformerGraph",
     "TransformerModel",
     "TransformerStack",
     "attention_mask",

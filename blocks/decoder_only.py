@@ -4,16 +4,17 @@ fairseq's transformer_lm; Raffel et al. 2020's prefix LM)."""
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from aiayn.blocks.context import LayerContext, PackedRows
 from aiayn.blocks.embedding import OutputProjection
 from aiayn.blocks.input import InputEmbedding
+from aiayn.blocks.model import TransformerGraph
 from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
 
 
-class DecoderOnly(nn.Module):
+class DecoderOnly(TransformerGraph):
     """Embedding, a stack of causal self-attending layers, logits: the stack, layers and blocks of
     the encoder-decoder's decoder, handed no memory.
 
@@ -38,9 +39,11 @@ class DecoderOnly(nn.Module):
         self.pad_id = pad_id
         self.source_bos_id = bos_id  # the token every sequence starts with, before its source
         self.source_eos_id: int | None = None  # read by the searches: a decoder-only source ends with nothing
-        self.prefix_source = prefix_source
+        self.prefix_source = prefix_source  # a bidirectional prefix (model.source_mask: prefix)
 
     equal_length_prompts = True  # batches whose prompts have one length: a padded prompt would leave holes
+    memory_is_prompt = True  # `<s> x <sep> y` is one sequence: the "memory" is the prompt's ids
+    cross_attention = False  # no layer attends a memory: no alignments to read
 
     def forward(
         self, src: Tensor, tgt_in: Tensor, rows: Tensor | None = None, src_rows: Tensor | None = None, project: bool = True,
@@ -80,12 +83,24 @@ class DecoderOnly(nn.Module):
             y = y[:, -tgt.size(1) :]  # (B, T, d_model): tgt's positions
         return self.generator(y) if project else y
 
-    def init_state(self) -> DecoderState:
-        """A fresh, empty cache for incremental decoding."""
-        return DecoderState()
-
     def output_room(self, src: Tensor) -> int | Tensor | None:
         """How many tokens an output after the prompt src (B, S) may have: the positions a learned
         table has left (None: sinusoids and rotary never end)."""
-        positions = getattr(self.tgt_embed.positional, "max_len", None)
+        positions = self.target_positions()
         return None if positions is None else positions - src.size(1)
+
+    @property
+    def source_extra(self) -> int:
+        return 2  # <s> before the source, <sep> after it, in the one table
+
+    def stacks(self) -> dict[str, TransformerStack]:
+        return {"decoder": self.decoder}
+
+    def source_positions(self) -> int | None:
+        return self.target_positions()  # one sequence, one table
+
+    def target_positions(self) -> int | None:
+        return getattr(self.tgt_embed.positional, "max_len", None)
+
+    def first_output_id(self, bos_id: int, sep_id: int | None) -> int | None:
+        return sep_id  # the output follows `<s> x <sep>`

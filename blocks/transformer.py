@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from aiayn.blocks.context import LayerContext, PackedRows
 from aiayn.blocks.embedding import OutputProjection
 from aiayn.blocks.input import InputEmbedding
+from aiayn.blocks.model import TransformerGraph
 from aiayn.blocks.stack import TransformerStack
 from aiayn.blocks.state import DecoderState
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(TransformerGraph):
     """Encoder stack over the source, decoder stack over the shifted target, then logits (Figure 1).
 
     Tokens equal to `pad_id` are padding: masked as keys in every attention. `source_eos_id`: the
@@ -118,14 +119,19 @@ class EncoderDecoder(nn.Module):
         memory, src_padding = self.encode(src, src_rows)
         return self.decode(tgt_in, memory, src_padding, rows=rows, memory_rows=self.encoded_rows(src, src_rows), project=project)
 
-    def init_state(self) -> DecoderState:
-        """A fresh, empty cache for incremental decoding."""
-        return DecoderState()
-
-    equal_length_prompts = False  # sources of any lengths share a batch (padding is masked)
-    source_bos_id: int | None = None  # the encoder reads sources without <s>
+    # TransformerModel's defaults hold: sources of any lengths share a batch (padding is masked),
+    # the encoder reads them without <s>, the decoder attends its output, and an output follows <s>
 
     def output_room(self, src: Tensor) -> int | None:
         """How many tokens an output may have: the rows of a learned target position table (None:
         sinusoids never end)."""
+        return self.target_positions()
+
+    def stacks(self) -> dict[str, TransformerStack]:
+        return {"encoder": self.encoder, "decoder": self.decoder}
+
+    def source_positions(self) -> int | None:
+        return getattr(self.src_embed.positional, "max_len", None)
+
+    def target_positions(self) -> int | None:
         return getattr(self.tgt_embed.positional, "max_len", None)

@@ -56,15 +56,15 @@ class ExperimentSpec(Spec):
     init_from: InitFromSpec | None = None
 
     @property
-    def _joint(self) -> bool:
-        """A decoder-only model translating: source and target in one sequence."""
+    def pairs_in_one_sequence(self) -> bool:
+        """A decoder-only model translating: source and target read as one sequence (`<s> x <sep> y`)."""
         return self.model.decoder_only and self.data.side is None
 
     def _positions_needed(self) -> tuple[int, str, str]:
         """(positions the longest input needs, what needs them, why)."""
         if self.data.packing == "blocks" and self.data.block_size is not None:
             return self.data.block_size, f"data.block_size {self.data.block_size}", "a block's tokens"
-        if self._joint:
+        if self.pairs_in_one_sequence:
             return 2 * self.data.max_len + 2, f"data.max_len {self.data.max_len}", "<s> source <sep> target: twice it and 2"
         return self.data.max_len + 1, f"data.max_len {self.data.max_len}", "the decoder input starts with <s>"
 
@@ -81,7 +81,7 @@ class ExperimentSpec(Spec):
                 "blocks of data.block_size tokens are one shape already (every batch but an epoch's last): drop "
                 "data.static_shapes, or pack sentences (data.packing: sentences) to bucket them",
             )
-        if self.train.source_loss and not self._joint:
+        if self.train.source_loss and not self.pairs_in_one_sequence:
             raise FieldError("train.source_loss", "is the loss on a decoder-only translation's source tokens; this model reads "
                              "no source in its sequence: drop it")  # fmt: skip
 
@@ -118,7 +118,7 @@ class ExperimentSpec(Spec):
         if covered is not None and covered < needed:
             fix = (
                 f"data.block_size <= {covered}" if self.data.packing == "blocks"
-                else f"data.max_len <= {(covered - 2) // 2}" if self._joint else f"data.max_len <= {covered - 1}"
+                else f"data.max_len <= {(covered - 2) // 2}" if self.pairs_in_one_sequence else f"data.max_len <= {covered - 1}"
             )  # fmt: skip
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",

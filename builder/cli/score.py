@@ -24,6 +24,7 @@ from aiayn.builder.cli.translate import (
 )
 from aiayn.builder.data.corpus import check_aligned, read_lines
 from aiayn.builder.data.text import check_raw
+from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.translator import check_alignment_layer, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
@@ -64,7 +65,7 @@ def score(args: argparse.Namespace) -> int:
     translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     if args.alignment_layer is not None:
-        check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
+        check_alignment_layer(args.alignment_layer, alignment_layers(translator.model), "--alignment-layer")
     pipelines = translator.pipelines
     if pipelines is not None:
         for path in (args.src, args.tgt):

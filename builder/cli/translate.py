@@ -28,6 +28,7 @@ from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_uti
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
+from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.mbr import utility_spec
 from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
 from aiayn.builder.errors import UserError, resolved
@@ -172,7 +173,7 @@ def check_columns(args: argparse.Namespace, translator: Translator) -> Any:
     if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
         raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
     if args.alignment_layer is not None:
-        check_alignment_layer(args.alignment_layer, len(translator.model.decoder.layers), "--alignment-layer")
+        check_alignment_layer(args.alignment_layer, alignment_layers(translator.model), "--alignment-layer")
     pipelines = translator.pipelines
     if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
         raise UserError(

@@ -123,7 +123,7 @@ def make_datamodule(
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
-    joint = spec.model.decoder_only and data.side is None  # a decoder-only translation
+    joint = spec.pairs_in_one_sequence
     common: dict[str, Any] = dict(
         run_dir=run_dir,
         vocab_size=emb.vocab_size,

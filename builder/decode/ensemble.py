@@ -21,16 +21,19 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from aiayn.blocks import DecoderOnly, DecoderState, EncoderDecoder, TransformerModel
+from aiayn.blocks import DecoderState, TransformerGraph, TransformerModel
 
 
-class Ensemble(nn.Module):
-    """`models` (two or more, of one graph, with one pad id and the same source ends) as one model."""
+class Ensemble(TransformerModel):
+    """`members` (two or more single models, of one graph, with one pad id and the same source ends) as one model."""
 
-    def __init__(self, models: Sequence[TransformerModel]) -> None:
+    def __init__(self, members: Sequence[TransformerModel]) -> None:
         super().__init__()
-        if len(models) < 2:
-            raise ValueError(f"an ensemble needs two or more models, got {len(models)}")
+        if len(members) < 2:
+            raise ValueError(f"an ensemble needs two or more models, got {len(members)}")
+        models = [graph for graph in (m.graph() for m in members) if graph is not None]
+        if len(models) < len(members):
+            raise ValueError("the members of an ensemble are single models, not ensembles: give their members instead")
         first = models[0]
         for name, value in (("pad_id", _pad), ("source_eos_id", _eos), ("source_bos_id", _bos), ("vocab_size", _vocab)):
             values = {value(m) for m in models}
@@ -38,11 +41,11 @@ class Ensemble(nn.Module):
                 raise ValueError(
                     f"the members of an ensemble read their inputs alike: their {name} differ ({sorted(map(str, values))})"
                 )
-        if len({getattr(m, "prefix_source", None) for m in models}) > 1:
+        if len({m.prefix_source for m in models}) > 1:
             raise ValueError("the members of an ensemble read their inputs alike: some read the source as a prefix, some not")
-        if len({type(m) for m in models}) > 1:
+        if len({(m.memory_is_prompt, m.cross_attention, m.source_extra) for m in models}) > 1:
             raise ValueError("the members of an ensemble are of one graph: encoder-decoder models, or decoder-only models")
-        unique: list[TransformerModel] = []
+        unique: list[TransformerGraph] = []
         for m in models:  # a model given twice counts twice, but runs once (a DecoderState keys its caches by module)
             if not any(m is u for u in unique):
                 unique.append(m)
@@ -50,19 +53,19 @@ class Ensemble(nn.Module):
         self.models = unique  # the same, typed: each member once
         self.counts = [sum(m is u for m in models) for u in unique]
         self.pad_id, self.source_eos_id, self.source_bos_id = first.pad_id, first.source_eos_id, first.source_bos_id
-        self.equal_length_prompts = first.equal_length_prompts
-        self._decoder_only = isinstance(first, DecoderOnly)
-        self._widths = [0 if self._decoder_only else _width(m) for m in unique]
+        self.equal_length_prompts, self.memory_is_prompt = first.equal_length_prompts, first.memory_is_prompt
+        self.cross_attention, self.prefix_source = first.cross_attention, first.prefix_source
+        self._widths = [0 if self.memory_is_prompt else int(m.generator.d_model) for m in unique]
 
     def encode(self, src: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """src (B, S) -> every member's memory side by side (B, S, sum of d_model) and the padding (B, S)."""
-        if self._decoder_only:  # a decoder-only model's memory is the prompt itself, the same for all
+        if self.memory_is_prompt:  # the prompt itself, the same for all
             return src, src.eq(self.pad_id)
         memories = [m.encode(src)[0] for m in self.models]
         return torch.cat(memories, dim=-1), src.eq(self.pad_id)
 
     def _memories(self, memory: Tensor) -> list[Tensor]:
-        if self._decoder_only:
+        if self.memory_is_prompt:
             return [memory] * len(self.models)
         return list(memory.split(self._widths, dim=-1))
 
@@ -86,24 +89,28 @@ class Ensemble(nn.Module):
                      for m in self.models]  # fmt: skip
         return mean_of_probabilities(log_probs, self.counts)
 
-    def init_state(self) -> DecoderState:
-        return DecoderState()
-
     def output_room(self, src: Tensor) -> int | Tensor | None:
         """The least room any member's learned positions leave (None: none of them ends)."""
         rooms = [r for r in (m.output_room(src) for m in self.models) if r is not None]
         return min(rooms) if rooms else None
 
+    @property
+    def source_extra(self) -> int:
+        return self.models[0].source_extra  # the members read sources alike (checked)
+
+    def source_positions(self) -> int | None:
+        """The fewest source positions of any member (None: none of them ends)."""
+        return _least(m.source_positions() for m in self.models)
+
+    def target_positions(self) -> int | None:
+        """The fewest output positions of any member (None: none of them ends)."""
+        return _least(m.target_positions() for m in self.models)
+
+    def first_output_id(self, bos_id: int, sep_id: int | None) -> int | None:
+        return self.models[0].first_output_id(bos_id, sep_id)
+
     def __len__(self) -> int:
         return sum(self.counts)
-
-
-def as_decoder_only(model: Any) -> DecoderOnly | None:
-    """A decoder-only model, or an ensemble's first member where they are decoder-only (what reads
-    the layout of their sequences); None for an encoder-decoder graph."""
-    if isinstance(model, Ensemble):
-        model = model.models[0]
-    return model if isinstance(model, DecoderOnly) else None
 
 
 def mean_of_probabilities(log_probs: Sequence[Tensor], counts: Sequence[int] | None = None) -> Tensor:
@@ -114,23 +121,22 @@ def mean_of_probabilities(log_probs: Sequence[Tensor], counts: Sequence[int] | N
     return torch.logsumexp(stacked, dim=0) - math.log(sum(counts))
 
 
-def _pad(model: TransformerModel) -> int | None:
+def _pad(model: TransformerGraph) -> int | None:
     return model.pad_id
 
 
-def _eos(model: TransformerModel) -> int | None:
+def _eos(model: TransformerGraph) -> int | None:
     return model.source_eos_id
 
 
-def _bos(model: TransformerModel) -> int | None:
+def _bos(model: TransformerGraph) -> int | None:
     return model.source_bos_id
 
 
-def _vocab(model: TransformerModel) -> int | None:
+def _vocab(model: TransformerGraph) -> int | None:
     return int(model.generator.vocab_size)
 
 
-def _width(model: TransformerModel) -> int:
-    """The width of an encoder-decoder's memory: its d_model."""
-    assert isinstance(model, EncoderDecoder)
-    return int(model.generator.d_model)
+def _least(values: Any) -> int | None:
+    found = [v for v in values if v is not None]
+    return min(found) if found else None

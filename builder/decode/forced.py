@@ -28,7 +28,8 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import Sublayer, TransformerModel
-from aiayn.builder.decode.search import TokenRules, length_penalty, output_limits
+from aiayn.builder.decode.loop import TokenRules, output_limits
+from aiayn.builder.decode.search import length_penalty
 from aiayn.builder.decode.translate import batches, evaluating, padded, with_source_eos
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
@@ -127,9 +128,22 @@ def _forward(model: TransformerModel, src: Tensor, tgt_in: Tensor, attention: Su
     return log_probs, (seen[0] if seen else None)
 
 
+def alignment_layers(model: TransformerModel) -> int:
+    """How many decoder layers alignments can be read from, or a UserError saying why none."""
+    graph = model.graph()
+    if graph is None:
+        raise UserError("alignments: the members of an ensemble each attend their own way; align with one of its models")
+    if not graph.cross_attention:
+        raise UserError("alignments: they are read from cross-attention, which a decoder-only model has not")
+    return len(graph.decoder.layers)
+
+
 def cross_attention(model: TransformerModel, layer: int | None) -> Sublayer:
     """The cross-attention of decoder layer `layer` (default: `default_alignment_layer`)."""
-    layers = model.decoder.layers
+    alignment_layers(model)
+    graph = model.graph()
+    assert graph is not None  # alignment_layers refuses an ensemble
+    layers = graph.decoder.layers
     n = len(layers)
     index = default_alignment_layer(n) if layer is None else layer
     if not 0 <= index < n:

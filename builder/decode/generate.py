@@ -6,8 +6,10 @@ give the same text alone or in a batch, on the same device (on the CPU here; a G
 differ in their last bits, and a sample with them); a prompt given twice is continued twice alike.
 
 Each prompt is `<s>` then its tokens; generation reads it once (its keys and values cached in a
-DecoderState) and adds one token a step until `</s>` or `max_new_tokens`. `use_cache=False` is
-the reference: the whole sequence again at every step; both give the same tokens."""
+DecoderState) and adds one token a step until `</s>` or `max_new_tokens`, in the loop that every
+search runs (loop.py: never `<pad>`, a NaN refused): greedy is beam search with a beam of 1,
+sampling the translation's sampler. `use_cache=False` is the reference: the whole sequence again
+at every step; both give the same tokens."""
 
 from __future__ import annotations
 
@@ -16,15 +18,17 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from aiayn.blocks import DecoderOnly
-from aiayn.builder.decode.sampling import Sampling
+from aiayn.blocks import TransformerModel
+from aiayn.builder.decode.loop import Chooser, run_loop
+from aiayn.builder.decode.sampling import Draws, Sampling
+from aiayn.builder.decode.search import Beams
 
 __all__ = ["Sampling", "generate_ids"]
 
 
 @torch.no_grad()
 def generate_ids(
-    model: DecoderOnly, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, eos_id: int, sampling: Sampling = Sampling(),
+    model: TransformerModel, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, eos_id: int, sampling: Sampling = Sampling(),
     seed: int | None = None, use_cache: bool = True,
 ) -> list[list[int]]:  # fmt: skip
     """The continuation of each prompt (token ids after its `<s>`; the model's source_bos_id is
@@ -49,32 +53,25 @@ def generate_ids(
 
 
 def _continue(
-    model: DecoderOnly, ids: Tensor, max_new_tokens: int, eos_id: int, sampling: Sampling,
+    model: TransformerModel, ids: Tensor, max_new_tokens: int, eos_id: int, sampling: Sampling,
     generators: list[torch.Generator] | None, use_cache: bool,
 ) -> list[list[int]]:  # fmt: skip
     """Continuations of the rows of ids (B, L), equal-length prompts; `generators`: each row's."""
+    B, device = ids.size(0), ids.device
     room = model.output_room(ids[:, :-1])
     steps = max_new_tokens if room is None else min(max_new_tokens, int(room))  # the table's positions left
-    state = model.init_state() if use_cache else None
-    rows = torch.arange(ids.size(0), device=ids.device)  # each live row's index in the batch
-    found: list[list[int]] = [[] for _ in range(ids.size(0))]
-    prompt, tokens = ids[:, :-1], ids[:, -1:]  # the decoder reads the prompt as its memory, then the newest tokens
-    for _ in range(max(steps, 0)):
-        if state is None:
-            logits = model.decode(tokens, prompt, None)[:, -1]
-        else:
-            logits = model.decode(tokens[:, -1:], prompt, None, state)[:, -1]
-        nxt = sampling.choose(logits, None if generators is None else [generators[r] for r in rows.tolist()])  # (n,)
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-        done = nxt.eq(eos_id)
-        for row, token, end in zip(rows.tolist(), nxt.tolist(), done.tolist()):
-            if not end:
-                found[row].append(token)
-        if bool(done.all()):
-            break
-        if bool(done.any()):
-            keep = (~done).nonzero().flatten()
-            rows, tokens, prompt = rows[keep], tokens[keep], prompt[keep]
-            if state is not None:
-                state.reorder(keep)
-    return found
+    if steps < 1:
+        return [[] for _ in range(B)]
+    chooser: Chooser
+    if sampling.greedy:
+        chooser = beams = Beams(
+            B, 1, eos_id=eos_id, alpha=0.0, length_penalty="gnmt", n_best=1, kept=1, early_stopping=True, device=device
+        )
+    else:
+        chooser = draws = Draws(B, sampling=sampling, eos_id=eos_id, generator=generators, device=device)
+    max_len = torch.full((B,), steps, dtype=torch.long, device=device)
+    # the decoder reads the prompt as its memory, then the newest tokens from its last one
+    run_loop(model, ids[:, :-1], None, ids[:, -1:], max_len, chooser, eos_id=eos_id, use_cache=use_cache)
+    if sampling.greedy:
+        return [hyps[0].ids for hyps in beams.best()]
+    return [[] if h is None else h.ids for h in draws.found]

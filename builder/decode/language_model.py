@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiayn.blocks import DecoderOnly
+from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
 from aiayn.builder.decode.sampling import sampling_from, seed_argument
@@ -17,10 +17,10 @@ from aiayn.schemas.experiment import ExperimentSpec
 class LanguageModel:
     """A decoder-only model of one language's text with its tokenizer and its run's settings.
 
-    `model` (a DecoderOnly, eval mode), `spec` (the run's ExperimentSpec), `tokenizer`,
+    `model` (a decoder-only graph, eval mode), `spec` (the run's ExperimentSpec), `tokenizer`,
     `checkpoint` (the file the weights came from) and `what` (which model that is)."""
 
-    def __init__(self, model: DecoderOnly, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
+    def __init__(self, model: TransformerModel, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
         self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
 
     def __repr__(self) -> str:
@@ -56,7 +56,7 @@ class LanguageModel:
 
     def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:
         """Every prompt leaves a learned position table room for one token or more."""
-        positions = getattr(self.model.tgt_embed.positional, "max_len", None)
+        positions = self.model.target_positions()
         for i, p in enumerate(ids):
             if positions is not None and len(p) + 1 >= positions:
                 raise UserError(

@@ -20,7 +20,6 @@ from aiayn.builder.data.loaders import eval_loader
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.scoring import DETOKENIZED, Scoring
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.ensemble import as_decoder_only
 from aiayn.builder.decode.translate import check_lengths, evaluating, output_start, translate_texts
 from aiayn.builder.model.loss import label_smoothed_nll, prefix_of
 from aiayn.schemas.decode import DecodeSpec
@@ -137,11 +136,10 @@ def evaluate_texts(
     tgt_ids = tgt_tokenizer.encode_batch(list(refs))
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
     joint = None
-    decoder_only = as_decoder_only(model)
-    if decoder_only is not None:  # its pairs are one sequence each; the loss is the target's
+    if model.memory_is_prompt:  # its pairs are one sequence each; the loss is the target's
         from aiayn.builder.data.joint import JointLayout
 
-        joint = (JointLayout(prefix=decoder_only.prefix_source), output_start(model, tgt_tokenizer))
+        joint = (JointLayout(prefix=model.prefix_source), output_start(model, tgt_tokenizer))
     ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id, joint=joint))
     return {"n_sentences": len(refs), **score(hyps, refs, scoring), "ppl": round(ppl, 4)}, hyps
 

@@ -25,13 +25,15 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import TransformerModel
-from aiayn.builder.decode.search import Hypothesis, TokenRules, _check, _next_log_probs, _penalty, _strip, output_limits
+from aiayn.builder.decode.loop import Next, TokenRules, decode_sources, strip_eos
+from aiayn.builder.decode.search import Hypothesis, penalty_of
 from aiayn.builder.errors import UserError, bool_argument, described
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """How the next token is chosen: `greedy` (the most probable), else drawn from the filtered
+    """How the next token is chosen: `greedy` (the most probable: generation then searches with a
+    beam of 1, generate.py; `choose` draws nothing), else drawn from the filtered
     distribution (see the module's text): temperature > 0, top_k >= 0 (0: all), top_p in (0, 1]
     (1: all), epsilon in [0, 1) (0: all)."""
 
@@ -55,7 +57,7 @@ class Sampling:
         """(n,) next tokens from logits (n, V) (or log-probabilities: the same distribution), drawn
         from `generator`, or each row from its own (a list of n)."""
         if self.greedy:
-            return logits.argmax(-1)
+            raise ValueError("Sampling(greedy=True) draws nothing: the most probable token is beam search with beam 1")
         probs = self.probabilities(logits)
         if isinstance(generator, list):
             return torch.cat([torch.multinomial(p[None], 1, generator=g) for p, g in zip(probs, generator)]).squeeze(1)
@@ -109,7 +111,40 @@ def seed_argument(seed: object, name: str = "seed") -> int:
     return seed
 
 
-@torch.no_grad()
+class Draws:
+    """Sampling as the loop's chooser: each row draws its next token with `sampling`, from
+    `generator` (one for all rows, or a list: row r's own, r its index at the start); a row ends
+    at EOS or its limit, as a Hypothesis scored by log P(Y | X) / lp(|Y|). `found[r]` is row r's."""
+
+    def __init__(
+        self, n: int, *, sampling: Sampling, eos_id: int, generator: torch.Generator | list[torch.Generator] | None = None,
+        alpha: float = 0.0, length_penalty: str = "gnmt", device: torch.device,
+    ) -> None:  # fmt: skip
+        self.sampling, self.eos_id, self.generator = sampling, eos_id, generator
+        self.alpha, self.lp = alpha, penalty_of(length_penalty)
+        self.row = torch.arange(n, device=device)  # each live row's index at the start
+        self.log_prob = torch.zeros(n, dtype=torch.float64, device=device)
+        self.found: list[Hypothesis | None] = [None] * n
+
+    def choose(self, log_probs: Tensor, tokens: Tensor, max_len: Tensor, step: int) -> Next:
+        generator = self.generator
+        if isinstance(generator, list):
+            generator = [generator[r] for r in self.row.tolist()]
+        token = self.sampling.choose(log_probs, generator)  # (m,)
+        self.log_prob += log_probs.gather(1, token[:, None]).squeeze(1).double()
+        ended = token.eq(self.eos_id)
+        done = ended | max_len.le(step)
+        if not bool(done.any()):
+            return Next(token)
+        for r in done.nonzero().flatten().tolist():
+            total, ids = float(self.log_prob[r]), [*tokens[r, 1:].tolist(), int(token[r])]
+            score = total / float(self.lp(step, self.alpha))
+            self.found[int(self.row[r])] = Hypothesis(strip_eos(ids, self.eos_id), score, total, bool(ended[r]))
+        keep = (~done).nonzero().flatten()
+        self.row, self.log_prob = self.row[keep], self.log_prob[keep]
+        return Next(token[keep], keep, keep)
+
+
 def sample_hypotheses(
     model: TransformerModel,
     src: Tensor,
@@ -127,37 +162,17 @@ def sample_hypotheses(
     use_cache: bool = True,
 ) -> list[list[Hypothesis]]:
     """`n` samples of each sentence of src (B, S), sorted by score (see the module's text)."""
-    _check(model, src, bos_id=bos_id, eos_id=eos_id, max_len_b=max_len_b)
     if n < 1:
         raise ValueError(f"n ({n}) must be >= 1")
-    lp = _penalty(length_penalty)
-    memory, src_pad = model.encode(src)
-    assert src_pad is not None  # encode without rows always makes the mask
-    memory, src_pad = memory.repeat_interleave(n, 0), src_pad.repeat_interleave(n, 0)
-    max_len = output_limits(model, src, max_len_a, max_len_b).repeat_interleave(n)  # (B*n,)
-    row = torch.arange(src.size(0) * n, device=src.device)  # each live row's sample: sentence * n + draw
-    tokens = torch.full((row.numel(), 1), bos_id, dtype=torch.long, device=src.device)
-    log_prob = torch.zeros(row.numel(), dtype=torch.float64, device=src.device)
-    state = model.init_state() if use_cache else None
-    drawn: list[Hypothesis | None] = [None] * row.numel()
-    for step in range(1, int(max_len.max()) + 1):
-        log_probs = rules.apply(_next_log_probs(model, tokens, memory, src_pad, state), model.pad_id, eos_id, max_len.le(step))
-        token = sampling.choose(log_probs, generator)  # (m,)
-        log_prob += log_probs.gather(1, token[:, None]).squeeze(1).double()
-        tokens = torch.cat([tokens, token[:, None]], dim=1)
-        ended, done = token.eq(eos_id), token.eq(eos_id) | max_len.le(step)
-        if not bool(done.any()):
-            continue
-        for r in done.nonzero().flatten().tolist():
-            total, end = float(log_prob[r]), bool(ended[r])
-            drawn[int(row[r])] = Hypothesis(_strip(tokens[r, 1:].tolist(), eos_id), total / float(lp(step, alpha)), total, end)
-        keep = (~done).nonzero().flatten()
-        if keep.numel() == 0:
-            break
-        tokens, memory, src_pad, max_len, row, log_prob = (t[keep] for t in (tokens, memory, src_pad, max_len, row, log_prob))
-        if state is not None:
-            state.reorder(keep)
-    samples = [h for h in drawn if h is not None]
+    draws = Draws(
+        src.size(0) * n, sampling=sampling, eos_id=eos_id, generator=generator, alpha=alpha,
+        length_penalty=length_penalty, device=src.device,
+    )  # fmt: skip
+    decode_sources(
+        model, src, draws, copies=n, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a, max_len_b=max_len_b, rules=rules,
+        use_cache=use_cache,
+    )  # fmt: skip
+    samples = [h for h in draws.found if h is not None]
     return [sorted(samples[i * n : (i + 1) * n], key=lambda h: -h.score) for i in range(src.size(0))]
 
 

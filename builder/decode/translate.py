@@ -12,12 +12,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from aiayn.blocks import DecoderOnly, TransformerModel
+from aiayn.blocks import TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.ensemble import Ensemble, as_decoder_only
+from aiayn.builder.decode.loop import TokenRules
 from aiayn.builder.decode.sampling import Sampling, sample_hypotheses
-from aiayn.builder.decode.search import Hypothesis, TokenRules, beam_hypotheses
+from aiayn.builder.decode.search import Hypothesis, beam_hypotheses
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 
@@ -74,15 +74,10 @@ def check_lengths(
             f"{what} line {too_long[0] + 1} has {too_long[1]} tokens, more than decode.max_input_len ({limit}); "
             "split that line, or raise the limit (--max-input-len)"
         )
-    if isinstance(model, Ensemble):  # every member's limits hold
-        for member in model.models:
-            check_lengths(member, lengths, what, limit=limit, source=source)
-        return
-    embed = getattr(model, "src_embed", model.tgt_embed) if source else model.tgt_embed  # a decoder-only model has one
-    positions = getattr(embed.positional, "max_len", None)  # None: sinusoids never end
+    positions = model.source_positions() if source else model.target_positions()  # None: sinusoids never end
     if positions is None:
         return
-    extra = int(source and model.source_eos_id is not None) + 2 * int(source and isinstance(model, DecoderOnly))  # <s>, <sep>
+    extra = model.source_extra if source else 0
     for i, n in enumerate(lengths):
         n += extra
         if n > positions:
@@ -104,11 +99,10 @@ def with_source_eos(model: TransformerModel, sources: Sequence[Sequence[int]]) -
 def output_start(model: TransformerModel, tgt_tokenizer: Tokenizer) -> int:
     """The token the output follows: <s> for an encoder-decoder's decoder, <sep> after a
     decoder-only model's `<s> x` (a UserError where its vocabulary has none)."""
-    if as_decoder_only(model) is None:
-        return tgt_tokenizer.bos_id
-    if tgt_tokenizer.sep_id is None:
+    first = model.first_output_id(tgt_tokenizer.bos_id, tgt_tokenizer.sep_id)
+    if first is None:
         raise UserError("this decoder-only model translates <s> source <sep> target, and its tokenizer has no <sep>")
-    return tgt_tokenizer.sep_id
+    return first
 
 
 def batches(

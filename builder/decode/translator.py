@@ -7,18 +7,18 @@ each overridable by name), with n-best lists, scores and alignments on request, 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pydantic import ValidationError
 
-from aiayn.blocks import DecoderOnly, TransformerModel
+from aiayn.blocks import TransformerModel
 from aiayn.builder.data.text import TextPipeline, pipelines_of
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.ensemble import Ensemble
-from aiayn.builder.decode.forced import score_ids
+from aiayn.builder.decode.forced import alignment_layers, score_ids
 from aiayn.builder.decode.mbr import MBRChoice, make_utility, mbr_choice, mbr_choice_of
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
 from aiayn.builder.decode.sampling import MAX_SEED, Sampling, sampler_of, seed_argument
@@ -237,11 +237,7 @@ class Translator:
         *, ended: list[bool] | None = None, on_batch: Progress = None,
     ) -> list[Score]:  # fmt: skip
         if align:
-            if isinstance(self.model, Ensemble):
-                raise UserError("alignments: the members of an ensemble each attend their own way; align with one of its models")
-            if isinstance(self.model, DecoderOnly):
-                raise UserError("alignments: they are read from cross-attention, which a decoder-only model has not")
-            check_alignment_layer(layer, len(self.model.decoder.layers))
+            check_alignment_layer(layer, alignment_layers(self.model))
         scored = score_ids(
             self.model, src_ids, tgt_ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
             ended=ended, align=align, alignment_layer=layer, on_batch=on_batch, rules=token_rules(settings, self.tgt_tokenizer),
@@ -295,7 +291,6 @@ def load_run(
     if loaded.spec.task == "language_model":
         from aiayn.builder.decode.language_model import LanguageModel
 
-        assert isinstance(loaded.model, DecoderOnly)
         model = LanguageModel(loaded.model, loaded.spec, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
         model.model.to(target)
         return model
@@ -334,7 +329,7 @@ def load_models(paths: Sequence[str | Path], registry: Registry) -> ForInference
     first = loaded[0]
     for p, one in zip(paths[1:], loaded[1:]):
         _check_member(Path(paths[0]), first, Path(p), one)
-    model = cast(TransformerModel, Ensemble([one.model for one in loaded]))  # it answers every call a search makes of a model
+    model = Ensemble([one.model for one in loaded])
     what = f"an ensemble of {len(loaded)}: " + ", ".join(f"{one.checkpoint} ({one.what})" for one in loaded)
     return first._replace(model=model, what=what)
 
@@ -350,7 +345,7 @@ def _check_member(first_path: Path, first: Any, path: Path, one: Any) -> None:
             )
     if first.spec.data.pipeline != one.spec.data.pipeline:
         raise UserError(f"{where}: their text pipelines (data.pipeline) differ, so they read different text")
-    if isinstance(first.model, DecoderOnly) != isinstance(one.model, DecoderOnly):
+    if first.model.memory_is_prompt != one.model.memory_is_prompt:
         raise UserError(f"{where}: one is an encoder-decoder and the other a decoder-only model; ensemble models of one graph")
     sizes = (first.model.generator.vocab_size, one.model.generator.vocab_size)
     if sizes[0] != sizes[1]:

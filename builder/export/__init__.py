@@ -69,7 +69,7 @@ def export(
             f'pip install -e ".[export]" (or pip install {package})'
         )
     loaded = load_for_inference(checkpoint, registry or default_registry())
-    if loaded.spec.model.decoder_only:  # GPT-2's or Llama's family, through transformers
+    if loaded.spec.model.decoder_only:  # graph: GPT-2's or Llama's family, through transformers
         return _export_causal_lm(loaded, target, name, out, quantization)
     check(loaded.spec.model)
     module = importlib.import_module(module_name)

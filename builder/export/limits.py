@@ -80,7 +80,7 @@ def check_marian(spec: ModelSpec) -> None:
 
 
 def _check_encoder_decoder(spec: ModelSpec, target: str) -> None:
-    if spec.encoder is None:
+    if spec.encoder is None:  # graph: Marian's and CTranslate2's translators hold an encoder-decoder
         raise UserError(
             f"cannot export to {target}: model.encoder is absent (a decoder-only model); {target} holds an encoder-decoder"
         )

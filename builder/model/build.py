@@ -19,8 +19,8 @@ from aiayn.blocks import (
     OutputProjection,
     Rotary,
     ScaledEmbedding,
+    TransformerGraph,
     TransformerLayer,
-    TransformerModel,
     TransformerStack,
 )
 from aiayn.builder.errors import UserError, described
@@ -36,7 +36,7 @@ EOS_ID = 2  # and id 2 for </s>
 Side = Literal["encoder", "decoder"]
 
 
-def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> TransformerModel:
+def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> TransformerGraph:
     """The model of an experiment (or of its model section), initialised, on `device` ("meta"
     builds a big model instantly, with no memory): an EncoderDecoder, or where the spec has no
     encoder a DecoderOnly of the same decoder stack."""
@@ -48,8 +48,8 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
     with torch.device(device or "cpu"):
         src_embed, tgt_embed, generator = embeddings(spec)
         decoder = _stack(spec.decoder, spec.d_model, "decoder")
-        model: TransformerModel
-        if spec.encoder is None:
+        model: TransformerGraph
+        if spec.encoder is None:  # graph: what is built
             model = DecoderOnly(
                 embed=tgt_embed, decoder=decoder, generator=generator, pad_id=PAD_ID, bos_id=BOS_ID,
                 prefix_source=spec.source_mask == "prefix",
@@ -70,9 +70,9 @@ def embeddings(spec: ModelSpec) -> tuple[InputEmbedding | None, InputEmbedding, 
     says; a decoder-only model has one input (the source None), tied to the projection unless share: none."""
     d, emb = spec.d_model, spec.embedding
     tgt_table = nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
-    src_table = (
-        None if spec.encoder is None else tgt_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
-    )
+    src_table: nn.Embedding | None = None
+    if spec.encoder is not None:  # graph: a source embedding where an encoder reads a source
+        src_table = tgt_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
     tied = cast(nn.Parameter, tgt_table.weight) if emb.share != "none" else None
     generator = OutputProjection(d_model=d, vocab_size=emb.vocab_size, bias=emb.output_bias, tied_weight=tied)
     return None if src_table is None else _input(spec, src_table), _input(spec, tgt_table), generator

@@ -160,15 +160,16 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
     groups, positions = embedding_groups(spec)
     positional = _name(spec.positional, registry_of(spec)) if spec.positional.figure_name != "" else None
     decoder = Column(f"Decoder (N={spec.decoder.num_layers})")
-    encoder = None if spec.encoder is None else Column(f"Encoder (N={spec.encoder.num_layers})")
+    encoder = spec.encoder  # graph: Figure 1 has an encoder column where the model has an encoder
+    left = None if encoder is None else Column(f"Encoder (N={encoder.num_layers})")
     notes = []
-    ends = [(decoder, "target", "Inputs" if encoder is None else "Outputs (shifted right)")]
-    for column, side, io in ([] if encoder is None else [(encoder, "source", "Inputs")]) + ends:
+    ends = [(decoder, "target", "Inputs" if left is None else "Outputs (shifted right)")]
+    for column, side, io in ([] if left is None else [(left, "source", "Inputs")]) + ends:
         column.boxes.append(Box("io", [io]))
         sides, count = next((s, n) for s, n in groups if side in s)
         shared = f"shared: {' = '.join(sides)}" if len(sides) > 1 else ""
         lines = [
-            f"{'Input' if side == 'source' or encoder is None else 'Output'} Embedding",
+            f"{'Input' if side == 'source' or left is None else 'Output'} Embedding",
             f"vocab={spec.embedding.vocab_size}, d_model={spec.d_model}",
             shared,
             _n(count),
@@ -178,10 +179,10 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
             # a narrow box beside the column: its name in two lines
             column.boxes.append(Box("positional", [*positional.split(" ", 1), _n(positions)], beside=True))
             column.boxes.append(Box("sum", ["⊕"]))
-    if encoder is not None and len(next(s for s, _ in groups if "source" in s)) > 1:
+    if left is not None and len(next(s for s, _ in groups if "source" in s)) > 1:
         notes.append("one embedding matrix: " + " = ".join(next(s for s, _ in groups if "source" in s)))
-    if encoder is not None and spec.encoder is not None:
-        _stack_boxes(encoder, spec.encoder, spec.d_model, "encoder")
+    if left is not None and encoder is not None:
+        _stack_boxes(left, encoder, spec.d_model, "encoder")
     _stack_boxes(decoder, spec.decoder, spec.d_model, "decoder")
     output = next((n for s, n in groups if s == ("output",)), 0)
     name = "Linear (tied to the embedding)" if not output else "Linear (output projection)"
@@ -189,7 +190,7 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
     decoder.boxes.append(Box("output", [name, f"d_model={spec.d_model} -> vocab={spec.embedding.vocab_size}", _n(output + bias)]))
     decoder.boxes.append(Box("output", ["Softmax"]))
     decoder.boxes.append(Box("io", ["Output Probabilities"]))
-    columns = (decoder,) if encoder is None else (encoder, decoder)
+    columns = (decoder,) if left is None else (left, decoder)
     drawn = Layout(f"{title or 'model'}: {count_params(spec):,} parameters", columns, notes=notes)
     _place(drawn)
     return drawn
@@ -250,8 +251,8 @@ def draw(drawn: Layout) -> Any:
     ax.text(5, drawn.height - 0.45, drawn.title, ha="center", va="center", fontsize=11, weight="bold")
     for x, column in zip(_CENTRES if len(drawn.columns) > 1 else (5.0,), drawn.columns):
         _draw_column(ax, x, column, colors)
-    encoder, decoder = drawn.columns if len(drawn.columns) > 1 else (None, drawn.columns[0])
-    top = 0.0 if encoder is None else encoder.boxes[-1].y + encoder.boxes[-1].height
+    left, decoder = drawn.columns if len(drawn.columns) > 1 else (None, drawn.columns[0])
+    top = 0.0 if left is None else left.boxes[-1].y + left.boxes[-1].height
     for box in (b for b in decoder.boxes if b.reads_memory):  # the encoder's output, to each sub-layer that reads it
         ax.annotate("", xy=(_CENTRES[1] - _HALF, box.y + box.height / 2), xytext=(_CENTRES[0] + _HALF, top),
                     arrowprops=dict(arrowstyle="->", lw=0.8, color="#1f4e9c"))  # fmt: skip

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.blocks import TransformerModel
+from aiayn.blocks import TransformerGraph
 
 _CHUNK_ELEMENTS = 1 << 24  # fp32 elements of one chunk of rows (64 MiB)
 
@@ -70,7 +70,7 @@ def smoothed_nll_fusable(logits: Tensor, target: Tensor, *, eps: float, pad_id: 
 
 
 def batch_loss(
-    model: TransformerModel, batch: Any, *, eps: float, pad_id: int, loss: Any = smoothed_nll_chunked, fused: bool = False
+    model: TransformerGraph, batch: Any, *, eps: float, pad_id: int, loss: Any = smoothed_nll_chunked, fused: bool = False
 ) -> tuple[Tensor, Tensor, Tensor]:
     """`loss` (the chunked one, or a compiled `smoothed_nll_fusable`) of a teacher-forced batch
     (a builder.data.collate.Batch), with logits for its non-padding targets only

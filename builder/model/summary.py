@@ -43,7 +43,7 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
         "positional": model.positional.type,
         "train_steps": spec.trainer.max_steps,
         **switches,
-        **({"graph": "decoder-only"} if model.decoder_only else {}),
+        **({"graph": "decoder-only"} if model.decoder_only else {}),  # graph: the table says which
         **({"source_mask": model.source_mask} if model.source_mask != "causal" else {}),
     }
     uniform = (

@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from matplotlib.figure import Figure
 
-from aiayn.blocks import DecoderOnly, LayerContext, Sublayer, TransformerModel
+from aiayn.blocks import LayerContext, Sublayer, TransformerGraph
 from aiayn.builder.data.spec import split_texts
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.metrics import Scoring, score
@@ -114,7 +114,6 @@ class ValidationSamples(ValidationTranslations):
 
         starts = [" ".join(line.split()[:3]) for line in text[: settings.num_samples]]
         prompts = data.tgt_tokenizer.encode_batch(starts)
-        assert isinstance(task.model, DecoderOnly)  # a language model's task
         with evaluating(task.model):
             found = generate_ids(
                 task.model, prompts, max_new_tokens=40, eos_id=data.tgt_tokenizer.eos_id, sampling=Sampling(greedy=True)
@@ -127,7 +126,7 @@ class ValidationSamples(ValidationTranslations):
 
 
 def attention_figures(
-    model: TransformerModel, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
+    model: TransformerGraph, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, sentence: str, decode: Any
 ) -> dict[str, Figure]:
     """One figure per sub-layer with attention maps (a panel per head) for the model's own
     translation of `sentence`, teacher-forced to read out the weights. Tags name the stack, the
@@ -142,17 +141,17 @@ def attention_figures(
     return _figures(model, src_tokenizer, tgt_tokenizer, src_ids, [start, *hyp])
 
 
-def text_attention_figures(model: TransformerModel, tokenizer: Tokenizer, text: str) -> dict[str, Figure]:
+def text_attention_figures(model: TransformerGraph, tokenizer: Tokenizer, text: str) -> dict[str, Figure]:
     """A language model's maps of `<s> text`, one figure per sub-layer with attention maps."""
     return _figures(model, tokenizer, tokenizer, [], [tokenizer.bos_id, *tokenizer.encode(text)])
 
 
 def _figures(
-    model: TransformerModel, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_ids: list[int], tgt_in: list[int]
+    model: TransformerGraph, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, src_ids: list[int], tgt_in: list[int]
 ) -> dict[str, Figure]:
     src_tokens = [src_tokenizer.id_to_token(i) for i in src_ids]
     tgt_tokens = [tgt_tokenizer.id_to_token(i) for i in tgt_in]
-    one_sequence = isinstance(model, DecoderOnly)  # the prompt and the output, one sequence
+    one_sequence = model.memory_is_prompt  # the prompt and the output, one sequence
     figures = {}
     for (stack, i, name), (w, reads_memory) in attention_weights(model, src_ids, tgt_in).items():
         queries = src_tokens if stack == "encoder" else [*src_tokens, *tgt_tokens] if one_sequence else tgt_tokens
@@ -162,7 +161,7 @@ def _figures(
 
 
 def attention_weights(
-    model: TransformerModel, src_ids: list[int], tgt_in: list[int]
+    model: TransformerGraph, src_ids: list[int], tgt_in: list[int]
 ) -> dict[tuple[str, int, str], tuple[torch.Tensor, bool]]:
     """{(stack, layer index, map name): (weights (1, heads, T, S), whether its keys are the
     source)} of one teacher-forced pass, for every sub-layer that has attention maps."""
@@ -177,10 +176,9 @@ def attention_weights(
 
     handles = [
         addnorm.sublayer.register_forward_hook(recorder((name, i, addnorm.sublayer.map_name)))
-        for name, stack in (("encoder", getattr(model, "encoder", None)), ("decoder", model.decoder))
-        if stack is not None
+        for name, stack in model.stacks().items()
         for i, layer in enumerate(stack.layers)
-        for addnorm in layer.sublayers
+        for addnorm in layer.sublayers  # type: ignore[union-attr]
         if getattr(addnorm.sublayer, "attention_maps", False)
     ]
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aiayn.blocks import TransformerModel
+from aiayn.blocks import TransformerGraph
 from aiayn.builder.data.collate import Batch
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_fusable
 
@@ -42,7 +42,7 @@ class StaticStepLoss:
     batch's tensors alone (a decoder-only translation's prefix lengths among them) (the Python ints a Batch also holds would be guarded on and
     compile again for every new token count)."""
 
-    def __init__(self, model: TransformerModel, *, eps: float, pad_id: int, fused: bool, **compile_options: Any) -> None:
+    def __init__(self, model: TransformerGraph, *, eps: float, pad_id: int, fused: bool, **compile_options: Any) -> None:
         def step_loss(
             src: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_rows: Tensor, src_rows: Tensor | None, prefix: Tensor | None
         ) -> tuple[Tensor, Tensor, Tensor]:

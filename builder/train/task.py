@@ -7,7 +7,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from aiayn.blocks import TransformerModel
+from aiayn.blocks import TransformerGraph
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import PAD_ID, build_model
 from aiayn.builder.model.freeze import freeze
@@ -35,7 +35,7 @@ class TranslationTask(L.LightningModule):
     """
 
     spec: ExperimentSpec
-    model: TransformerModel
+    model: TransformerGraph
 
     def __init__(self, experiment: dict[str, Any], plugins: dict[str, str] | None = None, *, registry: Registry) -> None:
         """`plugins`: {type: "distribution==version"} of the plugins' types the experiment uses

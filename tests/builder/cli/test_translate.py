@@ -13,10 +13,10 @@ from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.decode.metrics import literature_bleu, tokenized_bleu
-from aiayn.builder.decode.search import greedy_search
 from aiayn.builder.decode.translate import padded as source_tensor
 from aiayn.builder.decode.translate import translate_texts
 from aiayn.schemas.decode import DecodeSpec
+from tests.builder.decode.greedy import greedy_reference
 from tests.builder.decode.test_checkpoint import SMALL, make_run
 
 # different lengths, so that batching by length reorders them; blank lines in between
@@ -70,11 +70,11 @@ def test_translate_files_and_overrides(run, loaded, tmp_path, capsys):
     assert main(args) == 0
     assert capsys.readouterr().out == ""
     hyps = out.read_text().split("\n")[:-1]
-    # beam 1 is greedy search
+    # beam 1 is greedy search: the plain greedy loop's output
     tok = loaded.src_tokenizer
     ids = [tok.encode(line) for line in LINES if line.strip()]
-    greedy = [greedy_search(loaded.model, source_tensor([x], 0), bos_id=1, eos_id=2, max_len_b=3)[0] for x in ids]
-    assert [h for line, h in zip(LINES, hyps) if line.strip()] == tok.decode_batch(greedy)
+    expected = [greedy_reference(loaded.model, source_tensor([x], 0), bos_id=1, eos_id=2, max_len_b=3)[0] for x in ids]
+    assert [h for line, h in zip(LINES, hyps) if line.strip()] == tok.decode_batch(expected)
     decode = DecodeSpec(beam=2, alpha=1.0, length_penalty="fairseq", max_len_b=4)
     args = [
         "translate",

@@ -13,13 +13,14 @@ import torch
 from aiayn.builder.data.dataset import Example
 from aiayn.builder.data.joint import JointCollator, JointLayout
 from aiayn.builder.decode.forced import score_ids
-from aiayn.builder.decode.search import beam_hypotheses, beam_search, greedy_search
+from aiayn.builder.decode.search import beam_hypotheses, beam_search
 from aiayn.builder.decode.translate import padded
 from aiayn.builder.decode.translator import load_run
 from aiayn.builder.model.build import build_model
 from aiayn.builder.train.callbacks import attention_figures, attention_weights
 from aiayn.schemas.decode import DecodeSpec
 from tests.builder.cli.test_bad_inputs import cli, snapshot
+from tests.builder.decode.greedy import greedy
 from tests.builder.model.test_decoder_only import gpt2_experiment
 from tests.conftest import EXPERIMENTS, validated_experiment
 
@@ -61,12 +62,12 @@ def test_the_collator_reads_a_pair_as_one_sequence_its_loss_on_the_target():
 def test_the_search_over_a_prompt_equals_its_reference_and_beam_one_is_greedy(mask):
     m, src = model(mask), prompts()
     settings = dict(bos_id=SEP, eos_id=2, max_len_b=6)
-    assert greedy_search(m, src, **settings) == greedy_search(m, src, **settings, use_cache=False)
+    assert greedy(m, src, **settings) == greedy(m, src, **settings, use_cache=False)
     for alpha in (0.0, 1.0):
         cached = beam_search(m, src, **settings, beam=3, alpha=alpha)
         assert cached == beam_search(m, src, **settings, beam=3, alpha=alpha, use_cache=False)
-    assert beam_search(m, src, **settings, beam=1) == greedy_search(m, src, **settings)
-    assert len({len(h) for h in greedy_search(m, src, **settings)}) > 1  # rows finish at different steps
+    assert beam_search(m, src, **settings, beam=1) == greedy(m, src, **settings)
+    assert len({len(h) for h in greedy(m, src, **settings)}) > 1  # rows finish at different steps
 
 
 @pytest.mark.parametrize("mask", ["causal", "prefix"])

@@ -9,8 +9,9 @@ import torch
 
 from aiayn.builder.decode.ensemble import Ensemble, mean_of_probabilities
 from aiayn.builder.decode.forced import score_ids
-from aiayn.builder.decode.search import beam_hypotheses, greedy_search, length_penalty
+from aiayn.builder.decode.search import beam_hypotheses, length_penalty
 from aiayn.schemas.decode import DecodeSpec
+from tests.builder.decode.greedy import greedy
 from tests.builder.decode.test_search import V, src  # noqa: F401  (fixture)
 from tests.models import BOS, EOS, PAD, tiny_model
 
@@ -56,9 +57,7 @@ def test_an_ensemble_of_a_model_with_itself_is_the_model(src):  # noqa: F811
     assert [[h.ids for h in hs] for hs in twice] == [[h.ids for h in hs] for hs in alone]
     for a, b in zip(alone, twice):
         assert [h.score for h in b] == pytest.approx([h.score for h in a], abs=1e-9)
-    assert greedy_search(pair, src, bos_id=BOS, eos_id=EOS, max_len_b=6) == greedy_search(
-        model, src, bos_id=BOS, eos_id=EOS, max_len_b=6
-    )
+    assert greedy(pair, src, bos_id=BOS, eos_id=EOS, max_len_b=6) == greedy(model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
 
 
 def test_a_wide_beam_over_two_models_is_the_exhaustive_best_of_their_average():
@@ -114,7 +113,7 @@ def test_an_ensemble_stops_at_its_shortest_members_positions():
     pair = Ensemble([long, short]).eval()
     source = torch.tensor([[5, 6]])
     assert pair.output_room(source) == short.output_room(source) is not None
-    [ids] = greedy_search(pair, source, bos_id=BOS, eos_id=EOS, max_len_b=10_000)
+    [ids] = greedy(pair, source, bos_id=BOS, eos_id=EOS, max_len_b=10_000)
     assert len(ids) <= short.output_room(source)
 
 

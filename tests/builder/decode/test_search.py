@@ -1,4 +1,4 @@
-"""Greedy and beam search: cached == uncached, beam 1 == greedy, length limits, a known output."""
+"""Beam search, and greedy as beam 1: cached == uncached, beam 1 == the plain greedy loop, length limits, a known output."""
 
 import math
 
@@ -9,9 +9,10 @@ from torch import nn
 from aiayn.blocks import (
     EncoderDecoder,
 )
-from aiayn.builder.decode.search import beam_hypotheses, beam_search, greedy_search, length_penalty
+from aiayn.builder.decode.search import beam_hypotheses, beam_search, length_penalty
 from aiayn.builder.decode.translate import translate_ids
 from aiayn.schemas.decode import DecodeSpec
+from tests.builder.decode.greedy import greedy, greedy_reference
 from tests.models import BOS, EOS, PAD, tiny_model
 
 V = 13
@@ -78,8 +79,8 @@ def test_length_penalty_closed_form():
 
 
 def test_greedy_cached_equals_uncached(random_model, src):
-    cached = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
-    reference = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6, use_cache=False)
+    cached = greedy(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
+    reference = greedy(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6, use_cache=False)
     assert cached == reference
     limits = [n + 6 for n in src.ne(PAD).sum(1).tolist()]
     lengths = [len(hyp) for hyp in cached]
@@ -98,15 +99,15 @@ def test_beam_cached_equals_uncached(random_model, src, alpha):
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_one_is_greedy(random_model, src, alpha):
-    greedy = greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
-    assert beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=1, alpha=alpha, max_len_b=6) == greedy
+    expected = greedy_reference(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=6)
+    assert beam_search(random_model, src, bos_id=BOS, eos_id=EOS, beam=1, alpha=alpha, max_len_b=6) == expected
 
 
 def test_beam_escapes_the_greedy_trap():
     # after BOS: 5 barely beats 6; after 5 the best is a weak 7, then EOS; after 6, EOS is sure
     model = _bigram_model({(BOS, 5): 2.0, (BOS, 6): 1.95, (5, 7): 0.3, (7, EOS): 5.0, (6, EOS): 5.0})
     src = torch.tensor([[4, 4, 4], [3, PAD, PAD]])
-    assert greedy_search(model, src, bos_id=BOS, eos_id=EOS) == [[5, 7], [5, 7]]
+    assert greedy(model, src, bos_id=BOS, eos_id=EOS) == [[5, 7], [5, 7]]
     for use_cache in (True, False):
         assert beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=1, use_cache=use_cache) == [[5, 7], [5, 7]]
         for beam in (2, 4):
@@ -134,7 +135,7 @@ def test_length_penalty_decides_between_a_short_and_a_long_hypothesis():
 def test_known_sequence_is_returned_exactly(src):
     model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: EOS})
     for use_cache in (True, False):
-        assert greedy_search(model, src, bos_id=BOS, eos_id=EOS, use_cache=use_cache) == [[5, 7, 3]] * 5
+        assert greedy(model, src, bos_id=BOS, eos_id=EOS, use_cache=use_cache) == [[5, 7, 3]] * 5
         assert beam_search(model, src, bos_id=BOS, eos_id=EOS, use_cache=use_cache) == [[5, 7, 3]] * 5
 
 
@@ -152,7 +153,7 @@ def test_hypotheses_stop_at_source_length_plus_max_len_b(src):
     model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: 5})  # never emits EOS
     limits = [n + 4 for n in src.ne(PAD).sum(1).tolist()]
     for hyps in (
-        greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4),
+        greedy(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4),
         beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4),
         beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=4, use_cache=False),
     ):
@@ -173,17 +174,17 @@ def test_search_messages(random_model, src):
     with pytest.raises(ValueError, match=r"^alpha \(-0.5\) must be >= 0"):
         beam_search(random_model, src, bos_id=BOS, eos_id=EOS, alpha=-0.5)
     with pytest.raises(ValueError, match=r"^src rows \[1\] are empty \(all padding\); there is nothing to translate$"):
-        greedy_search(random_model, torch.tensor([[3, 4], [PAD, PAD]]), bos_id=BOS, eos_id=EOS)
+        greedy(random_model, torch.tensor([[3, 4], [PAD, PAD]]), bos_id=BOS, eos_id=EOS)
     with pytest.raises(ValueError, match=r"^src must be \(batch, length\) token ids, got shape \(3,\)$"):
-        greedy_search(random_model, torch.tensor([3, 4, 5]), bos_id=BOS, eos_id=EOS)
+        greedy(random_model, torch.tensor([3, 4, 5]), bos_id=BOS, eos_id=EOS)
     with pytest.raises(ValueError, match=r"^eos_id \(0\) equals the model's pad_id: padding is masked, so it cannot be eos$"):
         beam_search(random_model, src, bos_id=BOS, eos_id=PAD)
     with pytest.raises(ValueError, match=r"^max_len_b \(-1\) must be >= 0$"):
-        greedy_search(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=-1)
+        greedy(random_model, src, bos_id=BOS, eos_id=EOS, max_len_b=-1)
     random_model.train()
     try:
         with pytest.raises(ValueError, match=r"^search needs model.eval\(\): dropout is active in training mode$"):
-            greedy_search(random_model, src, bos_id=BOS, eos_id=EOS)
+            greedy(random_model, src, bos_id=BOS, eos_id=EOS)
     finally:
         random_model.eval()
     assert math.isclose(length_penalty(0, 0.6), (5 / 6) ** 0.6)
@@ -241,7 +242,7 @@ def test_learned_positions_cap_the_output_length():
     model = _chain_model({BOS: 5, 5: 7, 7: 3, 3: 5})  # never emits EOS; 64 learned positions
     src = torch.tensor([[4] * 30])
     for hyps in (
-        greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
+        greedy(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
         beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=50),
     ):
         assert [len(hyp) for hyp in hyps] == [64]  # not 30 + 50: there is no position 64
@@ -337,7 +338,7 @@ def test_beam_search_finds_what_an_exhaustive_search_finds(alpha):
     for narrow in (1, 2):
         [found] = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam=narrow, alpha=alpha, max_len_b=1)
         assert scored(model, src, found, alpha=alpha, ended=len(found) < 3) <= best + 1e-12
-    assert greedy_search(model, src, bos_id=BOS, eos_id=EOS, max_len_b=1) != [expected]  # the search had work to do
+    assert greedy(model, src, bos_id=BOS, eos_id=EOS, max_len_b=1) != [expected]  # the search had work to do
 
 
 def test_early_stopping_false_goes_on_while_the_best_live_hypothesis_beats_the_worst_finished():

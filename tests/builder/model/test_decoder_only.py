@@ -272,3 +272,24 @@ def test_what_the_decoder_only_graph_has_not_yet_is_refused_by_name():
         UserError, match=r"^cannot export to Hugging Face Marian: model.encoder is absent \(a decoder-only model\)"
     ):
         check_marian(load_experiment(EXPERIMENTS / "lm" / "demo.yaml").model)
+
+
+def test_generation_never_draws_pad_and_refuses_nan_as_every_search_does():
+    """Generation runs the translation's loop (loop.py): its token rules and its NaN check."""
+    model = build_model(validated_experiment(gpt2_experiment())).eval()
+    favour_pad = torch.zeros(V)
+    favour_pad[model.pad_id] = 30.0  # <pad> the likeliest token by far
+    hook = model.generator.register_forward_hook(lambda module, args, out: out + favour_pad)
+    try:
+        greedy = generate_ids(model, [[5, 6], [9]], max_new_tokens=8, eos_id=2, sampling=Sampling(greedy=True))
+        drawn = generate_ids(model, [[5, 6], [9]], max_new_tokens=8, eos_id=2, sampling=Sampling(temperature=2.0), seed=3)
+        assert all(ids and model.pad_id not in ids for ids in greedy + drawn), (greedy, drawn)
+    finally:
+        hook.remove()
+    hook = model.generator.register_forward_hook(lambda module, args, out: out * torch.nan)
+    try:
+        for sampling in (Sampling(greedy=True), Sampling()):
+            with pytest.raises(UserError, match=r"^the model computes NaN for the next token's probabilities"):
+                generate_ids(model, [[5, 6]], max_new_tokens=8, eos_id=2, sampling=sampling, seed=1)
+    finally:
+        hook.remove()

@@ -8,10 +8,11 @@ import json
 import pytest
 import torch
 
-from aiayn.builder.decode.search import beam_search, greedy_search
+from aiayn.builder.decode.search import beam_search
 from aiayn.builder.errors import UserError
 from aiayn.builder.train.finite import first_non_finite, non_finite_message, sublayer_path
 from tests.builder.cli.test_bad_inputs import TINY, cli
+from tests.builder.decode.greedy import greedy
 from tests.builder.decode.test_search import make_model
 from tests.conftest import EXPERIMENTS, load_experiment
 from tests.models import BOS, EOS
@@ -60,6 +61,6 @@ def test_a_model_that_computes_nan_is_refused_by_the_search():
     with torch.no_grad():
         model.generator.weight.fill_(float("nan"))
     src = torch.tensor([[3, 4, 5]])
-    for search in (greedy_search, beam_search):
+    for search in (greedy, beam_search):
         with pytest.raises(UserError, match=r"^the model computes NaN for the next token's probabilities \(its weights are not "):
             search(model, src, bos_id=BOS, eos_id=EOS)
