@@ -17,7 +17,7 @@ For a notebook or a script (docs/python.md):
     load_registry(selection=None)         the registrations: aiayn's own blocks and the installed
                                           plugins' (a Registry; each function above takes one as
                                           registry=, default this); Registry.extended(function)
-                                          adds what `function`'s aiayn.register calls make
+                                          adds what function(registry)'s registry.add calls add
 
 and what a plugin needs to add a block (docs/plugins.md):
 
@@ -25,11 +25,12 @@ and what a plugin needs to add a block (docs/plugins.md):
                 TokenizerSpec, UtilitySpec (the bases of a block's YAML schema; a text step's build(spec, lang)
                 returns its function of a line; a tokenizer's build(spec, TokenizerInputs) its
                 (source, target, description), FastTokenizers or a Tokenizer class of its own (then
-                register(..., load=) reads it back); an MBR utility's build(spec) its
+                registry.add(..., load=) reads it back); an MBR utility's build(spec) its
                 function (candidates, references) -> scores array), PositiveInt, Probability, FieldError
-    register    register(SpecClass, slot=..., build=..., flops=..., activations=..., label=..., load=...),
+    register    def register(registry): registry.add(SpecClass, slot=..., build=..., flops=..., activations=...,
+                label=..., load=...) (the entry point's function; registry a RegistryBuilder),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
-                PluginError
+                PluginError; aiayn.register (aiayn 0.x) only says what to write instead
     blocks      Sublayer (the base of a sub-layer block), LayerContext, PackedRows, DecoderState
                 (what its forward reads), and blocks to compose: SelfAttention and CrossAttention
                 (MultiHeadAttention's two inputs; parts handed in: kv_heads, mask (CausalMask,
@@ -76,9 +77,10 @@ _PUBLIC = {
     "FastTokenizer": "aiayn.builder.data.bpe",
     "Tokenizer": "aiayn.builder.data.tokenizer",
     "PluginError": "aiayn.schemas.slots",
-    "register": "aiayn.builder.model.registry",
-    "BuildContext": "aiayn.builder.model.registry",
-    "StackPlan": "aiayn.builder.model.registry",
+    "register": "aiayn.builder.registry",
+    "RegistryBuilder": "aiayn.builder.registry",
+    "BuildContext": "aiayn.builder.model.parts",
+    "StackPlan": "aiayn.builder.model.parts",
     "Sublayer": "aiayn.blocks",
     "LayerContext": "aiayn.blocks",
     "PackedRows": "aiayn.blocks",
@@ -126,11 +128,12 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.model.attention import attention_flops as attention_flops
     from aiayn.builder.model.attention import attention_parts as attention_parts
     from aiayn.builder.model.build import build_model as build_model
-    from aiayn.builder.model.registry import BuildContext as BuildContext
-    from aiayn.builder.model.registry import StackPlan as StackPlan
-    from aiayn.builder.model.registry import register as register
+    from aiayn.builder.model.parts import BuildContext as BuildContext
+    from aiayn.builder.model.parts import StackPlan as StackPlan
     from aiayn.builder.plugins import load_registry as load_registry
     from aiayn.builder.registry import Registry as Registry
+    from aiayn.builder.registry import RegistryBuilder as RegistryBuilder
+    from aiayn.builder.registry import register as register
     from aiayn.schemas._base import FieldError as FieldError
     from aiayn.schemas._base import PositiveInt as PositiveInt
     from aiayn.schemas._base import Probability as Probability

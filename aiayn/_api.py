@@ -13,10 +13,14 @@ from aiayn.schemas.experiment import ExperimentSpec
 def load_experiment(
     path: str | Path, overrides: typing.Sequence[str] = (), *, registry: Registry | None = None
 ) -> ExperimentSpec:
-    """The experiment YAML at `path` with `overrides` (KEY=VALUE strings, as `aiayn validate`
-    takes them), resolved and validated: an ExperimentSpec, or a UserError listing every error
-    by its YAML path. `registry`: the registrations its types are read with (default:
-    `load_registry()`, aiayn's own blocks and the installed plugins)."""
+    """The experiment YAML at `path` with `overrides`, resolved and validated.
+
+    :param path: an experiment file (its `extends` chain is followed)
+    :param overrides: KEY=VALUE strings, as `aiayn validate` takes them (`dims.h=16`)
+    :param registry: the registrations its types are read with (default: `load_registry()`,
+        aiayn's own blocks and the installed plugins)
+    :returns: the ExperimentSpec
+    :raises UserError: every error, by its YAML path and where it was set"""
     return config.load_experiment(
         path, overrides, registry=registry if registry is not None else default_registry(), source="in overrides"
     )

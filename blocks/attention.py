@@ -46,6 +46,18 @@ class MultiHeadAttention(Sublayer):
     x (and the memory) may hold only the non-padding rows of the sequence (`ctx.packed`,
     `ctx.memory_packed`): the projections then run on those rows alone, and attention unpacks
     them for SDPA and packs its output. With `ctx.state` set the module decodes incrementally.
+
+    :param d_model: the width of x and of the output
+    :param h: query heads
+    :param d_k: the width of a head's queries and keys
+    :param d_v: the width of a head's values
+    :param kv_heads: key and value heads (grouped-query; None: h)
+    :param bias: the projections have biases (the paper's)
+    :param attn_dropout: dropout on the attention weights (off in the paper)
+    :param mask: which keys a query reads (a CausalMask; None: all)
+    :param qk: modules (q, k, offset) -> (q, k), in order (QK-norm, rotary)
+    :param score_bias: a module (T, S) -> (h or 1, T, S) added to the scores
+    :param score: the step from scores to weights (None: the paper's softmax)
     """
 
     attention_maps = True
@@ -185,7 +197,9 @@ class SelfAttention(MultiHeadAttention):
 class CrossAttention(MultiHeadAttention):
     """Queries from x, keys and values from the encoder memory (Sec 3.2.3), projected once per
     sentence when decoding. Its keys' positions are not its queries': a positional q/k module
-    (rotary) is refused."""
+    (rotary) is refused.
+
+    :param parts: MultiHeadAttention's keyword arguments (`aiayn.attention_parts` makes them)"""
 
     reads_memory = True
 

@@ -16,7 +16,11 @@ class PackedRows(NamedTuple):
     """x holds only some rows of a (batch, length) sequence: `rows` (n,), flat indices into
     batch * length, in each sequence a prefix of it (e.g. the non-padding tokens of right-padded
     sequences). Position-wise sub-layers never see the rest; attention unpacks its projections,
-    and masks the rows left out as keys (causally, or by the padding mask)."""
+    and masks the rows left out as keys (causally, or by the padding mask).
+
+    :param rows: (n,) flat indices into batch * length, in each sequence a prefix of it
+    :param batch: the sequences
+    :param length: the positions of each"""
 
     rows: Tensor
     batch: int
@@ -34,7 +38,18 @@ class PackedRows(NamedTuple):
 
 @dataclass
 class LayerContext:
-    """What every sub-layer may read besides its input x."""
+    """What every sub-layer may read besides its input x.
+
+    :param self_padding_mask: (B, T) bool, True at padding of x
+    :param memory: (B, S, d_model), the encoder's output, for cross-attention
+    :param memory_padding_mask: (B, S) bool, True at padding of memory
+    :param state: the incremental decoding cache (a DecoderState)
+    :param packed: x is (n, d_model): these rows of a (B, T) sequence
+    :param memory_packed: memory is (n, d_model): these rows of a (B, S) sequence
+    :param position_bias: the stack's shared score bias, (T, S) -> (h or 1, T, S), added to its
+        self-attentions' scores (T5's relative bias)
+    :param prefix: (B,): row b's first prefix[b] positions are read by every query of a causal
+        self-attention (a prefix LM's source); None: causal throughout"""
 
     self_padding_mask: Tensor | None = None  # (B, T) bool, True at padding of x
     memory: Tensor | None = None  # (B, S, d_model) encoder output, for cross-attention

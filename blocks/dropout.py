@@ -16,7 +16,9 @@ class Dropout(nn.Module):
     and a restored RNG state give the same masks), and a unit is kept when its bits, read as a
     signed integer, are at least -2^31 + round(p * 2^32) (the drop probability is p to within
     2^-33). Elsewhere, and inside torch.compile (which generates its own random bits, and
-    cannot trace numpy's generator without a graph break), this is F.dropout."""
+    cannot trace numpy's generator without a graph break), this is F.dropout.
+
+    :param p: the probability that a unit is dropped, in [0, 1)"""
 
     def __init__(self, p: float = 0.1) -> None:
         super().__init__()

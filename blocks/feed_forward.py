@@ -12,8 +12,13 @@ from aiayn.blocks.sublayer import Sublayer
 class PositionwiseFeedForward(Sublayer):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately (eq. 2).
 
-    The activation is passed in (nn.ReLU() is the paper's); `activation_dropout` (off in the
-    paper) drops units of the inner d_ff-wide layer.
+    The activation is passed in (nn.ReLU() is the paper's).
+
+    :param d_model: the width of x and of the output
+    :param d_ff: the width of the inner layer
+    :param activation: the module between the two projections (nn.ReLU() is the paper's)
+    :param activation_dropout: dropout on the inner layer's units (off in the paper)
+    :param bias: the projections have biases (the paper's)
     """
 
     def __init__(

@@ -15,7 +15,9 @@ from torch import Tensor
 class CausalMask:
     """Query i reads the keys at positions <= i (the decoder's masked self-attention, Sec. 3.2.3);
     with `window`, only the last `window` of them (sliding-window attention, Beltagy et al.
-    2020: a query reads itself and the window - 1 keys before it)."""
+    2020: a query reads itself and the window - 1 keys before it).
+
+    :param window: how many of the latest keys a query reads, itself included (None: all before it)"""
 
     window: int | None = None
 

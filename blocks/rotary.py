@@ -12,7 +12,12 @@ class Rotary(nn.Module):
     (x_i, x_{i + dims/2}) turns by the angle position * base^(-2i/dims); dims d_k..d_k-1 pass.
 
     Relative: q_m . k_n after the rotation depends on m - n only. No parameters: the angles of
-    the first `max_len` positions are a non-persistent float32 buffer, further ones computed."""
+    the first `max_len` positions are a non-persistent float32 buffer, further ones computed.
+
+    :param d_k: the width of a head
+    :param dims: the leading dimensions of each head that turn (even, <= d_k)
+    :param base: the base of the angles' frequencies (10,000: RoFormer's, Llama 2's)
+    :param max_len: the positions whose angles are kept precomputed"""
 
     cos: Tensor  # (max_len, dims) buffers
     sin: Tensor

@@ -21,7 +21,10 @@ from torch import Tensor, nn
 
 class ScoreStep(nn.Module):
     """scores -> weights (B, h, T, S). Subclasses define `normalize` (and may override `attend`
-    with a faster path whose output equals it, as the softmax's SDPA call does)."""
+    with a faster path whose output equals it, as the softmax's SDPA call does).
+
+    :param softcap: scores capped to (-softcap, softcap) by softcap * tanh(score / softcap)
+        before the step (Gemma 2's; None: not capped)"""
 
     def __init__(self, *, softcap: float | None = None) -> None:
         super().__init__()

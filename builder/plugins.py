@@ -1,5 +1,6 @@
 """Where the registrations are made: the functions named by the entry points of group
-`aiayn.blocks`, called in a fixed order, each one's `aiayn.register` calls making one Registry.
+`aiayn.blocks`, called in a fixed order, each given the registry being made (`def
+register(registry): registry.add(...)`), their additions making one Registry.
 aiayn's own blocks are one such entry point (pyproject.toml), a plugin distribution's are others,
 so the built-in blocks register exactly as a plugin does. A YAML file never names code: only
 installed distributions register.
@@ -16,7 +17,7 @@ import re
 from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
 
-from aiayn.builder.registry import Registry
+from aiayn.builder.registry import Registry, RegistryBuilder, check_registering_function
 from aiayn.schemas.slots import OWN, PluginError
 
 GROUP = "aiayn.blocks"
@@ -34,9 +35,11 @@ def default_registry() -> Registry:
 
 @functools.cache
 def load_registry(selection: str | None = None) -> Registry:
-    """aiayn's own blocks and the plugins `selection` names (comma-separated distribution names;
-    None: every one installed; "": none). A plugin that fails to load is a PluginError naming its
-    distribution, and nothing is registered."""
+    """aiayn's own blocks and the plugins `selection` names, loaded once a process for each selection.
+
+    :param selection: comma-separated distribution names (None: every one installed; "": none)
+    :returns: the Registry
+    :raises PluginError: a plugin that fails to load, naming its distribution (nothing is registered)"""
     found = _selected(_ordered(entry_points(group=GROUP)), selection)
     if not any(_distribution(ep) == OWN for ep in found):
         raise PluginError(
@@ -58,12 +61,14 @@ def _register_from(ep: EntryPoint, registry: Registry) -> Registry:
         raise PluginError(f"{who}: cannot import {ep.value}: {type(e).__name__}: {_first_line(e)}") from None
     if not callable(register):
         raise PluginError(
-            f"{who}: {ep.value} is not a function; an {GROUP} entry point names a function that calls aiayn.register"
+            f"{who}: {ep.value} is not a function; an {GROUP} entry point names a function register(registry) that calls "
+            "registry.add"
         )
+    check_registering_function(register, who)
 
-    def call() -> None:
+    def call(builder: RegistryBuilder) -> None:
         try:
-            register()
+            register(builder)
         except PluginError:
             raise
         except Exception as e:

@@ -1,6 +1,6 @@
 """The utility of minimum-Bayes-risk decoding: how much a candidate translation agrees with a
 pseudo-reference (higher is better). aiayn's are sacreBLEU's sentence chrF and BLEU
-(schemas/utilities.py); a plugin registers its own (a neural metric) in the `utility` slot."""
+(schemas/mbr_utilities.py); a plugin registers its own (a neural metric) in the `utility` slot."""
 
 from typing import TYPE_CHECKING
 

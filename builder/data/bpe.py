@@ -24,7 +24,11 @@ _METASPACE: dict[str, Any] = {"replacement": "▁", "prepend_scheme": "always"}
 
 
 class FastTokenizer(Tokenizer):
-    """A `tokenizers` tokenizer whose ids 0-3 are aiayn's specials."""
+    """A `tokenizers` tokenizer whose ids 0-3 are aiayn's specials.
+
+    :param hf: the `tokenizers.Tokenizer`
+    :param source: what it was read from, in messages
+    :raises UserError: ids 0-3 that are not <pad> <s> </s> <unk>"""
 
     def __init__(self, hf: HFTokenizer, *, source: str = "a tokenizer") -> None:
         for expected, token in enumerate(SPECIALS):

@@ -24,10 +24,10 @@ from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader
 
-from aiayn.builder.data.blocks import BlockCollator, BlockDataset, text_bytes
 from aiayn.builder.data.buckets import BucketShape
 from aiayn.builder.data.cache import encode_cached
 from aiayn.builder.data.collate import Batch
+from aiayn.builder.data.contiguous import BlockCollator, BlockDataset, text_bytes
 from aiayn.builder.data.corpus import count_parallel, filter_by_length, read_lines, sampled_lines
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.demo import write_demo

@@ -24,7 +24,14 @@ class TokenizerInputs:
     """What a tokenizer type's build(spec, inputs) receives: the vocabulary asked for
     (model.embedding.vocab_size), whether the two sides share one id space, and each side's
     training text. It returns (source, target, what to say of them): aiayn Tokenizers, the same
-    object twice for a joint one (ids 0-3 <pad> <s> </s> <unk>), which the run saves and reads back."""
+    object twice for a joint one (ids 0-3 <pad> <s> </s> <unk>), which the run saves and reads back.
+
+    :param vocab_size: the vocabulary asked for (model.embedding.vocab_size)
+    :param shared_vocab: the two sides share one id space
+    :param src: the source side's training text
+    :param tgt: the target side's training text
+    :param specials: special tokens beyond the four, from id 4 on (<sep> for a decoder-only translation)
+    :param registry: the registrations in use (to read a saved tokenizer of any registered type)"""
 
     vocab_size: int
     shared_vocab: bool
@@ -51,7 +58,7 @@ def make_tokenizers(
 
 
 def register_tokenizers(register: Callable[..., Any]) -> None:
-    """Register the built-in tokenizer types with `register` (aiayn.register)."""
+    """Register the built-in tokenizer types with `register` (a registering function's registry.add)."""
     register(
         BpeTokenizerSpec, slot="tokenizer",
         build=lambda spec, given: _bpe(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),

@@ -1,4 +1,4 @@
-"""aiayn's own text pipeline steps, registered as a plugin's are: `register(Spec, slot="text_step",
+"""aiayn's own text pipeline steps, registered as a plugin's are: `registry.add(Spec, slot="text_step",
 build=make)`, where make(spec, lang) returns the step's function of a line (sacremoses' ports of
 Moses' scripts here). A step whose spec `tokenizes` returns an object that also has `undo(line)`:
 plain text from its output (Moses' detokenizer), what `--detokenize` and BLEU on raw text use."""
@@ -40,7 +40,7 @@ class MosesTokenize:
 
 
 def register_text_steps(register: Callable[..., Any]) -> None:
-    """Register the built-in steps with `register` (aiayn.register)."""
+    """Register the built-in steps with `register` (a registering function's registry.add)."""
     register(LowercaseStep, slot="text_step", build=lambda spec, lang: str.lower)
     register(NormalizePunctuationStep, slot="text_step", build=_normalize_punctuation)
     register(MosesTokenizeStep, slot="text_step", build=MosesTokenize)

@@ -22,7 +22,7 @@ import torch
 from pydantic import ValidationError
 
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
-from aiayn.builder.decode.loaded import ForInference
+from aiayn.builder.decode.for_inference import ForInference
 from aiayn.builder.errors import UserError, missing_plugins_message, resolved
 from aiayn.builder.model.build import build_model
 from aiayn.builder.plugins import default_registry

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from aiayn.blocks import EncoderDecoder
-from aiayn.builder.decode.loaded import ForInference
+from aiayn.builder.decode.for_inference import ForInference
 from aiayn.builder.decode.marian_config import json_object, read_config
 from aiayn.builder.decode.marian_generation import check_generation_file, marian_decode
 from aiayn.builder.decode.marian_vocab import marian_tokenizers

@@ -15,10 +15,14 @@ from aiayn.schemas.experiment import ExperimentSpec
 
 
 class LanguageModel:
-    """A decoder-only model of one language's text with its tokenizer and its run's settings.
+    """A decoder-only model of one language's text with its tokenizer and its run's settings
+    (`aiayn.load_run` of a language model's run makes one).
 
-    `model` (a decoder-only graph, eval mode), `spec` (the run's ExperimentSpec), `tokenizer`,
-    `checkpoint` (the file the weights came from) and `what` (which model that is)."""
+    :param model: the decoder-only model, in eval mode
+    :param spec: the run's ExperimentSpec
+    :param tokenizer: its tokenizer
+    :param checkpoint: the file the weights came from
+    :param what: which model that is: "step 300", "the mean of ..." """
 
     def __init__(self, model: TransformerModel, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
         self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
@@ -32,12 +36,20 @@ class LanguageModel:
         self, prompts: Sequence[str] | str, *, max_new_tokens: int = 50, greedy: bool = False, temperature: float = 1.0,
         top_k: int = 0, top_p: float = 1.0, epsilon: float = 0.0, seed: int = 1,
     ) -> list[str]:  # fmt: skip
-        """Each prompt (a str: that one) with its continuation, as one text: the tokenizer's
-        decoding of the prompt's tokens and the generated ones, as `aiayn generate` prints them.
-        `greedy`: the most probable token at every step; else drawn with `temperature`, `top_k`
-        (0: no limit), `top_p` (1.0: no limit) and `epsilon` (0: no limit), each prompt from a
-        generator of its own seeded with `seed`: a prompt's continuation does not depend on the
-        prompts beside it."""
+        """Each prompt with its continuation, as one text: the tokenizer's decoding of the prompt's
+        tokens and the generated ones, as `aiayn generate` prints them. Each prompt draws from a
+        generator of its own seeded with `seed`: its continuation does not depend on the prompts
+        beside it.
+
+        :param prompts: the texts to continue (a str: that one)
+        :param max_new_tokens: at most this many tokens after each prompt (fewer at </s>)
+        :param greedy: the most probable token at every step (a beam of 1) instead of drawing
+        :param temperature: divide the logits by it before drawing
+        :param top_k: draw among the k most probable tokens (0: no limit)
+        :param top_p: draw among the fewest tokens whose probability reaches p (1.0: no limit)
+        :param epsilon: draw among the tokens of probability >= epsilon (0: no limit)
+        :param seed: the sampler's seed
+        :returns: a text a prompt"""
         prompts = strings_argument(prompts, "prompts", one=True)
         sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon)
         seed = seed_argument(seed)
@@ -55,7 +67,10 @@ class LanguageModel:
         return [self.tokenizer.decode([*p, *c]) for p, c in zip(ids, found)]
 
     def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:
-        """Every prompt leaves a learned position table room for one token or more."""
+        """Every prompt leaves a learned position table room for one token or more.
+
+        :param ids: each prompt's token ids
+        :raises UserError: the first prompt that leaves none"""
         positions = self.model.target_positions()
         for i, p in enumerate(ids):
             if positions is not None and len(p) + 1 >= positions:

@@ -3,7 +3,7 @@ candidates (a beam's n-best, or samples), the one with the highest expected util
 pseudo-references (the candidates themselves, or samples drawn apart), each reference weighted
 alike (`uniform`: a Monte Carlo estimate where they are samples) or by the model's probability
 renormalised over them (`model`: the n-best's usual weighting). The utility is a registered type
-(schemas/utilities.py: chrF, BLEU; a plugin's, e.g. a neural metric): one call a source,
+(schemas/mbr_utilities.py: chrF, BLEU; a plugin's, e.g. a neural metric): one call a source,
 candidates x references, so that a utility can batch its pairs."""
 
 import difflib

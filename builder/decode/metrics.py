@@ -167,7 +167,7 @@ def language_model_scores(model: Any, batches: Any, tokens_per_byte: float) -> d
 def text_scores(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
     """`language_model_scores` of text lines, each one sentence (<s> ... </s>); blank lines are
     skipped, their bytes (a newline) too, as the validation of a run trained on sentences skips them."""
-    from aiayn.builder.data.blocks import text_bytes
+    from aiayn.builder.data.contiguous import text_bytes
     from aiayn.builder.data.loaders import loader_options
 
     ids = RaggedIds.from_lists(tokenizer.encode_batch(list(lines)))

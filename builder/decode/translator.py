@@ -47,11 +47,16 @@ Progress = Callable[[int], None] | None
 @dataclass(repr=False)
 class Translator:
     """A trained model with its tokenizers and its run's settings (`aiayn.load_run` makes one).
+    Decode settings (beam, alpha, length_penalty, max_len_b, max_tokens, max_input_len) are the
+    run's, each overridable by keyword in every method.
 
-    `model` (an EncoderDecoder, eval mode), `spec` (the run's ExperimentSpec), `src_tokenizer`,
-    `tgt_tokenizer`, `checkpoint` (the file the weights came from) and `what` (which model that
-    is: "step 300", "the mean of ..."). Decode settings (beam, alpha, length_penalty, max_len_b,
-    max_tokens, max_input_len) are the run's, each overridable by keyword in every method."""
+    :param model: the model (an encoder-decoder, a decoder-only translation model, or an
+        ensemble), in eval mode
+    :param spec: the run's ExperimentSpec
+    :param src_tokenizer: the source side's tokenizer
+    :param tgt_tokenizer: the target side's (the same object for a shared vocabulary)
+    :param checkpoint: the file the weights came from
+    :param what: which model that is: "step 300", "the mean of ..." """
 
     model: TransformerModel
     spec: ExperimentSpec
@@ -71,7 +76,10 @@ class Translator:
         return pipelines_of(self.spec)
 
     def decode_spec(self, **overrides: Any) -> DecodeSpec:
-        """The run's decode settings with `overrides` (beam=5, alpha=1.0, length_penalty=...), checked."""
+        """The run's decode settings with `overrides`, checked.
+
+        :param overrides: decode settings by name (beam=5, alpha=1.0, length_penalty="fairseq", ...)
+        :raises UserError: a setting that does not validate, by name"""
         try:
             return DecodeSpec.model_validate({**self.spec.decode.model_dump(), **overrides})
         except ValidationError as e:
@@ -84,19 +92,34 @@ class Translator:
         seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
         on_choice: Progress = None, **decode: Any,
     ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
-        """The translation of each line (a str: of that one line), as `aiayn translate` writes it:
-        through the run's text pipeline, beam search, its output text (`detokenize`: plain text
-        from a run trained on tokenized text). `decode` overrides the run's decode settings.
+        """The translation of each line, as `aiayn translate` writes it: through the run's text
+        pipeline, beam search, its output text. `decode` overrides the run's decode settings by
+        name (beam=5, max_len_b=20, ...).
 
-        With `n_best=k` (at most the beam size), each line's k best translations, best first;
-        `sampling`: k samples (any k; `temperature`, `top_k`, `top_p`, `epsilon`, `seed`: see
-        sampling.py), sorted by score; `unique`: each text once in a line's list (fewer may stay).
-        With `with_scores` or `alignments`, records (`Translation`: text, tokens, ids, score as
-        the search ranked it, log_prob, token_log_probs, alignment) instead of strings, a list
-        per line. `alignments`: word pairs from the cross-attention of decoder layer
-        `alignment_layer` (default: the penultimate of more than two, else the last).
-        `mbr`: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", ...; docs/decoding.md)
-        among each line's n_best >= 2 candidates: one translation a line (records: `utility`)."""
+        :param lines: the source lines (a str: that one line)
+        :param n_best: each line's k best translations, best first, a list per line (k at most the
+            beam size; with `sampling`, any k)
+        :param with_scores: records (`Translation`: text, tokens, ids, score as the search ranked
+            it, log_prob, token_log_probs) instead of strings, a list per line
+        :param alignments: records with word pairs from the cross-attention (Pharaoh i-j)
+        :param alignment_layer: the decoder layer that aligns (default: the penultimate of more
+            than two, else the last)
+        :param detokenize: plain text from a run trained on tokenized text (Moses' rules)
+        :param on_batch: called with the number of lines of each batch decoded (a progress bar)
+        :param sampling: k samples of each line instead of the search, sorted by score
+        :param temperature: divide the logits by it before drawing (default 1)
+        :param top_k: draw among the k most probable tokens (0 or None: no limit)
+        :param top_p: draw among the fewest tokens whose probability reaches p (1 or None: no limit)
+        :param epsilon: draw among the tokens of probability >= epsilon (0 or None: no limit)
+        :param seed: the sampler's seed: the same seed, the same samples
+        :param unique: each text once in a line's list (fewer may stay)
+        :param mbr: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a plugin's;
+            docs/decoding.md) among each line's n_best >= 2 candidates: one translation a line
+        :param mbr_weights: "uniform", or "model": each candidate weighted by P(Y | X)
+        :param mbr_references: use the first N candidates as the references (default: all)
+        :param on_choice: called with 1 after each line MBR chose for (a progress bar)
+        :returns: a string per line; with `n_best`, a list per line; with scores or alignments,
+            `Translation` records (with `mbr`, one a line, its `utility` set)"""
         lines = strings_argument(lines, "lines", one=True)
         with_scores, alignments, detokenize, unique = (
             bool_argument(v, n)
@@ -128,9 +151,18 @@ class Translator:
         self, lines: Sequence[str], settings: DecodeSpec, *, n_best: int = 1, sampling: Sampling | None = None, seed: int = 1,
         unique: bool = False, mbr: MBRChoice | None = None, on_batch: Progress = None, on_choice: Progress = None,
     ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:  # fmt: skip
-        """The core of `translate`, on lines through the run's pipeline already (checked settings):
-        (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities).
-        `on_choice(1)` after each line MBR chose for (a progress bar of its utility calls)."""
+        """The core of `translate`, on lines through the run's pipeline already.
+
+        :param lines: the source lines, through the run's text pipeline
+        :param settings: checked decode settings (`decode_spec`)
+        :param n_best: candidates a line
+        :param sampling: draw them (a Sampling) instead of the beam search
+        :param seed: the sampler's seed
+        :param unique: each text once in a line's list
+        :param mbr: the MBR choice to make among a line's candidates (None: none)
+        :param on_batch: called with the number of lines of each batch decoded
+        :param on_choice: called with 1 after each line MBR chose for
+        :returns: (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities)"""
         ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
         found, texts = self._candidates(ids, settings, n_best, sampling, seed, on_batch, unique=unique)
         if mbr is None:
@@ -211,10 +243,17 @@ class Translator:
         on_batch: Progress = None,
         **decode: Any,
     ) -> list[Score]:
-        """Forced decoding of each target given its source, as `aiayn score` does: a `Score` per
-        pair (score, the value the beam search would rank that target by under the decode
-        settings' length penalty; log_prob, length, token_log_probs; the alignment where asked
-        for), batched by max_tokens. Both sides go through the run's text pipeline."""
+        """Forced decoding of each target given its source, as `aiayn score` does, batched by
+        max_tokens; both sides go through the run's text pipeline. `decode` overrides the run's
+        decode settings by name (the length penalty the score is divided by).
+
+        :param sources: the source lines
+        :param targets: one target a source
+        :param alignments: each Score with its word alignment (Pharaoh i-j)
+        :param alignment_layer: the decoder layer that aligns (default: as `translate`)
+        :param on_batch: called with the number of pairs of each batch scored
+        :returns: a `Score` per pair: score (the value the beam search would rank that target by),
+            log_prob, length, token_log_probs, the alignment where asked for"""
         sources = strings_argument(sources, "sources")
         targets = strings_argument(targets, "targets")
         alignments = bool_argument(alignments, "alignments")
@@ -246,7 +285,9 @@ class Translator:
         return [scored_record(t, s, self.tgt_tokenizer, w) for t, s, w in zip(tgt_ids, scored, source_words)]
 
     def to(self, device: str | torch.device) -> "Translator":
-        """The model moved to `device` ("cpu", "cuda", "cuda:1"); returns the Translator."""
+        """The model moved to `device`; returns the Translator.
+
+        :param device: "cpu", "cuda", "cuda:1", or a torch.device"""
         self.model.to(resolve_device(device))
         return self
 
@@ -275,12 +316,17 @@ def check_alignment_layer(layer: object, n_layers: int, name: str = "alignment_l
 def load_run(
     path: str | Path | Sequence[str | Path], *, device: str | torch.device | None = None, registry: Registry | None = None
 ) -> "Translator | LanguageModel":
-    """The model of a run directory (runs/<name>/version_<n>, or runs/<name> for its latest), a
-    .ckpt file or a Hugging Face Marian folder, ready to translate (a Translator), or a language
-    model's run as a LanguageModel (`.generate`); on `device` (default: CUDA where present, else
-    the CPU, as `aiayn translate`). A list of two or more of them: their ensemble, a Translator
-    (`load_ensemble`). `registry`: the registrations that read it (default: aiayn's own blocks and
-    the installed plugins, aiayn.load_registry())."""
+    """The model of a run, ready to translate (a Translator), or a language model's run as a
+    LanguageModel (`.generate`).
+
+    :param path: a run directory (runs/<name>/version_<n>, or runs/<name> for its latest), a .ckpt
+        file or a Hugging Face Marian folder; a list of two or more: their ensemble, a Translator
+        (`load_ensemble`)
+    :param device: a torch device (default: CUDA where present, else the CPU, as `aiayn translate`)
+    :param registry: the registrations that read it (default: aiayn's own blocks and the installed
+        plugins, `aiayn.load_registry()`)
+    :returns: a Translator, or a LanguageModel
+    :raises UserError: a path that is none of these, or a run that cannot be read, said in one line"""
     if isinstance(path, (list, tuple)):
         if len(path) != 1:
             return load_ensemble(path, device=device, registry=registry)
@@ -302,10 +348,16 @@ def load_run(
 def load_ensemble(
     paths: Sequence[str | Path], *, device: str | torch.device | None = None, registry: Registry | None = None
 ) -> Translator:
-    """The ensemble of two or more trained translation models (runs, checkpoints or Marian
-    folders, as `load_run` takes each) that read and write the same tokens: a Translator whose
-    next-token probabilities are the mean of theirs (builder/decode/ensemble.py). Its decode
-    settings, text pipeline and tokenizers are the first model's."""
+    """The ensemble of two or more trained translation models that read and write the same
+    tokens: a Translator whose next-token probabilities are the mean of theirs
+    (builder/decode/ensemble.py). Its decode settings, text pipeline and tokenizers are the first
+    model's.
+
+    :param paths: two or more runs, checkpoints or Marian folders, as `load_run` takes each
+    :param device: a torch device (default: CUDA where present, else the CPU)
+    :param registry: the registrations that read them (default: `aiayn.load_registry()`)
+    :returns: a Translator
+    :raises UserError: fewer than two, or members that do not read and write alike (which differs)"""
     if isinstance(paths, (str, Path)) or not isinstance(paths, (list, tuple)) or len(paths) < 2:
         got = f"a list of {len(paths)}" if isinstance(paths, (list, tuple)) else described(paths)
         raise UserError(f"paths: an ensemble takes a list of two or more models, got {got}")

@@ -5,7 +5,7 @@ q/k modules; its cost functions add theirs to `attention_flops` and `attention_a
 from typing import Any, cast
 
 from aiayn.blocks import CausalMask, CrossAttention, MultiHeadAttention, QKNorm, Rotary, ScoreStep, SelfAttention
-from aiayn.builder.model.registry import BuildContext, build
+from aiayn.builder.model.parts import BuildContext, build
 from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 
@@ -13,7 +13,11 @@ from aiayn.schemas.sliding_window import SlidingWindowAttentionSpec
 def attention_parts(spec: AttentionSpec, ctx: BuildContext) -> dict[str, Any]:
     """The keyword arguments of SelfAttention / CrossAttention that an attention spec decides: its
     sizes, which positions a query reads (a causal mask, or none), its q/k modules in order
-    (QK-norm, then rotary), and its score step."""
+    (QK-norm, then rotary), and its score step.
+
+    :param spec: the attention's spec (an AttentionSpec or a subclass)
+    :param ctx: what the block's build receives (d_model, its stack's shared tables)
+    :returns: {d_model, h, d_k, d_v, kv_heads, bias, attn_dropout, mask, qk, score}"""
     qk = [m for m in (QKNorm(d_k=spec.d_k) if spec.qk_norm else None, shared_rotary(spec, ctx)) if m is not None]
     return {
         "d_model": ctx.d_model, "h": spec.h, "d_k": spec.d_k, "d_v": spec.d_v, "kv_heads": spec.kv_heads, "bias": spec.bias,
@@ -39,8 +43,12 @@ def shared_rotary(spec: AttentionSpec, ctx: BuildContext) -> Rotary | None:
 
 
 def attention_flops(spec: AttentionSpec, d_model: int, length: float) -> float:
-    """Forward FLOPs per token (2 per multiply-add) with `length` tokens of context: the
-    projections, the scores and the mix over the keys a query reads, and rotary's turns."""
+    """Forward FLOPs per token (2 per multiply-add): the projections, the scores and the mix over
+    the keys a query reads, and rotary's turns.
+
+    :param spec: the attention's spec
+    :param d_model: the model's width
+    :param length: the tokens of context (a causal query reads (length + 1) / 2 on average)"""
     keys = (length + 1) / 2 if spec.causal else length
     kv = spec.kv_heads or spec.h
     projections = 2 * (d_model * spec.h * spec.d_k + d_model * kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v * d_model)
@@ -52,7 +60,10 @@ def attention_flops(spec: AttentionSpec, d_model: int, length: float) -> float:
 
 def attention_activations(spec: AttentionSpec, d_model: int) -> int:
     """Values per token kept for backward: Q, K, V and the heads' output (fused attention keeps no
-    L x L scores); the input and the residual; QK-norm's normalised q and k."""
+    L x L scores); the input and the residual; QK-norm's normalised q and k.
+
+    :param spec: the attention's spec
+    :param d_model: the model's width"""
     kv = spec.kv_heads or spec.h
     qk_norm = (spec.h + kv) * spec.d_k if spec.qk_norm else 0
     return spec.h * spec.d_k + kv * (spec.d_k + spec.d_v) + spec.h * spec.d_v + 4 * d_model + qk_norm

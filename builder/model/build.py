@@ -24,7 +24,7 @@ from aiayn.blocks import (
     TransformerStack,
 )
 from aiayn.builder.errors import UserError, described
-from aiayn.builder.model.registry import BuildContext, StackPlan, build, registry_of
+from aiayn.builder.model.parts import BuildContext, StackPlan, build, registry_of
 from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.model import ModelSpec
@@ -37,9 +37,12 @@ Side = Literal["encoder", "decoder"]
 
 
 def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> TransformerGraph:
-    """The model of an experiment (or of its model section), initialised, on `device` ("meta"
-    builds a big model instantly, with no memory): an EncoderDecoder, or where the spec has no
-    encoder a DecoderOnly of the same decoder stack."""
+    """The model of an experiment, initialised: an EncoderDecoder, or where the spec has no
+    encoder a DecoderOnly of the same decoder stack.
+
+    :param spec: an ExperimentSpec (`aiayn.load_experiment`), or its model section
+    :param device: where its parameters are made ("meta" builds a big model instantly, with no memory)
+    :returns: the model (an nn.Module), in training mode"""
     if isinstance(spec, ExperimentSpec):
         spec = spec.model
     if not isinstance(spec, ModelSpec):

@@ -1,5 +1,5 @@
-"""aiayn's own blocks, registered through `register` exactly as a plugin registers its own: the
-entry point `aiayn` of group `aiayn.blocks` (pyproject.toml) names `register_builtins`.
+"""aiayn's own blocks, registered with `registry.add` exactly as a plugin registers its own: the
+entry point `aiayn` of group `aiayn.blocks` (pyproject.toml) names `register_builtins(registry)`.
 
 The paper's blocks (attention, feed-forward, LayerNorm, sinusoidal and learned positions) and
 their successors: grouped-query attention, rotary embeddings and the score steps (softmax,
@@ -24,8 +24,8 @@ from aiayn.blocks import (
     T5RelativeBias,
 )
 from aiayn.builder.data.make_tokenizers import register_tokenizers
+from aiayn.builder.data.mbr_utilities import register_utilities
 from aiayn.builder.data.text_steps import register_text_steps
-from aiayn.builder.data.utilities import register_utilities
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.attention import (
     attention_activations,
@@ -34,7 +34,8 @@ from aiayn.builder.model.attention import (
     build_window_attention,
     window_flops,
 )
-from aiayn.builder.model.registry import BuildContext, build, register, registry_of
+from aiayn.builder.model.parts import BuildContext, build, registry_of
+from aiayn.builder.registry import RegistryBuilder
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
 from aiayn.schemas.norm import LayerNormSpec, RMSNormSpec
@@ -49,52 +50,52 @@ _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 }  # fmt: skip
 
 
-def register_builtins() -> None:
+def register_builtins(registry: RegistryBuilder) -> None:
     for attention in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
-        register(attention, slot="sublayer", build=build_attention, flops=attention_flops, activations=attention_activations)
-    register(
+        registry.add(attention, slot="sublayer", build=build_attention, flops=attention_flops, activations=attention_activations)
+    registry.add(
         FeedForwardSpec, slot="sublayer", build=_feed_forward,
         flops=lambda spec, d, length: 4.0 * d * spec.d_ff,
         activations=lambda spec, d: 2 * spec.d_ff + 4 * d,  # the inner layer before and after the activation
     )  # fmt: skip
-    register(
+    registry.add(
         GatedFeedForwardSpec, slot="sublayer", build=_gated_feed_forward, label=lambda spec: f"gated_feed_forward ({spec.variant})",
         flops=lambda spec, d, length: 6.0 * d * spec.d_ff,  # three d x d_ff matrices
         activations=lambda spec, d: 4 * spec.d_ff + 4 * d,  # gate, up, act(gate), their product
     )  # fmt: skip
-    register(
+    registry.add(
         SlidingWindowAttentionSpec, slot="sublayer", build=build_window_attention, flops=window_flops, activations=attention_activations,
         label=lambda spec: f"sliding_window_attention (window {spec.window})",
     )  # fmt: skip
-    register(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
-    register(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=_sigmoid_label)
-    register_text_steps(register)
-    register_tokenizers(register)
-    register_utilities(register)
-    register(
+    registry.add(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
+    registry.add(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=_sigmoid_label)
+    register_text_steps(registry.add)
+    register_tokenizers(registry.add)
+    register_utilities(registry.add)
+    registry.add(
         LayerNormSpec,
         slot="norm",
         build=lambda spec, ctx: nn.LayerNorm(ctx.d_model, eps=spec.eps),
         label=lambda spec: "LayerNorm",
     )
-    register(
+    registry.add(
         RMSNormSpec, slot="norm", build=lambda spec, ctx: nn.RMSNorm(ctx.d_model, eps=spec.eps), label=lambda spec: "RMSNorm"
     )
-    register(
+    registry.add(
         SinusoidalSpec,
         slot="positional",
         build=lambda spec, ctx: SinusoidalPositionalEncoding(d_model=ctx.d_model, layout=spec.layout),
     )
-    register(
+    registry.add(
         LearnedSpec,
         slot="positional",
         build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model),
     )
-    register(NoPositionsSpec, slot="positional", build=lambda spec, ctx: NoPositions(d_model=ctx.d_model))
+    registry.add(NoPositionsSpec, slot="positional", build=lambda spec, ctx: NoPositions(d_model=ctx.d_model))
     # a bias adds one number to each score: not counted, as the norms are not
-    register(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")
-    register(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
-    register(
+    registry.add(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")
+    registry.add(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
+    registry.add(
         SumBiasSpec, slot="stack_bias", build=lambda spec, ctx: SummedBias([build(b, ctx) for b in spec.biases]),
         flops=lambda spec, d, length: sum(registry_of(spec).registration(b).flops(b, d, length) for b in spec.biases),
         label=lambda spec: " + ".join(registry_of(spec).registration(b).label(b) for b in spec.biases),

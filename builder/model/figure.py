@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aiayn.builder.model.registry import Registry, described_switches, registry_of
+from aiayn.builder.model.parts import Registry, described_switches, registry_of
 from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.schemas.model import ModelSpec

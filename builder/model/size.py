@@ -12,7 +12,7 @@ from aiayn.blocks import AddNorm
 from aiayn.builder.errors import BlockError, UserError
 from aiayn.builder.model.build import Side, build_model, embeddings, final_norm, layer, position_bias, stack_context
 from aiayn.builder.model.freeze import frozen_parameters
-from aiayn.builder.model.registry import registry_of
+from aiayn.builder.model.parts import registry_of
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aiayn.builder.model.registry import described_switches, registry_of
+from aiayn.builder.model.parts import described_switches, registry_of
 from aiayn.builder.model.size import count_params, flops_per_token, frozen_count, memory_estimate, param_table
 from aiayn.schemas.experiment import ExperimentSpec
 

@@ -45,10 +45,9 @@ class HalfNormSpec(NormSpec):
 
 
 def test_two_registries_in_one_process_each_validate_their_own_types():
-    import aiayn
 
     builtin = registry()
-    own = builtin.extended(lambda: aiayn.register(HalfNormSpec, slot="norm", build=lambda spec, ctx: torch.nn.Identity()))
+    own = builtin.extended(lambda registry: registry.add(HalfNormSpec, slot="norm", build=lambda spec, ctx: torch.nn.Identity()))
     half = ["model.encoder.add_norm.norm={type: half_norm}"]
     spec = load_experiment(EXPERIMENTS / "demo.yaml", half, registry=own)
     assert type(spec.model.encoder.add_norm.norm) is HalfNormSpec

@@ -52,10 +52,10 @@ def build(spec: ScaledAttentionSpec, ctx: aiayn.BuildContext) -> aiayn.SelfAtten
     return aiayn.SelfAttention(**{**parts, "qk": [*parts["qk"], HeadScale(spec.h)]})
 
 
-def register() -> None:
-    relu_scores.register()  # a score step: `score: {type: relu}` on any attention
-    nfkc.register()  # a text step: `data.pipeline: [nfkc]`
-    aiayn.register(
+def register(registry: aiayn.RegistryBuilder) -> None:
+    relu_scores.register(registry)  # a score step: `score: {type: relu}` on any attention
+    nfkc.register(registry)  # a text step: `data.pipeline: [nfkc]`
+    registry.add(
         ScaledAttentionSpec,
         slot="sublayer",
         build=build,

@@ -12,5 +12,5 @@ class NfkcSpec(aiayn.TextStepSpec):
     type: Literal["nfkc"] = "nfkc"
 
 
-def register() -> None:
-    aiayn.register(NfkcSpec, slot="text_step", build=lambda spec, lang: lambda line: unicodedata.normalize("NFKC", line))
+def register(registry: aiayn.RegistryBuilder) -> None:
+    registry.add(NfkcSpec, slot="text_step", build=lambda spec, lang: lambda line: unicodedata.normalize("NFKC", line))

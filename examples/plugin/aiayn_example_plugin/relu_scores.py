@@ -26,5 +26,5 @@ class ReluScores(aiayn.ScoreStep):
         return torch.relu(scores) / n  # relu(-inf) = 0: a key not read
 
 
-def register() -> None:
-    aiayn.register(ReluScoresSpec, slot="score", build=lambda spec, ctx: ReluScores())
+def register(registry: aiayn.RegistryBuilder) -> None:
+    registry.add(ReluScoresSpec, slot="score", build=lambda spec, ctx: ReluScores())

@@ -136,9 +136,9 @@ def overlap(spec):
 
 
 def test_a_utility_of_ones_own_plugs_in(run):
-    def register() -> None:
-        aiayn.register(Overlap, slot="utility", build=overlap)
-        aiayn.register(type("Broken", (UtilitySpec,), {"__annotations__": {"type": Literal["broken"]}, "type": "broken"}),
+    def register(registry) -> None:
+        registry.add(Overlap, slot="utility", build=overlap)
+        registry.add(type("Broken", (UtilitySpec,), {"__annotations__": {"type": Literal["broken"]}, "type": "broken"}),
                        slot="utility", build=lambda spec: lambda c, r: np.zeros(3))  # fmt: skip
 
     translator = load_run(run, device="cpu", registry=registry().extended(register))

@@ -44,9 +44,9 @@ class SplitDigits:
         return re.sub(r"##(\d)(?: (?=##))?", r"\1", line)
 
 
-def register_steps(split_digits=lambda spec, lang: SplitDigits()) -> None:
-    aiayn.register(NfkcStep, slot="text_step", build=lambda spec, lang: lambda line: unicodedata.normalize("NFKC", line))
-    aiayn.register(SplitDigitsStep, slot="text_step", build=split_digits)
+def register_steps(registry: aiayn.RegistryBuilder, split_digits=lambda spec, lang: SplitDigits()) -> None:
+    registry.add(NfkcStep, slot="text_step", build=lambda spec, lang: lambda line: unicodedata.normalize("NFKC", line))
+    registry.add(SplitDigitsStep, slot="text_step", build=split_digits)
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_a_corpus_with_a_steps_marks_is_refused_as_processed_already(registered,
 
 
 def test_a_tokenizing_step_without_undo_is_refused():
-    no_undo = registry().extended(lambda: register_steps(split_digits=lambda spec, lang: str.split))
+    no_undo = registry().extended(lambda r: register_steps(r, split_digits=lambda spec, lang: str.split))
     with pytest.raises(UserError) as e:
         TextPipeline(parse_steps(["split_digits"], no_undo), "en", no_undo)
     assert (

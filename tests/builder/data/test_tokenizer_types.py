@@ -36,7 +36,7 @@ def train_words(spec: WordsSpec, given: aiayn.TokenizerInputs):
 
 @pytest.fixture
 def words() -> aiayn.Registry:
-    return registry().extended(lambda: aiayn.register(WordsSpec, slot="tokenizer", build=train_words))
+    return registry().extended(lambda registry: registry.add(WordsSpec, slot="tokenizer", build=train_words))
 
 
 def test_a_registered_tokenizer_trains_is_saved_and_read_back(words, tmp_path):
@@ -54,7 +54,9 @@ def test_a_registered_tokenizer_trains_is_saved_and_read_back(words, tmp_path):
 
 
 def test_a_tokenizer_builder_must_return_two_tokenizers(tmp_path):
-    broken = registry().extended(lambda: aiayn.register(WordsSpec, slot="tokenizer", build=lambda spec, given: "not tokenizers"))
+    broken = registry().extended(
+        lambda registry: registry.add(WordsSpec, slot="tokenizer", build=lambda spec, given: "not tokenizers")
+    )
     code, _, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: words}", "--runs", tmp_path / "runs",
                        registry=broken)  # fmt: skip
     assert code == 2 and err == (
@@ -106,7 +108,7 @@ def train_chars(spec: CharsSpec, given: aiayn.TokenizerInputs):
 def test_a_plugins_own_tokenizer_class_trains_is_saved_read_back_and_translates(tmp_path):
     from aiayn.builder.data.tokenizer import Tokenizer
 
-    chars = registry().extended(lambda: aiayn.register(CharsSpec, slot="tokenizer", build=train_chars, load=Chars.load))
+    chars = registry().extended(lambda registry: registry.add(CharsSpec, slot="tokenizer", build=train_chars, load=Chars.load))
     code, out, err = cli("train", EXPERIMENTS / "demo.yaml", *TINY, "data.tokenizer={type: chars}", "trainer.max_steps=2",
                          f"data.cache_dir={tmp_path / 'cache'}", "--runs", tmp_path / "runs", registry=chars)  # fmt: skip
     assert code == 0, err
@@ -127,7 +129,7 @@ def test_a_plugins_own_tokenizer_class_trains_is_saved_read_back_and_translates(
         "'test_tokenizer_types' names no distribution pip can install (name==version): install the plugin that registers those types"
     )
     with pytest.raises(aiayn.PluginError, match=r"load= is a tokenizer type's function"):
-        registry().extended(lambda: aiayn.register(WordsSpec, slot="norm", build=train_words, load=Chars.load))
+        registry().extended(lambda registry: registry.add(WordsSpec, slot="norm", build=train_words, load=Chars.load))
 
 
 def test_a_tokenizer_whose_json_is_not_an_object_is_a_plugin_error(tmp_path):

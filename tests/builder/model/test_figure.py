@@ -7,7 +7,6 @@ import xml.etree.ElementTree as ET
 import pytest
 from PIL import Image
 
-import aiayn
 from aiayn.builder.cli import main
 from aiayn.builder.model.figure import WIDTH_IN, layout, save
 from tests.builder.model.test_registry import TINY, ScaledGatedAttentionSpec, build_gated, experiment, gated_flops
@@ -98,7 +97,7 @@ def test_a_heterogeneous_pre_norm_stack_draws_each_different_layer(write, tmp_pa
 
 def test_a_plugin_block_is_labelled_by_its_registration(write, tmp_path):
     labelled = registry().extended(
-        lambda: aiayn.register(
+        lambda registry: registry.add(
             ScaledGatedAttentionSpec,
             slot="sublayer",
             build=build_gated,

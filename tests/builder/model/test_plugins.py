@@ -37,8 +37,8 @@ class ScaleNorm(nn.Module):
         return self.g * x / x.norm(dim=-1, keepdim=True).clamp_min(self.eps)
 
 
-def register():
-    aiayn.register(ScaleNormSpec, slot="norm", build=lambda spec, ctx: ScaleNorm(ctx.d_model, spec.eps), label=lambda spec: "ScaleNorm")
+def register(registry):
+    registry.add(ScaleNormSpec, slot="norm", build=lambda spec, ctx: ScaleNorm(ctx.d_model, spec.eps), label=lambda spec: "ScaleNorm")
 '''
 
 
@@ -117,8 +117,8 @@ class BrokenNormSpec(aiayn.NormSpec):
     groups: int = 0
 
 
-def register():
-    aiayn.register(BrokenNormSpec, slot="norm", build=lambda spec, ctx: ctx.d_model // spec.groups)
+def register(registry):
+    registry.add(BrokenNormSpec, slot="norm", build=lambda spec, ctx: ctx.d_model // spec.groups)
 """
 
 
@@ -190,8 +190,8 @@ def build(spec, ctx):
     return attention(**{**parts, "qk": [L2QKNorm(), *rotary]})
 
 
-def register():
-    aiayn.register(
+def register(registry):
+    registry.add(
         QKRopeAttentionSpec, slot="sublayer", build=build, activations=aiayn.attention_activations,
         flops=lambda spec, d, length: aiayn.attention_flops(spec, d, length) + 4 * (spec.h + (spec.kv_heads or spec.h)) * spec.d_k,
     )

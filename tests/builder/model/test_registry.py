@@ -16,7 +16,7 @@ from aiayn.builder.cli import main
 from aiayn.builder.decode.checkpoint import load_checkpoint, load_for_inference, save_checkpoint
 from aiayn.builder.errors import UserError, described
 from aiayn.builder.model.build import build_model
-from aiayn.builder.model.registry import BuildContext, build
+from aiayn.builder.model.parts import BuildContext, build
 from aiayn.builder.model.size import flops_per_token
 from aiayn.builder.train.callbacks import attention_weights
 from tests.conftest import EXPERIMENTS, ROOT, load_experiment, registry
@@ -87,8 +87,8 @@ def gated_flops(spec: ScaledGatedAttentionSpec, d_model: int, length: int) -> fl
     return attention + 2 * d_model * d_model
 
 
-def register_gated() -> None:
-    aiayn.register(
+def register_gated(registry: aiayn.RegistryBuilder) -> None:
+    registry.add(
         ScaledGatedAttentionSpec, slot="sublayer", build=build_gated, flops=gated_flops,
         activations=lambda spec, d: spec.h * 2 * (spec.d_k + spec.d_v) + 6 * d,
     )  # fmt: skip
@@ -194,71 +194,87 @@ def test_a_registry_is_a_value_another_made_from_it_leaves_it_as_it_was(gated, w
         "sublayer"
     )
     assert "type 'scaled_gated_attention' is not one of self_attention, " in refusal(experiment(write), capsys, registry())
-    with pytest.raises(
-        aiayn.PluginError,
-        match=r"^aiayn.register is called by a plugin's registering function, while aiayn loads it \(an aiayn.blocks entry "
-        r"point\), or by Registry.extended\(function\); called by itself it registers nowhere$",
-    ):
-        register_gated()
+    kept = []
+    gated.extended(kept.append)  # a builder kept past its function adds to nothing: the registry made is immutable
+    with pytest.raises(aiayn.PluginError, match=r"^Registry.extended: registry.add\('ScaledGatedAttentionSpec'\) after its "):
+        register_gated(kept[0])
+
+
+def test_the_old_form_of_registering_says_what_to_write_instead(gated):
+    """aiayn 0.x: `def register(): aiayn.register(...)`, which found its registry through module state."""
+    instead = "def register\\(registry\\): registry.add\\(SpecClass, slot=..., build=...\\)"
+    with pytest.raises(aiayn.PluginError, match=rf"^aiayn.register\(...\) is replaced by the registry .* write {instead}"):
+        aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated)
+
+    def old_style() -> None:
+        aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", build=build_gated)
+
+    with pytest.raises(aiayn.PluginError, match=rf"^Registry.extended: .*old_style\(\) takes no registry; .*: {instead}"):
+        gated.extended(old_style)
 
 
 def test_what_registering_refuses(gated):
     fine = dict(build=build_gated, flops=gated_flops, activations=lambda s, d: 0)
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^aiayn.register: type 'scaled_gated_attention' is already registered by "
+        match=r"^Registry.extended: type 'scaled_gated_attention' is already registered by "
         r"tests.builder.model.test_registry; give ScaledGatedAttentionSpec another type name$",
     ):
-        gated.extended(lambda: aiayn.register(ScaledGatedAttentionSpec, slot="sublayer", **fine))
+        gated.extended(lambda registry: registry.add(ScaledGatedAttentionSpec, slot="sublayer", **fine))
 
     class Again(aiayn.SublayerSpec):
         type: Literal["self_attention"] = "self_attention"
 
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^aiayn.register: type 'self_attention' is already registered by aiayn; give Again another type name$",
+        match=r"^Registry.extended: type 'self_attention' is already registered by aiayn; give Again another type name$",
     ):
-        gated.extended(lambda: aiayn.register(Again, slot="sublayer", **fine))
+        gated.extended(lambda registry: registry.add(Again, slot="sublayer", **fine))
 
     class Untyped(aiayn.SublayerSpec):
         d: int = 1
 
-    with pytest.raises(aiayn.PluginError, match=r'^aiayn.register: Untyped needs a field `type: Literal\["its-name"\]`'):
-        gated.extended(lambda: aiayn.register(Untyped, slot="sublayer", **fine))
-    with pytest.raises(aiayn.PluginError, match=r"^aiayn.register: Again must subclass aiayn.NormSpec to fill the norm slot$"):
-        gated.extended(lambda: aiayn.register(Again, slot="norm", build=build_gated))
+    with pytest.raises(aiayn.PluginError, match=r'^Registry.extended: Untyped needs a field `type: Literal\["its-name"\]`'):
+        gated.extended(lambda registry: registry.add(Untyped, slot="sublayer", **fine))
+    with pytest.raises(aiayn.PluginError, match=r"^Registry.extended: Again must subclass aiayn.NormSpec to fill the norm slot$"):
+        gated.extended(lambda registry: registry.add(Again, slot="norm", build=build_gated))
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^aiayn.register: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
+        match=r"^Registry.extended: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
     ):
-        gated.extended(lambda: aiayn.register(Again, slot="sublayers", **fine))
-    with pytest.raises(aiayn.PluginError, match=r"^register\('Again', slot='sublayer'\): give flops= and activations="):
-        gated.extended(lambda: aiayn.register(Again, slot="sublayer", build=build_gated))
+        gated.extended(lambda registry: registry.add(Again, slot="sublayers", **fine))
+    with pytest.raises(aiayn.PluginError, match=r"^registry.add\('Again', slot='sublayer'\): give flops= and activations="):
+        gated.extended(lambda registry: registry.add(Again, slot="sublayer", build=build_gated))
     # what is no function, or no slot's name, in the Python API (a TypeError from deep inside, before)
     for value in (5, "register", None):
         with pytest.raises(aiayn.PluginError) as e:
             gated.extended(value)
-        assert str(e.value) == f"Registry.extended: expected a function that calls aiayn.register, got {described(value)}"
+        assert (
+            str(e.value)
+            == f"Registry.extended: expected a function register(registry) that calls registry.add, got {described(value)}"
+        )
     with pytest.raises(aiayn.PluginError, match=r"^Registry.extended: owner must be a str, got int 3$"):
-        gated.extended(lambda: None, owner=3)
+        gated.extended(lambda registry: None, owner=3)
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^aiayn.register: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
+        match=r"^Registry.extended: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility$",
     ):
-        gated.extended(lambda: aiayn.register(Again, slot=["norm"], **fine))
+        gated.extended(lambda registry: registry.add(Again, slot=["norm"], **fine))
     for name in ("flops", "activations", "label"):
-        with pytest.raises(aiayn.PluginError, match=rf"^register\('Again'\): {name}= must be a function, got int 3$"):
-            gated.extended(lambda: aiayn.register(Again, slot="sublayer", **{**fine, name: 3}))
+        with pytest.raises(aiayn.PluginError, match=rf"^registry.add\('Again'\): {name}= must be a function, got int 3$"):
+            gated.extended(lambda registry: registry.add(Again, slot="sublayer", **{**fine, name: 3}))
 
 
 def test_an_unknown_spec_or_a_block_of_the_wrong_kind_is_a_message(gated):
     class Unregistered(aiayn.SublayerSpec):
         type: Literal["unregistered"] = "unregistered"
 
-    with pytest.raises(Exception, match=r"^no block is registered for Unregistered; register it with aiayn.register$"):
+    with pytest.raises(
+        Exception, match=r"^no block is registered for Unregistered; register it with registry.add \(aiayn.RegistryBuilder\)$"
+    ):
         build(Unregistered(), BuildContext(d_model=8, registry=gated))
     linear = registry().extended(
-        lambda: aiayn.register(
+        lambda registry: registry.add(
             ScaledGatedAttentionSpec,
             slot="sublayer",
             build=lambda spec, ctx: nn.Linear(8, 8),

@@ -10,7 +10,7 @@ import sys
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from aiayn.builder.data.blocks import BlockDataset, text_bytes
+from aiayn.builder.data.contiguous import BlockDataset, text_bytes
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.decode.translator import load_run

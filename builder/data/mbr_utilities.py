@@ -1,5 +1,5 @@
-"""aiayn's own MBR utilities (schemas/utilities.py), registered as a plugin's are:
-`register(Spec, slot="utility", build=make)`, where make(spec) returns a function
+"""aiayn's own MBR utilities (schemas/mbr_utilities.py), registered as a plugin's are:
+`registry.add(Spec, slot="utility", build=make)`, where make(spec) returns a function
 (candidates, references) -> a (len(candidates), len(references)) array of scores, higher better.
 These are sacreBLEU's sentence scores, one call a pair (a pair seen twice, as samples repeat, is
 scored once)."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from aiayn.schemas.utilities import BleuUtility, ChrfUtility
+from aiayn.schemas.mbr_utilities import BleuUtility, ChrfUtility
 
 
 class SentenceMetric:
@@ -43,6 +43,6 @@ def _bleu(spec: BleuUtility) -> SentenceMetric:
 
 
 def register_utilities(register: Callable[..., Any]) -> None:
-    """Register the built-in utilities with `register` (aiayn.register)."""
+    """Register the built-in utilities with `register` (a registering function's registry.add)."""
     register(ChrfUtility, slot="utility", build=_chrf, label=lambda s: "chrF++" if s.word_order == 2 else "chrF")
     register(BleuUtility, slot="utility", build=_bleu, label=lambda s: "BLEU")

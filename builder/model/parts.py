@@ -1,4 +1,6 @@
-"""One way to register a block: `register(SpecClass, slot=..., build=..., flops=..., activations=...)`.
+"""A block built from its spec through its registration (`build`), and what a builder receives
+besides the spec (`BuildContext`, `StackPlan`). Registering is `registry.add(SpecClass, slot=...,
+build=..., flops=..., activations=...)` (builder/registry.py's RegistryBuilder).
 
 The slot (schemas/slots.py) is where a YAML file may use the spec: `sublayer` (an entry of a
 layer), `norm` (add & norm's normaliser and the final norm), `positional` (added to each side's
@@ -22,8 +24,8 @@ from typing import Any, Literal
 from torch import nn
 
 from aiayn.blocks import Rotary, ScoreStep, Sublayer
-from aiayn.builder.errors import BlockError, UserError, described
-from aiayn.builder.registry import Activations, Flops, Registration, Registry, collect, registry_of
+from aiayn.builder.errors import BlockError, UserError
+from aiayn.builder.registry import Registration, Registry, registry_of
 from aiayn.schemas._base import Spec
 from aiayn.schemas.attention import RotarySpec
 from aiayn.schemas.score import ScoreSpec
@@ -35,7 +37,10 @@ class StackPlan:
     """What the blocks of one stack share, worked out once from its spec before any is built:
     `heads`, h of its self-attentions (a bias the stack shares among them has one row per head),
     and the tables its attentions share, one per distinct setting. A table holds no parameters
-    (a parameter several layers share would be counted once per layer: that is a stack_bias)."""
+    (a parameter several layers share would be counted once per layer: that is a stack_bias).
+
+    :param heads: h of the stack's self-attentions (None: it has none)
+    :param rotary: the stack's rotary tables by (d_k, dims, base)"""
 
     heads: int | None = None
     rotary: Mapping[tuple[int, int, float], Rotary] = field(default_factory=dict)  # (d_k, dims, base) -> table
@@ -50,7 +55,14 @@ class StackPlan:
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What `build` receives besides its spec."""
+    """What `build` receives besides its spec.
+
+    :param d_model: the model's width
+    :param stack: "encoder" or "decoder" (None: a part of the whole model, as its positions)
+    :param layer: the index of the layer in its stack (layers alike are built once to be counted,
+        so a part's parameters must not depend on it)
+    :param plan: what the stack's parts share (a StackPlan)
+    :param registry: the registrations that build the parts"""
 
     d_model: int
     stack: Literal["encoder", "decoder"] | None = None  # None: a block of the whole model (positions)
@@ -67,52 +79,7 @@ class BuildContext:
 
 
 Build = Callable[[Any, BuildContext], nn.Module]
-__all__ = ["BuildContext", "Registration", "Registry", "StackPlan", "build", "register", "registry_of"]
-
-
-def register(
-    spec: type[Spec],
-    *,
-    slot: str,
-    build: Build,
-    flops: Flops | None = None,
-    activations: Activations | None = None,
-    label: Callable[[Any], str] | None = None,
-    load: Callable[[str, str], Any] | None = None,
-) -> None:
-    """Register `spec` (a subclass of the slot's base: SublayerSpec, NormSpec, PositionalSpec,
-    StackBiasSpec or ScoreSpec, with a `type: Literal["name"]` field) with the function that builds its block.
-
-    build(spec, ctx) -> nn.Module: a sub-layer is an aiayn.Sublayer (forward(x, ctx)); a norm maps
-    (..., d_model) to the same shape; positions are forward(length, offset) -> (length, d_model);
-    a stack bias is forward(T, S) -> (h or 1, T, S); a score step is an aiayn.ScoreStep. flops(spec, d_model, length): forward FLOPs
-    per token (2 per multiply-add) with `length` tokens of context; activations(spec, d_model):
-    values per token kept for backward. Both are required for a sub-layer; elsewhere they default
-    to none (aiayn does not count its norms and positions either). label(spec): the block's name
-    in `aiayn show` (default: its type). load(text, source), a tokenizer type's only: its tokenizer
-    read back from the JSON its `to_json` wrote (`source` names the file in messages), which a
-    type whose build makes a tokenizer class of its own must give. A type registered twice is a
-    PluginError."""
-    if not callable(build):
-        raise PluginError(f"register({getattr(spec, '__name__', spec)!r}): build must be a function (spec, ctx) -> nn.Module")
-    for name, function in (("flops", flops), ("activations", activations), ("label", label)):
-        if function is not None and not callable(function):
-            raise PluginError(
-                f"register({getattr(spec, '__name__', spec)!r}): {name}= must be a function, got {described(function)}"
-            )
-    if slot == "sublayer" and (flops is None or activations is None):
-        raise PluginError(
-            f"register({getattr(spec, '__name__', spec)!r}, slot='sublayer'): give flops= and activations= "
-            "(forward FLOPs per token and values per token kept for backward), which aiayn show and sweeps report"
-        )
-    if load is not None and (slot != "tokenizer" or not callable(load)):
-        raise PluginError(
-            f"register({getattr(spec, '__name__', spec)!r}): load= is a tokenizer type's function (text, source) -> Tokenizer"
-        )
-    collect(slot, spec, lambda tag, owner, dist: Registration(
-        spec=spec, slot=slot, type=tag, build=build, flops=flops or _none, activations=activations or _none,
-        label=label or (lambda s: s.type), load=load, owner=owner, dist=dist,
-    ))  # fmt: skip
+__all__ = ["BuildContext", "Registration", "Registry", "StackPlan", "build", "registry_of"]
 
 
 def build(spec: Spec, ctx: BuildContext) -> nn.Module:
@@ -155,7 +122,3 @@ def described_switches(spec: Spec, registry: Registry) -> dict[str, Any]:
     if "score" in found and isinstance(score, ScoreSpec):
         found["score"] = registry.registration(score).label(score)
     return found
-
-
-def _none(*args: Any) -> int:
-    return 0
