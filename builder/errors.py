@@ -63,6 +63,11 @@ def bool_argument(value: object, name: str) -> bool:
     raise UserError(f"{name}: expected True or False, got {described(value)}")
 
 
+def bool_arguments(**flags: object) -> tuple[bool, ...]:
+    """Each keyword's value as a flag (`bool_argument`), in order."""
+    return tuple(bool_argument(value, name) for name, value in flags.items())
+
+
 def resolved(path: str | PathLike[str]) -> Path:
     """`path` made absolute with its symbolic links followed, or a UserError where a link on the
     way leads back to itself (pathlib raises RuntimeError for that before Python 3.13, OSError since)

@@ -180,42 +180,26 @@ class RegistryBuilder:
         label: Callable[[Any], str] | None = None,
         load: Callable[[str, str], Any] | None = None,
     ) -> None:
-        """Register a spec class with the function that builds its part. A type registered twice
-        is a PluginError.
+        """Register a spec class with the function that builds its part (a type registered twice is a PluginError).
 
-        :param spec: a subclass of the slot's base (SublayerSpec, NormSpec, PositionalSpec,
-            StackBiasSpec, ScoreSpec, TextStepSpec, TokenizerSpec or UtilitySpec) with a
-            `type: Literal["name"]` field
-        :param slot: where a YAML file may use it: sublayer, norm, positional, stack_bias, score,
-            text_step, tokenizer, utility
-        :param build: build(spec, ctx) -> its part: a sub-layer an aiayn.Sublayer (forward(x, ctx)), a
-            norm a module mapping (..., d_model) to the same shape, positions forward(length, offset)
-            -> (length, d_model), a stack bias forward(T, S) -> (h or 1, T, S), a score step an
-            aiayn.ScoreStep; a text step's build(spec, lang) a function of a line; a tokenizer
-            type's build(spec, TokenizerInputs) its tokenizers; a utility's build(spec) a function
+        :param spec: a subclass of the slot's base (SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec,
+            TextStepSpec, TokenizerSpec or UtilitySpec) with a `type: Literal["name"]` field
+        :param slot: where a YAML file may use it: sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility
+        :param build: build(spec, ctx) -> its part: a sub-layer an aiayn.Sublayer (forward(x, ctx)), a norm a module mapping
+            (..., d_model) to the same shape, positions forward(length, offset) -> (length, d_model), a stack bias
+            forward(T, S) -> (h or 1, T, S), a score step an aiayn.ScoreStep; a text step's build(spec, lang) a function
+            of a line; a tokenizer's build(spec, TokenizerInputs) its tokenizers; a utility's build(spec) a function
             (candidates, references) -> array of scores
-        :param flops: flops(spec, d_model, length): forward FLOPs per token (2 per multiply-add)
-            with `length` tokens of context; a sub-layer's is required
-        :param activations: activations(spec, d_model): values per token kept for backward; a
-            sub-layer's is required
+        :param flops: flops(spec, d_model, length): forward FLOPs per token (2 per multiply-add) with `length` tokens of
+            context; a sub-layer's is required
+        :param activations: activations(spec, d_model): values per token kept for backward; a sub-layer's is required
         :param label: label(spec): the part's name in `aiayn show` (default: its type)
-        :param load: load(text, source), a tokenizer type's only: its tokenizer read back from the
-            JSON its `to_json` wrote (`source` names the file in messages)"""
+        :param load: load(text, source), a tokenizer type's only: its tokenizer read back from the JSON its `to_json`
+            wrote (`source` names the file in messages)"""
         name = getattr(spec, "__name__", spec)
         if self.closed:
             raise PluginError(f"{self.owner}: registry.add({name!r}) after its registering function returned adds to nothing")
-        if not callable(build):
-            raise PluginError(f"registry.add({name!r}): build must be a function (spec, ctx) -> nn.Module")
-        for field_name, function in (("flops", flops), ("activations", activations), ("label", label)):
-            if function is not None and not callable(function):
-                raise PluginError(f"registry.add({name!r}): {field_name}= must be a function, got {described(function)}")
-        if slot == "sublayer" and (flops is None or activations is None):
-            raise PluginError(
-                f"registry.add({name!r}, slot='sublayer'): give flops= and activations= "
-                "(forward FLOPs per token and values per token kept for backward), which aiayn show and sweeps report"
-            )
-        if load is not None and (slot != "tokenizer" or not callable(load)):
-            raise PluginError(f"registry.add({name!r}): load= is a tokenizer type's function (text, source) -> Tokenizer")
+        _check_functions(name, slot, build, flops, activations, label, load)
         who = self.owner
         if not isinstance(slot, str) or slot not in SLOTS:
             raise PluginError(f"{who}: slot {slot!r} is not one of {', '.join(SLOTS)}")
@@ -233,6 +217,24 @@ class RegistryBuilder:
             spec=spec, slot=slot, type=tag, build=build, flops=flops or _none, activations=activations or _none,
             label=label or (lambda s: s.type), load=load, owner=owner, dist=self.dist or spec.__module__.partition(".")[0],
         ))  # fmt: skip
+
+
+def _check_functions(
+    name: object, slot: object, build: object, flops: object, activations: object, label: object, load: object
+) -> None:
+    """What `RegistryBuilder.add` takes besides the class: functions where functions are due."""
+    if not callable(build):
+        raise PluginError(f"registry.add({name!r}): build must be a function (spec, ctx) -> nn.Module")
+    for field_name, function in (("flops", flops), ("activations", activations), ("label", label)):
+        if function is not None and not callable(function):
+            raise PluginError(f"registry.add({name!r}): {field_name}= must be a function, got {described(function)}")
+    if slot == "sublayer" and (flops is None or activations is None):
+        raise PluginError(
+            f"registry.add({name!r}, slot='sublayer'): give flops= and activations= "
+            "(forward FLOPs per token and values per token kept for backward), which aiayn show and sweeps report"
+        )
+    if load is not None and (slot != "tokenizer" or not callable(load)):
+        raise PluginError(f"registry.add({name!r}): load= is a tokenizer type's function (text, source) -> Tokenizer")
 
 
 def check_registering_function(register: Callable[..., Any], owner: str) -> None:

@@ -31,7 +31,7 @@ from aiayn.builder.decode.translate import (
     translate_hypotheses,
     translate_texts,
 )
-from aiayn.builder.errors import UserError, bool_argument, described, path_argument, strings_argument
+from aiayn.builder.errors import UserError, bool_argument, bool_arguments, described, path_argument, strings_argument
 from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry, registry_of
 from aiayn.builder.run.validation import format_validation_error
@@ -92,18 +92,13 @@ class Translator:
         seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
         on_choice: Progress = None, **decode: Any,
     ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
-        """The translation of each line, as `aiayn translate` writes it: through the run's text
-        pipeline, beam search, its output text. `decode` overrides the run's decode settings by
-        name (beam=5, max_len_b=20, ...).
+        """Each line's translation as `aiayn translate` writes it; `decode` overrides the run's decode settings (beam=5, ...).
 
         :param lines: the source lines (a str: that one line)
-        :param n_best: each line's k best translations, best first, a list per line (k at most the
-            beam size; with `sampling`, any k)
-        :param with_scores: records (`Translation`: text, tokens, ids, score as the search ranked
-            it, log_prob, token_log_probs) instead of strings, a list per line
+        :param n_best: each line's k best translations, best first, a list per line (k <= the beam; sampled, any k)
+        :param with_scores: `Translation` records (text, tokens, ids, score, log_prob, token_log_probs) instead of strings
         :param alignments: records with word pairs from the cross-attention (Pharaoh i-j)
-        :param alignment_layer: the decoder layer that aligns (default: the penultimate of more
-            than two, else the last)
+        :param alignment_layer: the decoder layer that aligns (default: the penultimate of more than two, else the last)
         :param detokenize: plain text from a run trained on tokenized text (Moses' rules)
         :param on_batch: called with the number of lines of each batch decoded (a progress bar)
         :param sampling: k samples of each line instead of the search, sorted by score
@@ -113,37 +108,29 @@ class Translator:
         :param epsilon: draw among the tokens of probability >= epsilon (0 or None: no limit)
         :param seed: the sampler's seed: the same seed, the same samples
         :param unique: each text once in a line's list (fewer may stay)
-        :param mbr: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a plugin's;
-            docs/decoding.md) among each line's n_best >= 2 candidates: one translation a line
+        :param mbr: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a plugin's) among n_best >= 2 candidates
         :param mbr_weights: "uniform", or "model": each candidate weighted by P(Y | X)
         :param mbr_references: use the first N candidates as the references (default: all)
         :param on_choice: called with 1 after each line MBR chose for (a progress bar)
-        :returns: a string per line; with `n_best`, a list per line; with scores or alignments,
-            `Translation` records (with `mbr`, one a line, its `utility` set)"""
+        :returns: a string a line; with `n_best`, a list a line; with scores or alignments, records (MBR's: `utility`)"""
         lines = strings_argument(lines, "lines", one=True)
-        with_scores, alignments, detokenize, unique = (
-            bool_argument(v, n)
-            for v, n in ((with_scores, "with_scores"), (alignments, "alignments"), (detokenize, "detokenize"), (unique, "unique"))
-        )  # fmt: skip
+        flags = bool_arguments(with_scores=with_scores, alignments=alignments, detokenize=detokenize, unique=unique)
+        with_scores, alignments, detokenize, unique = flags
         sampler = sampler_of(sampling, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon}, decode)
         seed = seed_argument(seed)
         settings = self.decode_spec(**decode)
-        records = bool(with_scores or alignments)
         k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
         chooser = mbr_choice_of(mbr, mbr_weights, mbr_references, n_best, registry_of(self.spec))
-        pipelines = self._pipelines_for(detokenize, alignments)
-        if pipelines is not None:
-            lines = pipelines[0].lines(lines)
-        if n_best is None and not records and sampler is None:
+        lines, undo = self._through_pipeline(lines, detokenize, alignments)
+        if n_best is None and not (with_scores or alignments) and sampler is None:
             hyps = translate_texts(
                 self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input"
             )
-            return [pipelines[1].detokenize(h) for h in hyps] if detokenize and pipelines is not None else hyps
+            return hyps if undo is None else [undo(h) for h in hyps]
         choice = dict(n_best=k, sampling=sampler, seed=seed, unique=unique, mbr=chooser, on_batch=on_batch, on_choice=on_choice)
         ids, found, texts, utilities = self.decode_lines(lines, settings, **choice)  # type: ignore[arg-type]
-        if detokenize and pipelines is not None:
-            texts = [[pipelines[1].detokenize(t) for t in group] for group in texts]
-        if not records:
+        texts = texts if undo is None else [[undo(t) for t in group] for group in texts]
+        if not (with_scores or alignments):
             return [group[0] for group in texts] if chooser is not None or n_best is None else texts
         return self._records(ids, found, texts, settings, alignments, alignment_layer, utilities)
 
@@ -168,6 +155,15 @@ class Translator:
         if mbr is None:
             return ids, found, texts, None
         return ids, *self._mbr(ids, found, texts, settings, mbr, sampling, seed, on_choice)
+
+    def _through_pipeline(
+        self, lines: Sequence[str], detokenize: bool, alignments: bool
+    ) -> tuple[Sequence[str], Callable[[str], str] | None]:
+        """The lines through the run's source pipeline, and what undoes its target's tokenization (None: nothing to undo)."""
+        pipelines = self._pipelines_for(detokenize, alignments)
+        if pipelines is None:
+            return lines, None
+        return pipelines[0].lines(lines), pipelines[1].detokenize if detokenize else None
 
     def _pipelines_for(self, detokenize: bool, alignments: bool) -> tuple[TextPipeline, TextPipeline] | None:
         """The run's text pipelines, checked to undo what `detokenize` asks for."""
