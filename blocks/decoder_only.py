@@ -29,9 +29,15 @@ class DecoderOnly(TransformerGraph):
     """
 
     def __init__(
-        self, *, embed: InputEmbedding, decoder: TransformerStack, generator: OutputProjection, pad_id: int,
-        bos_id: int | None = None, prefix_source: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        embed: InputEmbedding,
+        decoder: TransformerStack,
+        generator: OutputProjection,
+        pad_id: int,
+        bos_id: int | None = None,
+        prefix_source: bool = False,
+    ) -> None:
         super().__init__()
         if pad_id < 0:
             raise ValueError(f"pad_id ({pad_id}) must be a token id >= 0")
@@ -46,9 +52,14 @@ class DecoderOnly(TransformerGraph):
     cross_attention = False  # no layer attends a memory: no alignments to read
 
     def forward(
-        self, src: Tensor, tgt_in: Tensor, rows: Tensor | None = None, src_rows: Tensor | None = None, project: bool = True,
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        rows: Tensor | None = None,
+        src_rows: Tensor | None = None,
+        project: bool = True,
         prefix: Tensor | None = None,
-    ) -> Tensor:  # fmt: skip
+    ) -> Tensor:
         """src (B, S) a prompt without padding (S may be 0), tgt_in (B, T) -> logits (B, T, V) at
         tgt_in's positions (project=False: the stack's output). `rows` (n,): flat indices into
         B * T of tgt_in's non-padding tokens (a prompt-less batch only): then (n, V)."""
@@ -59,9 +70,16 @@ class DecoderOnly(TransformerGraph):
         return src, src.eq(self.pad_id)
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, memory_padding_mask: Tensor | None, state: DecoderState | None = None,
-        rows: Tensor | None = None, memory_rows: PackedRows | None = None, project: bool = True, prefix: Tensor | None = None,
-    ) -> Tensor:  # fmt: skip
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        memory_padding_mask: Tensor | None,
+        state: DecoderState | None = None,
+        rows: Tensor | None = None,
+        memory_rows: PackedRows | None = None,
+        project: bool = True,
+        prefix: Tensor | None = None,
+    ) -> Tensor:
         """Logits (B, T, V) of `tgt` after the prompt `memory` (B, S). With `state`, tgt holds only
         the new tokens; the first call (state.length 0) runs the prompt too and caches it."""
         B, S = memory.shape

@@ -40,9 +40,15 @@ class CausalMask:
 
 
 def attention_mask(
-    causal: CausalMask | None, key_padding: Tensor | None, bias: Tensor | None, T: int, S: int, *, like: Tensor,
+    causal: CausalMask | None,
+    key_padding: Tensor | None,
+    bias: Tensor | None,
+    T: int,
+    S: int,
+    *,
+    like: Tensor,
     prefix: Tensor | None = None,
-) -> tuple[Tensor | None, bool]:  # fmt: skip
+) -> tuple[Tensor | None, bool]:
     """What SDPA adds to Q K^T / sqrt(d_k), broadcastable to (B, h, T, S), and its is_causal flag:
     (None, True) for a causal mask SDPA's fused kernels say alone; a boolean mask (True: may
     read) where there is no bias; else the bias in the queries' dtype, -inf where a key may not be

@@ -71,9 +71,10 @@ class _DataSpec(Spec):
         if self.packing == "blocks" and (self.side is None or self.block_size is None):
             missing = "side" if self.side is None else "block_size"
             raise FieldError(
-                "packing", f"blocks cut a language model's text into block_size tokens; set data.{missing}" + (
-                    " (the language whose text the model reads)" if missing == "side" else " (GPT-2's: 1024)"),
-            )  # fmt: skip
+                "packing",
+                f"blocks cut a language model's text into block_size tokens; set data.{missing}"
+                + (" (the language whose text the model reads)" if missing == "side" else " (GPT-2's: 1024)"),
+            )
         if self.block_size is not None and self.packing != "blocks":
             raise FieldError("block_size", "is the length of packed blocks; set data.packing: blocks, or drop it")
         return self

@@ -82,8 +82,10 @@ class ExperimentSpec(Spec):
                 "data.static_shapes, or pack sentences (data.packing: sentences) to bucket them",
             )
         if self.train.source_loss and not self.pairs_in_one_sequence:
-            raise FieldError("train.source_loss", "is the loss on a decoder-only translation's source tokens; this model reads "
-                             "no source in its sequence: drop it")  # fmt: skip
+            raise FieldError(
+                "train.source_loss",
+                "is the loss on a decoder-only translation's source tokens; this model reads no source in its sequence: drop it",
+            )
 
     @property
     def cautions(self) -> list[str]:
@@ -117,9 +119,12 @@ class ExperimentSpec(Spec):
         covered, (needed, what, why) = positional.max_positions, self._positions_needed()
         if covered is not None and covered < needed:
             fix = (
-                f"data.block_size <= {covered}" if self.data.packing == "blocks"
-                else f"data.max_len <= {(covered - 2) // 2}" if self.pairs_in_one_sequence else f"data.max_len <= {covered - 1}"
-            )  # fmt: skip
+                f"data.block_size <= {covered}"
+                if self.data.packing == "blocks"
+                else f"data.max_len <= {(covered - 2) // 2}"
+                if self.pairs_in_one_sequence
+                else f"data.max_len <= {covered - 1}"
+            )
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",
                 f"the {positional.type} position table has {covered} rows but {what} needs {needed} ({why}), so longer "

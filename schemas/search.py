@@ -115,9 +115,10 @@ class SearchSpec(Spec):
                 )
         if self.sampler == "grid" and self.pruner.type != "none":
             raise FieldError(
-                "pruner", f"is {self.pruner.type}, but the grid sampler runs every point: a pruned point is never "
+                "pruner",
+                f"is {self.pruner.type}, but the grid sampler runs every point: a pruned point is never "
                 "revisited; set pruner: {type: none}, or use the tpe or random sampler",
-            )  # fmt: skip
+            )
         return self
 
     def grid(self) -> dict[str, list[bool | int | float | str]]:

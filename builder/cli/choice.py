@@ -28,18 +28,23 @@ def add_choice_arguments(p: argparse.ArgumentParser, *, n_best: bool = False) ->
         "with the others"
     )
     g.add_argument(
-        "--mbr", metavar="UTILITY",
+        "--mbr",
+        metavar="UTILITY",
         help="choose by MBR with this utility: chrf, bleu, a plugin's, or one with settings as YAML ('{type: chrf, word_order: 2}')",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--mbr-weights", choices=WEIGHTS, default="uniform",
+        "--mbr-weights",
+        choices=WEIGHTS,
+        default="uniform",
         help="the pseudo-references' weights: uniform (default), or model: each one's P(Y | X) under the model (its "
         "log-probability summed over its tokens and </s>, no length penalty, temperature or filter), renormalised over them",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--mbr-references", type=int, metavar="N",
+        "--mbr-references",
+        type=int,
+        metavar="N",
         help="draw N samples as pseudo-references (default: the candidates themselves)",
-    )  # fmt: skip
+    )
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser, *, switch: bool = True) -> None:

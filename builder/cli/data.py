@@ -20,11 +20,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "dir", nargs="?", type=Path, metavar="DIR", help="where to write it (default: $AIAYN_DATA/CORPUS, else data/CORPUS)"
     )
     p.add_argument(
-        "--from", dest="source", type=Path, metavar="FOLDER",
+        "--from",
+        dest="source",
+        type=Path,
+        metavar="FOLDER",
         help="read downloaded files from FOLDER instead of the Hugging Face Hub: the statmt.org archives "
         "(wmt14-en-de, wmt14-en-fr) or the github.com/multi30k/dataset repository (multi30k), or their extracted files; "
         "wsj: the Penn Treebank's WSJ .mrg files (required)",
-    )  # fmt: skip
+    )
     p.add_argument("--force", action="store_true", help="replace DIR if it already holds files")
     p.add_argument(
         "--clean", action=argparse.BooleanOptionalAction, default=None,
@@ -108,9 +111,15 @@ def data(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UserError(f"--workers ({args.workers}) must be at least 1")
     report = prepare(
-        corpus, out, source=args.source, rules=rules(args, corpus.clean), force=args.force, workers=args.workers,
-        pipeline=steps(args), registry=args.registry,
-    )  # fmt: skip
+        corpus,
+        out,
+        source=args.source,
+        rules=rules(args, corpus.clean),
+        force=args.force,
+        workers=args.workers,
+        pipeline=steps(args),
+        registry=args.registry,
+    )
     print("\n".join(report.lines()))
     return 0
 

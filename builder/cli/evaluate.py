@@ -58,10 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--hyps", type=Path, help="also write the translations to this file (the text BLEU scores)")
     p.add_argument(
-        "--pipeline", action=argparse.BooleanOptionalAction, default=True,
+        "--pipeline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="put --src and --ref through the run's data.pipeline (default); --no-pipeline: they are its output "
         "already (e.g. the Multi30k literature's tokenized files)",
-    )  # fmt: skip
+    )
     add_decode_arguments(p)
     add_choice_arguments(p, n_best=True)
 

@@ -38,8 +38,6 @@ def generate(args: argparse.Namespace) -> int:
             "aiayn generate continues a language model's text: use aiayn translate"
         )
     prompts = args.prompt if args.prompt is not None else read_input(None)
-    texts = model.generate(
-        prompts, max_new_tokens=args.max_new_tokens, greedy=args.greedy, seed=args.seed, **sampling
-    )  # fmt: skip
+    texts = model.generate(prompts, max_new_tokens=args.max_new_tokens, greedy=args.greedy, seed=args.seed, **sampling)
     sys.stdout.write("".join(f"{text}\n" for text in texts))
     return 0

@@ -28,22 +28,26 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
 def add_validate_arguments(p: argparse.ArgumentParser) -> None:
     add_experiment_arguments(p)
     p.add_argument(
-        "--schema-only", action="store_true",
+        "--schema-only",
+        action="store_true",
         help="check the YAML alone; by default also what `aiayn train` would refuse (data files, devices, memory)",
-    )  # fmt: skip
+    )
 
 
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "experiment", metavar="EXPERIMENT_OR_MODEL",
+        "experiment",
+        metavar="EXPERIMENT_OR_MODEL",
         help="an experiment YAML file, or a trained model: a run directory, a .ckpt, a Hugging Face Marian folder",
-    )  # fmt: skip
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotlist overrides of an experiment, e.g. dims.h=16")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--figure", type=Path, metavar="PATH",
+        "--figure",
+        type=Path,
+        metavar="PATH",
         help="also draw the model, in the manner of the paper's Figure 1, to PATH (.svg or .png, 800 px wide)",
-    )  # fmt: skip
+    )
 
 
 def validate(args: argparse.Namespace) -> int:

@@ -10,10 +10,11 @@ from aiayn.builder.sweep.results import write_results
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("directory", type=Path, metavar="DIR", help="a sweep's directory (runs/table3) or any root of runs")
     p.add_argument(
-        "--split", choices=("valid", "test"),
+        "--split",
+        choices=("valid", "test"),
         help="the split ΔBLEU compares on; each run's translations of it are made where missing and kept in DIR/scores "
         "(default: test for a sweep that searched, since valid chose its settings; else valid, which the runs translated)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--base",
         metavar="VARIANT",

@@ -39,9 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-token", action="store_true", help="add a column: each target token's log-probability, then EOS's")
     p.add_argument("--alignments", action="store_true", help="add a column: the word alignment (Pharaoh i-j) of each pair")
     p.add_argument(
-        "--alignment-layer", type=int, metavar="L",
+        "--alignment-layer",
+        type=int,
+        metavar="L",
         help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
-    )  # fmt: skip
+    )
     add_decode_arguments(p, search=False)  # forced decoding searches nothing: no --beam, no --max-len-b
 
 
@@ -72,9 +74,13 @@ def score(args: argparse.Namespace) -> int:
             check_raw(path, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")
     with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
         scores = translator.score(
-            sources, targets, alignments=args.alignments, alignment_layer=args.alignment_layer, on_batch=bar.update,
+            sources,
+            targets,
+            alignments=args.alignments,
+            alignment_layer=args.alignment_layer,
+            on_batch=bar.update,
             **decode.model_dump(),
-        )  # fmt: skip
+        )
     rows = []
     for s in scores:
         columns = [f"{s.log_prob:.6f}", str(s.length)]

@@ -11,9 +11,11 @@ from aiayn.builder.sweep.runner import run_sweep
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sweep_file", metavar="SWEEP.yaml", help="sweep file, e.g. experiments/table3.sweep.yaml")
     p.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE",
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
         help="overrides of every trial (trainer.max_steps=100); sweep.KEY=VALUE changes the sweep file (sweep.launcher.parallel=2)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="list the trials, their parameter counts and which would be skipped; run nothing"
     )

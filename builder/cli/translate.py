@@ -85,10 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", type=Path, help="source text, one sentence per line (default: stdin)")
     p.add_argument("--output", "-o", type=Path, help="write translations here (default: stdout)")
     p.add_argument(
-        "--detokenize", action="store_true",
+        "--detokenize",
+        action="store_true",
         help="a run trained on tokenized text (data.pipeline: moses_tokenize): write plain text, detokenized by "
         "Moses' rules, instead of its tokenized output (lowercasing cannot be undone)",
-    )  # fmt: skip
+    )
     g = p.add_argument_group("n-best lists, scores and alignments (tab-separated columns: index, score, text, alignment)")
     g.add_argument(
         "--n-best",
@@ -102,13 +103,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="add the index and the score each translation was ranked by: log P / lp(|Y|), natural log",
     )
     g.add_argument(
-        "--alignments", action="store_true",
+        "--alignments",
+        action="store_true",
         help="append word alignments (Pharaoh i-j: source word i, output word j, 0-based) from the cross-attention",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--alignment-layer", type=int, metavar="L",
+        "--alignment-layer",
+        type=int,
+        metavar="L",
         help="the decoder layer whose cross-attention (heads averaged) aligns, from 0 (default: the penultimate of more than two, else the last)",
-    )  # fmt: skip
+    )
     add_decode_arguments(p)
     add_choice_arguments(p)
     p.add_argument("--unique", action="store_true", help="each text once in a line's n-best list (its best segmentation)")

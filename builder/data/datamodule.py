@@ -150,10 +150,14 @@ class TranslationDataModule(LightningDataModule):
         if keep is not None:
             say(f"tokenizer: trained on {len(keep)} random pairs of the {n} (data.tokenizer.train_sample_pairs)")
         return make_tokenizers(
-            self.tokenizer, self.registry, vocab_size=self.vocab_size_requested, shared_vocab=self.shared_vocab,
-            src=partial(sampled_lines, src_path, n, keep), tgt=partial(sampled_lines, tgt_path, n, keep),
+            self.tokenizer,
+            self.registry,
+            vocab_size=self.vocab_size_requested,
+            shared_vocab=self.shared_vocab,
+            src=partial(sampled_lines, src_path, n, keep),
+            tgt=partial(sampled_lines, tgt_path, n, keep),
             specials=(SEP,) if self.joint is not None else (),
-        )  # fmt: skip
+        )
 
     def _save(self, src: Tokenizer, tgt: Tokenizer, what: str) -> None:
         """One file for a joint tokenizer, else tokenizer.src.json and tokenizer.tgt.json."""
@@ -276,13 +280,23 @@ class TranslationDataModule(LightningDataModule):
             sequences = self.joint is not None or self.side is not None  # a decoder-only model's rows
             sep = self.prepare_tokenizers()[1].sep_id if self.joint is not None else None
             sampler, self.shapes, collate = static_batches(
-                src, tgt, self.static_shapes, max_tokens=self.max_tokens, multiple=self.pad_to_multiple, sequences=sequences,
-                joint=self.joint, sep_id=sep, seed=self.seed, num_replicas=world, rank=rank,
-            )  # fmt: skip
+                src,
+                tgt,
+                self.static_shapes,
+                max_tokens=self.max_tokens,
+                multiple=self.pad_to_multiple,
+                sequences=sequences,
+                joint=self.joint,
+                sep_id=sep,
+                seed=self.seed,
+                num_replicas=world,
+                rank=rank,
+            )
             options = {**options, "collate_fn": collate}
-            say("static shapes: batches (rows x width; packed source, target tokens) " + ", ".join(
-                f"{s.rows}x{s.width} ({s.src_tokens}, {s.tgt_tokens})" for s in self.shapes
-            ))  # fmt: skip
+            say(
+                "static shapes: batches (rows x width; packed source, target tokens) "
+                + ", ".join(f"{s.rows}x{s.width} ({s.src_tokens}, {s.tgt_tokens})" for s in self.shapes)
+            )
         self._train_loader = TrainLoader(
             ds, sampler, global_step=lambda: self.trainer.global_step if self.trainer else -1, **options
         )

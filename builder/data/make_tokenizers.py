@@ -60,15 +60,19 @@ def make_tokenizers(
 def register_tokenizers(register: Callable[..., Any]) -> None:
     """Register the built-in tokenizer types with `register` (a registering function's registry.add)."""
     register(
-        BpeTokenizerSpec, slot="tokenizer",
+        BpeTokenizerSpec,
+        slot="tokenizer",
         build=lambda spec, given: _bpe(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),
         load=_load_fast,
-    )  # fmt: skip
+    )
     register(
-        SentencePieceTokenizerSpec, slot="tokenizer",
-        build=lambda spec, given: _sentencepiece(spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials),
+        SentencePieceTokenizerSpec,
+        slot="tokenizer",
+        build=lambda spec, given: _sentencepiece(
+            spec, given.vocab_size, given.shared_vocab, given.src, given.tgt, given.specials
+        ),
         load=_load_sentencepiece,
-    )  # fmt: skip
+    )
     register(
         TokenizerFileSpec,
         slot="tokenizer",

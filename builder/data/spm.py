@@ -181,12 +181,29 @@ def train_sentencepiece(
     out = io.BytesIO()
     try:
         sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=out, vocab_size=vocab_size, model_type=model_type,
-            character_coverage=character_coverage, normalization_rule_name=normalization_rule_name, byte_fallback=byte_fallback,
-            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=SPECIALS[0], bos_piece=SPECIALS[1], eos_piece=SPECIALS[2],
-            unk_piece=SPECIALS[3], hard_vocab_limit=False, input_sentence_size=0, shuffle_input_sentence=False,
-            max_sentence_length=1 << 16, minloglevel=2, num_threads=1, user_defined_symbols=list(specials),
-        )  # fmt: skip
+            sentence_iterator=iter(lines),
+            model_writer=out,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            normalization_rule_name=normalization_rule_name,
+            byte_fallback=byte_fallback,
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            unk_id=3,
+            pad_piece=SPECIALS[0],
+            bos_piece=SPECIALS[1],
+            eos_piece=SPECIALS[2],
+            unk_piece=SPECIALS[3],
+            hard_vocab_limit=False,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            max_sentence_length=1 << 16,
+            minloglevel=2,
+            num_threads=1,
+            user_defined_symbols=list(specials),
+        )
     except RuntimeError as e:
         raise UserError(f"SentencePiece could not train on this text: {str(e).strip()}") from None
     return SentencePieceTokenizer(out.getvalue())

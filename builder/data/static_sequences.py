@@ -73,14 +73,23 @@ class StaticSequenceCollator:
     """The training `collate_fn` of a decoder-only model under static shapes: every batch padded
     to its bucket's shape (`joint`: a translation's layout; None: a language model's sentences)."""
 
-    def __init__(self, shapes: Sequence[BucketShape], joint: JointLayout | None, *, sep_id: int | None, pad_id: int = 0,
-                 bos_id: int = 1, eos_id: int = 2) -> None:  # fmt: skip
+    def __init__(
+        self,
+        shapes: Sequence[BucketShape],
+        joint: JointLayout | None,
+        *,
+        sep_id: int | None,
+        pad_id: int = 0,
+        bos_id: int = 1,
+        eos_id: int = 2,
+    ) -> None:
         self.shapes, self.joint, self.sep_id = tuple(shapes), joint, sep_id
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
 
     def __call__(self, examples: Sequence[Example]) -> Batch:
-        inputs, targets, prefix = sequences_of(examples, self.joint, sep_id=self.sep_id, pad_id=self.pad_id,
-                                               bos_id=self.bos_id, eos_id=self.eos_id)  # fmt: skip
+        inputs, targets, prefix = sequences_of(
+            examples, self.joint, sep_id=self.sep_id, pad_id=self.pad_id, bos_id=self.bos_id, eos_id=self.eos_id
+        )
         shape = shape_for(self.shapes, max(len(row) for row in inputs), len(examples), "sequence")
         fillers = shape.rows - len(examples)
         tgt_out = padded(targets, self.pad_id, before=None, after=None, width=shape.width, n_rows=shape.rows)
@@ -103,9 +112,19 @@ class StaticSequenceCollator:
 
 
 def static_batches(
-    src: np.ndarray, tgt: np.ndarray, static: StaticShapesSpec, *, max_tokens: int, multiple: int, sequences: bool,
-    joint: JointLayout | None, sep_id: int | None, seed: int, num_replicas: int, rank: int,
-) -> tuple[TokenBatchSampler, tuple[BucketShape, ...], StaticCollator | StaticSequenceCollator]:  # fmt: skip
+    src: np.ndarray,
+    tgt: np.ndarray,
+    static: StaticShapesSpec,
+    *,
+    max_tokens: int,
+    multiple: int,
+    sequences: bool,
+    joint: JointLayout | None,
+    sep_id: int | None,
+    seed: int,
+    num_replicas: int,
+    rank: int,
+) -> tuple[TokenBatchSampler, tuple[BucketShape, ...], StaticCollator | StaticSequenceCollator]:
     """The training sampler, the buckets' shapes and the collator under static shapes, for the
     encoder-decoder's pairs (`src`, `tgt`: the source's and `<s> y`'s lengths) or, `sequences`,
     a decoder-only model's rows (`joint`: a translation's layout; None: a language model's)."""

@@ -139,9 +139,10 @@ def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int |
         scores[f"parse_f1{suffix}"] = round(totals["f1"], 2)
         if not repair:
             scores.update(
-                parse_recall=round(totals["recall"], 2), parse_precision=round(totals["precision"], 2),
+                parse_recall=round(totals["recall"], 2),
+                parse_precision=round(totals["precision"], 2),
                 parse_complete_match=round(totals["complete_match"], 2),
-            )  # fmt: skip
+            )
         scores[f"parse_errors{suffix}"] = int(totals["errors"] + totals["skipped"])
     scores["parse_scorer"] = "EVALB's rules, COLLINS.prm (aiayn), on the output as it is; _repaired: brackets mended first"
     return scores

@@ -28,9 +28,15 @@ __all__ = ["Sampling", "generate_ids"]
 
 @torch.no_grad()
 def generate_ids(
-    model: TransformerModel, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, eos_id: int, sampling: Sampling = Sampling(),
-    seed: int | None = None, use_cache: bool = True,
-) -> list[list[int]]:  # fmt: skip
+    model: TransformerModel,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    eos_id: int,
+    sampling: Sampling = Sampling(),
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> list[list[int]]:
     """The continuation of each prompt (token ids after its `<s>`; the model's source_bos_id is
     prepended), without `</s>`, in order. Prompts of one length go through in one batch; each
     samples from its own generator seeded with `seed` (None: torch's default generator)."""
@@ -53,9 +59,14 @@ def generate_ids(
 
 
 def _continue(
-    model: TransformerModel, ids: Tensor, max_new_tokens: int, eos_id: int, sampling: Sampling,
-    generators: list[torch.Generator] | None, use_cache: bool,
-) -> list[list[int]]:  # fmt: skip
+    model: TransformerModel,
+    ids: Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    sampling: Sampling,
+    generators: list[torch.Generator] | None,
+    use_cache: bool,
+) -> list[list[int]]:
     """Continuations of the rows of ids (B, L), equal-length prompts; `generators`: each row's."""
     B, device = ids.size(0), ids.device
     room = model.output_room(ids[:, :-1])

@@ -33,9 +33,17 @@ class LanguageModel:
         return f"LanguageModel({str(self.checkpoint)!r}, {self.what}, {params:,} parameters, on {device})"
 
     def generate(
-        self, prompts: Sequence[str] | str, *, max_new_tokens: int = 50, greedy: bool = False, temperature: float = 1.0,
-        top_k: int = 0, top_p: float = 1.0, epsilon: float = 0.0, seed: int = 1,
-    ) -> list[str]:  # fmt: skip
+        self,
+        prompts: Sequence[str] | str,
+        *,
+        max_new_tokens: int = 50,
+        greedy: bool = False,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        epsilon: float = 0.0,
+        seed: int = 1,
+    ) -> list[str]:
         """Each prompt with its continuation, as one text: the tokenizer's decoding of the prompt's
         tokens and the generated ones, as `aiayn generate` prints them. Each prompt draws from a
         generator of its own seeded with `seed`: its continuation does not depend on the prompts

@@ -78,9 +78,17 @@ class Chooser(Protocol):
 
 @torch.no_grad()
 def run_loop(
-    model: TransformerModel, memory: Tensor, memory_padding_mask: Tensor | None, tokens: Tensor, max_len: Tensor,
-    chooser: Chooser, *, eos_id: int, rules: TokenRules = TokenRules(), use_cache: bool = True,
-) -> None:  # fmt: skip
+    model: TransformerModel,
+    memory: Tensor,
+    memory_padding_mask: Tensor | None,
+    tokens: Tensor,
+    max_len: Tensor,
+    chooser: Chooser,
+    *,
+    eos_id: int,
+    rules: TokenRules = TokenRules(),
+    use_cache: bool = True,
+) -> None:
     """Decode from rows `tokens` (n, t0) reading `memory` (n, ...) until every row finished or
     reached its limit `max_len` (n,) of generated tokens; the chooser keeps what it found."""
     state = model.init_state() if use_cache else None
@@ -123,9 +131,18 @@ def next_log_probs(
 
 @torch.no_grad()
 def decode_sources(
-    model: TransformerModel, src: Tensor, chooser: Chooser, *, copies: int, bos_id: int, eos_id: int, max_len_a: float,
-    max_len_b: int, rules: TokenRules, use_cache: bool,
-) -> None:  # fmt: skip
+    model: TransformerModel,
+    src: Tensor,
+    chooser: Chooser,
+    *,
+    copies: int,
+    bos_id: int,
+    eos_id: int,
+    max_len_a: float,
+    max_len_b: int,
+    rules: TokenRules,
+    use_cache: bool,
+) -> None:
     """The loop over sources src (B, S): each encoded once and read by `copies` rows (a beam's
     hypotheses, a source's samples; row b * copies + j is source b's j-th), each row started with
     `bos_id` and limited by `output_limits`."""

@@ -85,6 +85,14 @@ def translation_record(
         empty: list[tuple[int, int]] | None = [] if align else None
         return Translation([], [], hypothesis.score, hypothesis.log_prob, 0, [], empty, empty, text, utility)
     return Translation(
-        base.ids, base.tokens, hypothesis.score, hypothesis.log_prob, base.length, base.token_log_probs,
-        base.alignment, base.token_alignment, text, utility,
-    )  # fmt: skip
+        base.ids,
+        base.tokens,
+        hypothesis.score,
+        hypothesis.log_prob,
+        base.length,
+        base.token_log_probs,
+        base.alignment,
+        base.token_alignment,
+        text,
+        utility,
+    )

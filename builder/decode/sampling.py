@@ -85,8 +85,9 @@ class Sampling:
         return probs / probs.sum(-1, keepdim=True)
 
 
-def sampling_from(*, greedy: object = False, temperature: object = 1.0, top_k: object = 0, top_p: object = 1.0,
-                  epsilon: object = 0.0) -> Sampling:  # fmt: skip
+def sampling_from(
+    *, greedy: object = False, temperature: object = 1.0, top_k: object = 0, top_p: object = 1.0, epsilon: object = 0.0
+) -> Sampling:
     """The settings as a Sampling, or a UserError naming the one that is wrong (its Python name)."""
     if not isinstance(greedy, bool):
         raise UserError(f"greedy: expected True or False, got {described(greedy)}")
@@ -117,9 +118,16 @@ class Draws:
     at EOS or its limit, as a Hypothesis scored by log P(Y | X) / lp(|Y|). `found[r]` is row r's."""
 
     def __init__(
-        self, n: int, *, sampling: Sampling, eos_id: int, generator: torch.Generator | list[torch.Generator] | None = None,
-        alpha: float = 0.0, length_penalty: str = "gnmt", device: torch.device,
-    ) -> None:  # fmt: skip
+        self,
+        n: int,
+        *,
+        sampling: Sampling,
+        eos_id: int,
+        generator: torch.Generator | list[torch.Generator] | None = None,
+        alpha: float = 0.0,
+        length_penalty: str = "gnmt",
+        device: torch.device,
+    ) -> None:
         self.sampling, self.eos_id, self.generator = sampling, eos_id, generator
         self.alpha, self.lp = alpha, penalty_of(length_penalty)
         self.row = torch.arange(n, device=device)  # each live row's index at the start
@@ -165,13 +173,26 @@ def sample_hypotheses(
     if n < 1:
         raise ValueError(f"n ({n}) must be >= 1")
     draws = Draws(
-        src.size(0) * n, sampling=sampling, eos_id=eos_id, generator=generator, alpha=alpha,
-        length_penalty=length_penalty, device=src.device,
-    )  # fmt: skip
+        src.size(0) * n,
+        sampling=sampling,
+        eos_id=eos_id,
+        generator=generator,
+        alpha=alpha,
+        length_penalty=length_penalty,
+        device=src.device,
+    )
     decode_sources(
-        model, src, draws, copies=n, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a, max_len_b=max_len_b, rules=rules,
+        model,
+        src,
+        draws,
+        copies=n,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        rules=rules,
         use_cache=use_cache,
-    )  # fmt: skip
+    )
     samples = [h for h in draws.found if h is not None]
     return [sorted(samples[i * n : (i + 1) * n], key=lambda h: -h.score) for i in range(src.size(0))]
 

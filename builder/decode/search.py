@@ -88,9 +88,18 @@ class Beams:
     it is done (the n best asked, or the beam where early_stopping is off)."""
 
     def __init__(
-        self, n: int, k: int, *, eos_id: int, alpha: float, length_penalty: str, n_best: int, kept: int,
-        early_stopping: bool, device: torch.device,
-    ) -> None:  # fmt: skip
+        self,
+        n: int,
+        k: int,
+        *,
+        eos_id: int,
+        alpha: float,
+        length_penalty: str,
+        n_best: int,
+        kept: int,
+        early_stopping: bool,
+        device: torch.device,
+    ) -> None:
         self.k, self.eos_id, self.alpha, self.lp = k, eos_id, alpha, penalty_of(length_penalty)
         self.n_best, self.early_stopping = n_best, early_stopping
         self.scores = torch.zeros(n, k, device=device)  # (n, k) log P of each live hypothesis
@@ -129,9 +138,15 @@ class Beams:
         return Next(token[keep].flatten(), origin[keep].flatten(), memory_rows)
 
     def _finish(
-        self, tokens: Tensor, top: Tensor, origin: Tensor, token: Tensor, is_eos: Tensor, at_limit: Tensor,
+        self,
+        tokens: Tensor,
+        top: Tensor,
+        origin: Tensor,
+        token: Tensor,
+        is_eos: Tensor,
+        at_limit: Tensor,
         penalty: float | Tensor,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """EOS within the top k finishes a hypothesis (at the length limit every top-k candidate
         does); those that enter a sentence's best so far go to `found` (only this step's best can)."""
         ends = (is_eos | at_limit[:, None]) & top.isfinite()
@@ -187,13 +202,28 @@ def beam_hypotheses(
     at its current length, beats the worst of them (transformers' early_stopping=False)."""
     check_beam(beam, n_best, alpha)
     beams = Beams(
-        src.size(0), beam, eos_id=eos_id, alpha=alpha, length_penalty=length_penalty, n_best=n_best,
-        kept=n_best if early_stopping else max(n_best, beam), early_stopping=early_stopping, device=src.device,
-    )  # fmt: skip
+        src.size(0),
+        beam,
+        eos_id=eos_id,
+        alpha=alpha,
+        length_penalty=length_penalty,
+        n_best=n_best,
+        kept=n_best if early_stopping else max(n_best, beam),
+        early_stopping=early_stopping,
+        device=src.device,
+    )
     decode_sources(
-        model, src, beams, copies=beam, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a, max_len_b=max_len_b,
-        rules=rules, use_cache=use_cache,
-    )  # fmt: skip
+        model,
+        src,
+        beams,
+        copies=beam,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        rules=rules,
+        use_cache=use_cache,
+    )
     return beams.best()
 
 

@@ -34,8 +34,15 @@ def translate_texts(
 ) -> list[str]:
     """Detokenized translations of `lines`, in order; `what` names the lines in messages."""
     ids = encode_sources(model, src_tokenizer, lines, decode, what)
-    out = translate_ids(model, ids, decode, bos_id=output_start(model, tgt_tokenizer), eos_id=tgt_tokenizer.eos_id, on_batch=on_batch,
-                        rules=token_rules(decode, tgt_tokenizer))  # fmt: skip
+    out = translate_ids(
+        model,
+        ids,
+        decode,
+        bos_id=output_start(model, tgt_tokenizer),
+        eos_id=tgt_tokenizer.eos_id,
+        on_batch=on_batch,
+        rules=token_rules(decode, tgt_tokenizer),
+    )
     return tgt_tokenizer.decode_batch(out)
 
 
@@ -186,10 +193,19 @@ def translate_hypotheses(
                 )  # fmt: skip
             else:
                 found = beam_hypotheses(
-                    model, src, bos_id=bos_id, eos_id=eos_id, beam=decode.beam, n_best=n_best, early_stopping=decode.early_stopping,
-                    rules=rules, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, alpha=decode.alpha,
+                    model,
+                    src,
+                    bos_id=bos_id,
+                    eos_id=eos_id,
+                    beam=decode.beam,
+                    n_best=n_best,
+                    early_stopping=decode.early_stopping,
+                    rules=rules,
+                    max_len_a=decode.max_len_a,
+                    max_len_b=decode.max_len_b,
+                    alpha=decode.alpha,
                     length_penalty=decode.length_penalty,
-                )  # fmt: skip
+                )
             for i, hyps in zip(chunk, found):
                 results[i] = hyps
             if on_batch is not None:

@@ -135,9 +135,18 @@ class Translator:
         return self._records(ids, found, texts, settings, alignments, alignment_layer, utilities)
 
     def decode_lines(
-        self, lines: Sequence[str], settings: DecodeSpec, *, n_best: int = 1, sampling: Sampling | None = None, seed: int = 1,
-        unique: bool = False, mbr: MBRChoice | None = None, on_batch: Progress = None, on_choice: Progress = None,
-    ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:  # fmt: skip
+        self,
+        lines: Sequence[str],
+        settings: DecodeSpec,
+        *,
+        n_best: int = 1,
+        sampling: Sampling | None = None,
+        seed: int = 1,
+        unique: bool = False,
+        mbr: MBRChoice | None = None,
+        on_batch: Progress = None,
+        on_choice: Progress = None,
+    ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:
         """The core of `translate`, on lines through the run's pipeline already.
 
         :param lines: the source lines, through the run's text pipeline
@@ -175,21 +184,43 @@ class Translator:
         return pipelines
 
     def _candidates(
-        self, ids: list[list[int]], settings: DecodeSpec, k: int, sampler: Sampling | None, seed: int, on_batch: Progress,
-        *, unique: bool = False,
-    ) -> tuple[list[list[Hypothesis]], list[list[str]]]:  # fmt: skip
+        self,
+        ids: list[list[int]],
+        settings: DecodeSpec,
+        k: int,
+        sampler: Sampling | None,
+        seed: int,
+        on_batch: Progress,
+        *,
+        unique: bool = False,
+    ) -> tuple[list[list[Hypothesis]], list[list[str]]]:
         """Each source's k best hypotheses (or k samples) and their texts; `unique`: each text once."""
         found = translate_hypotheses(
-            self.model, ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
-            n_best=k, on_batch=on_batch, rules=token_rules(settings, self.tgt_tokenizer), sampling=sampler, seed=seed,
-        )  # fmt: skip
+            self.model,
+            ids,
+            settings,
+            bos_id=output_start(self.model, self.tgt_tokenizer),
+            eos_id=self.tgt_tokenizer.eos_id,
+            n_best=k,
+            on_batch=on_batch,
+            rules=token_rules(settings, self.tgt_tokenizer),
+            sampling=sampler,
+            seed=seed,
+        )
         texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
         return unique_texts(found, texts) if unique else (found, texts)
 
     def _mbr(
-        self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
-        chooser: MBRChoice, sampler: Sampling | None, seed: int, on_choice: Progress = None,
-    ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:  # fmt: skip
+        self,
+        ids: list[list[int]],
+        found: list[list[Hypothesis]],
+        texts: list[list[str]],
+        settings: DecodeSpec,
+        chooser: MBRChoice,
+        sampler: Sampling | None,
+        seed: int,
+        on_choice: Progress = None,
+    ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:
         """Each source's MBR choice among its candidates, and its expected utility."""
         references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
         if chooser.references is not None:  # pseudo-references drawn apart from the candidates
@@ -210,9 +241,15 @@ class Translator:
         return [[h[i]] for h, i in zip(found, chosen)], [[t[i]] for t, i in zip(texts, chosen)], values
 
     def _records(
-        self, ids: list[list[int]], found: list[list[Hypothesis]], texts: list[list[str]], settings: DecodeSpec,
-        align: bool, layer: int | None, utilities: list[float] | None = None,
-    ) -> list[list[Translation]]:  # fmt: skip
+        self,
+        ids: list[list[int]],
+        found: list[list[Hypothesis]],
+        texts: list[list[str]],
+        settings: DecodeSpec,
+        align: bool,
+        layer: int | None,
+        utilities: list[float] | None = None,
+    ) -> list[list[Translation]]:
         """Each hypothesis's Translation: its forced decoding gives the per-token numbers and the alignment."""
         flat = [(i, h) for i, hyps in enumerate(found) for h in hyps if ids[i]]
         scored = self._scored(
@@ -268,15 +305,31 @@ class Translator:
         return self._scored(src_ids, tgt_ids, settings, alignments, alignment_layer, on_batch=on_batch)
 
     def _scored(
-        self, src_ids: list[list[int]], tgt_ids: list[list[int]], settings: DecodeSpec, align: bool, layer: int | None,
-        *, ended: list[bool] | None = None, on_batch: Progress = None,
-    ) -> list[Score]:  # fmt: skip
+        self,
+        src_ids: list[list[int]],
+        tgt_ids: list[list[int]],
+        settings: DecodeSpec,
+        align: bool,
+        layer: int | None,
+        *,
+        ended: list[bool] | None = None,
+        on_batch: Progress = None,
+    ) -> list[Score]:
         if align:
             check_alignment_layer(layer, alignment_layers(self.model))
         scored = score_ids(
-            self.model, src_ids, tgt_ids, settings, bos_id=output_start(self.model, self.tgt_tokenizer), eos_id=self.tgt_tokenizer.eos_id,
-            ended=ended, align=align, alignment_layer=layer, on_batch=on_batch, rules=token_rules(settings, self.tgt_tokenizer),
-        )  # fmt: skip
+            self.model,
+            src_ids,
+            tgt_ids,
+            settings,
+            bos_id=output_start(self.model, self.tgt_tokenizer),
+            eos_id=self.tgt_tokenizer.eos_id,
+            ended=ended,
+            align=align,
+            alignment_layer=layer,
+            on_batch=on_batch,
+            rules=token_rules(settings, self.tgt_tokenizer),
+        )
         source_words = [self.src_tokenizer.word_index(s) for s in src_ids] if align else [None] * len(src_ids)
         return [scored_record(t, s, self.tgt_tokenizer, w) for t, s, w in zip(tgt_ids, scored, source_words)]
 

@@ -126,8 +126,9 @@ def tokenizer(ours: Tokenizer) -> Any:
 
     hf = _tokenizer_json(ours)
     hf.post_processor = TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, Tokenizer.bos_id)])
-    return PreTrainedTokenizerFast(tokenizer_object=hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
-                                   clean_up_tokenization_spaces=False)  # fmt: skip
+    return PreTrainedTokenizerFast(
+        tokenizer_object=hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD, clean_up_tokenization_spaces=False
+    )
 
 
 def _tokenizer_json(ours: Tokenizer) -> HFTokenizer:
@@ -158,11 +159,22 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
 
     attention, ffn = (cast(Any, sub) for sub in spec.decoder.layer)  # family() checked their types
     config = transformers.GPT2Config(
-        vocab_size=spec.embedding.vocab_size, n_positions=int(spec.positional.max_positions or 0), n_embd=spec.d_model,
-        n_layer=spec.decoder.num_layers, n_head=attention.h, n_inner=ffn.d_ff, activation_function=GPT2_ACTIVATIONS[ffn.activation],
-        layer_norm_epsilon=getattr(spec.decoder.add_norm.norm, "eps"), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
-    )  # fmt: skip
+        vocab_size=spec.embedding.vocab_size,
+        n_positions=int(spec.positional.max_positions or 0),
+        n_embd=spec.d_model,
+        n_layer=spec.decoder.num_layers,
+        n_head=attention.h,
+        n_inner=ffn.d_ff,
+        activation_function=GPT2_ACTIVATIONS[ffn.activation],
+        layer_norm_epsilon=getattr(spec.decoder.add_norm.norm, "eps"),
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
     hf = transformers.GPT2LMHeadModel(config).eval()
     t = hf.transformer
     t.wte.weight.copy_(model.tgt_embed.token.table.weight)
@@ -185,13 +197,22 @@ def _llama_model(spec: ModelSpec, model: Any) -> Any:
 
     attention, ffn = (cast(Any, sub) for sub in spec.decoder.layer)  # family() checked their types
     config = transformers.LlamaConfig(
-        vocab_size=spec.embedding.vocab_size, hidden_size=spec.d_model, intermediate_size=ffn.d_ff,
-        num_hidden_layers=spec.decoder.num_layers, num_attention_heads=attention.h, num_key_value_heads=attention.kv_heads or attention.h,
-        rms_norm_eps=getattr(spec.decoder.add_norm.norm, "eps"), rope_parameters={"rope_type": "default", "rope_theta": attention.rotary.base},
+        vocab_size=spec.embedding.vocab_size,
+        hidden_size=spec.d_model,
+        intermediate_size=ffn.d_ff,
+        num_hidden_layers=spec.decoder.num_layers,
+        num_attention_heads=attention.h,
+        num_key_value_heads=attention.kv_heads or attention.h,
+        rms_norm_eps=getattr(spec.decoder.add_norm.norm, "eps"),
+        rope_parameters={"rope_type": "default", "rope_theta": attention.rotary.base},
         attention_bias=attention.bias,
-        mlp_bias=ffn.bias, tie_word_embeddings=spec.embedding.share != "none", bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        mlp_bias=ffn.bias,
+        tie_word_embeddings=spec.embedding.share != "none",
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
         max_position_embeddings=4096,
-    )  # fmt: skip
+    )
     hf = transformers.LlamaForCausalLM(config).eval()
     hf.model.embed_tokens.weight.copy_(model.tgt_embed.token.table.weight)
     for ours, theirs in zip(model.decoder.layers, hf.model.layers):

@@ -55,16 +55,29 @@ def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
     attention, enc_ffn, dec_ffn = enc.layer[0], enc.layer[1], dec.layer[2]
     assert isinstance(attention, AttentionSpec) and isinstance(enc_ffn, FeedForwardSpec) and isinstance(dec_ffn, FeedForwardSpec)
     return MarianConfig(
-        vocab_size=spec.embedding.vocab_size, decoder_vocab_size=spec.embedding.vocab_size, d_model=spec.d_model,
-        encoder_layers=enc.num_layers, decoder_layers=dec.num_layers,
-        encoder_attention_heads=stack_spec_heads(enc)[0], decoder_attention_heads=stack_spec_heads(dec)[0],
-        encoder_ffn_dim=enc_ffn.d_ff, decoder_ffn_dim=dec_ffn.d_ff,
-        activation_function="gelu_new" if enc_ffn.activation == "gelu_tanh" else enc_ffn.activation, max_position_embeddings=position_rows,
-        scale_embedding=spec.embedding.scale, dropout=enc.add_norm.dropout,
-        attention_dropout=attention.attn_dropout, activation_dropout=enc_ffn.activation_dropout,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None,
-        share_encoder_decoder_embeddings=spec.embedding.share == "all", tie_word_embeddings=spec.embedding.share != "none",
-    )  # fmt: skip
+        vocab_size=spec.embedding.vocab_size,
+        decoder_vocab_size=spec.embedding.vocab_size,
+        d_model=spec.d_model,
+        encoder_layers=enc.num_layers,
+        decoder_layers=dec.num_layers,
+        encoder_attention_heads=stack_spec_heads(enc)[0],
+        decoder_attention_heads=stack_spec_heads(dec)[0],
+        encoder_ffn_dim=enc_ffn.d_ff,
+        decoder_ffn_dim=dec_ffn.d_ff,
+        activation_function="gelu_new" if enc_ffn.activation == "gelu_tanh" else enc_ffn.activation,
+        max_position_embeddings=position_rows,
+        scale_embedding=spec.embedding.scale,
+        dropout=enc.add_norm.dropout,
+        attention_dropout=attention.attn_dropout,
+        activation_dropout=enc_ffn.activation_dropout,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+        forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=spec.embedding.share == "all",
+        tie_word_embeddings=spec.embedding.share != "none",
+    )
 
 
 def generation_config(loaded: ForInference, position_rows: int) -> GenerationConfig:
@@ -79,9 +92,17 @@ def generation_config(loaded: ForInference, position_rows: int) -> GenerationCon
     suppressed = [0, *(ids[piece] for piece in decode.suppress if ids.get(piece, 0) != 0)]
     max_length = decode.max_len_b + 1 if decode.max_len_a == 0 else position_rows  # generate() counts the decoder's start
     return GenerationConfig(
-        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, pad_token_id=0, forced_eos_token_id=2 if decode.forced_eos else None,
-        num_beams=decode.beam, suppress_tokens=suppressed, renormalize_logits=decode.renormalize, max_length=max_length, **beams,
-    )  # fmt: skip
+        decoder_start_token_id=1,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        forced_eos_token_id=2 if decode.forced_eos else None,
+        num_beams=decode.beam,
+        suppress_tokens=suppressed,
+        renormalize_logits=decode.renormalize,
+        max_length=max_length,
+        **beams,
+    )
 
 
 def write(loaded: ForInference, folder: Path, *, position_rows: int) -> None:
@@ -124,9 +145,13 @@ def marian_tokenizer(loaded: ForInference, folder: Path, max_length: int) -> Mar
     for name, data in files.items():  # MarianTokenizer reads its files from disk; save_pretrained writes them again
         (folder / name).write_bytes(data)
     return MarianTokenizer(
-        source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"), vocab=str(folder / "vocab.json"),
-        bos_token=BOS, model_max_length=max_length, clean_up_tokenization_spaces=False,
-    )  # fmt: skip
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
+        bos_token=BOS,
+        model_max_length=max_length,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def hf_tokenizer(tokenizer: FastTokenizer, max_length: int, *, source_eos: bool = False) -> PreTrainedTokenizerFast:
@@ -137,9 +162,14 @@ def hf_tokenizer(tokenizer: FastTokenizer, max_length: int, *, source_eos: bool 
         hf = HFTokenizer.from_str(hf.to_str())  # a copy: the run's own tokenizer stays as it is
         hf.post_processor = TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, Tokenizer.eos_id)])
     return PreTrainedTokenizerFast(
-        tokenizer_object=hf, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
-        clean_up_tokenization_spaces=False, model_max_length=max_length,
-    )  # fmt: skip
+        tokenizer_object=hf,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        pad_token=PAD,
+        clean_up_tokenization_spaces=False,
+        model_max_length=max_length,
+    )
 
 
 @torch.no_grad()

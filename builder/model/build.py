@@ -54,15 +54,24 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
         model: TransformerGraph
         if spec.encoder is None:  # graph: what is built
             model = DecoderOnly(
-                embed=tgt_embed, decoder=decoder, generator=generator, pad_id=PAD_ID, bos_id=BOS_ID,
+                embed=tgt_embed,
+                decoder=decoder,
+                generator=generator,
+                pad_id=PAD_ID,
+                bos_id=BOS_ID,
                 prefix_source=spec.source_mask == "prefix",
-            )  # fmt: skip
+            )
         else:
             assert src_embed is not None  # an encoder's model has a source embedding
             model = EncoderDecoder(
-                src_embed=src_embed, tgt_embed=tgt_embed, encoder=_stack(spec.encoder, spec.d_model, "encoder"), decoder=decoder,
-                generator=generator, pad_id=PAD_ID, source_eos_id=EOS_ID if spec.source_eos else None,
-            )  # fmt: skip
+                src_embed=src_embed,
+                tgt_embed=tgt_embed,
+                encoder=_stack(spec.encoder, spec.d_model, "encoder"),
+                decoder=decoder,
+                generator=generator,
+                pad_id=PAD_ID,
+                source_eos_id=EOS_ID if spec.source_eos else None,
+            )
         if str(device) != "meta":
             init_weights(model)
     return model

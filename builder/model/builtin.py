@@ -119,16 +119,22 @@ def _t5_bias(spec: T5BiasSpec, ctx: BuildContext) -> nn.Module:
 
 def _feed_forward(spec: FeedForwardSpec, ctx: BuildContext) -> nn.Module:
     return PositionwiseFeedForward(
-        d_model=ctx.d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
-        activation_dropout=spec.activation_dropout, bias=spec.bias,
-    )  # fmt: skip
+        d_model=ctx.d_model,
+        d_ff=spec.d_ff,
+        activation=_ACTIVATIONS[spec.activation](),
+        activation_dropout=spec.activation_dropout,
+        bias=spec.bias,
+    )
 
 
 def _gated_feed_forward(spec: GatedFeedForwardSpec, ctx: BuildContext) -> nn.Module:
     return GatedFeedForward(
-        d_model=ctx.d_model, d_ff=spec.d_ff, activation=_ACTIVATIONS[spec.activation](),
-        activation_dropout=spec.activation_dropout, bias=spec.bias,
-    )  # fmt: skip
+        d_model=ctx.d_model,
+        d_ff=spec.d_ff,
+        activation=_ACTIVATIONS[spec.activation](),
+        activation_dropout=spec.activation_dropout,
+        bias=spec.bias,
+    )
 
 
 def _sigmoid_label(spec: SigmoidSpec) -> str:

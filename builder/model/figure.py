@@ -254,8 +254,12 @@ def draw(drawn: Layout) -> Any:
     left, decoder = drawn.columns if len(drawn.columns) > 1 else (None, drawn.columns[0])
     top = 0.0 if left is None else left.boxes[-1].y + left.boxes[-1].height
     for box in (b for b in decoder.boxes if b.reads_memory):  # the encoder's output, to each sub-layer that reads it
-        ax.annotate("", xy=(_CENTRES[1] - _HALF, box.y + box.height / 2), xytext=(_CENTRES[0] + _HALF, top),
-                    arrowprops=dict(arrowstyle="->", lw=0.8, color="#1f4e9c"))  # fmt: skip
+        ax.annotate(
+            "",
+            xy=(_CENTRES[1] - _HALF, box.y + box.height / 2),
+            xytext=(_CENTRES[0] + _HALF, top),
+            arrowprops=dict(arrowstyle="->", lw=0.8, color="#1f4e9c"),
+        )
     for k, note in enumerate(drawn.notes):
         ax.text(5, 0.1 + 0.0 * k, note, ha="center", va="bottom", fontsize=7, style="italic")
     return fig
@@ -305,25 +309,56 @@ def _draw_box(ax: Any, x: float, cx: float, box: Any, color: str) -> None:
         return
     half = _BESIDE if box.beside else _HALF
     if box.kind != "io":
-        ax.add_patch(FancyBboxPatch((cx - half, box.y), 2 * half, box.height, boxstyle="round,pad=0,rounding_size=0.08",
-                                    facecolor=color, edgecolor=_INK, linewidth=0.8))  # fmt: skip
+        ax.add_patch(
+            FancyBboxPatch(
+                (cx - half, box.y),
+                2 * half,
+                box.height,
+                boxstyle="round,pad=0,rounding_size=0.08",
+                facecolor=color,
+                edgecolor=_INK,
+                linewidth=0.8,
+            )
+        )
     step = box.height / (len(box.lines) + 1)
     for k, line in enumerate(box.lines):
-        ax.text(cx, box.y + box.height - step * (k + 1), line, ha="center", va="center", fontsize=8.5 if k == 0 or box.beside and k < len(box.lines) - 1 else 7,
-                weight="bold" if k == 0 and box.kind == "sublayer" else "normal")  # fmt: skip
+        ax.text(
+            cx,
+            box.y + box.height - step * (k + 1),
+            line,
+            ha="center",
+            va="center",
+            fontsize=8.5 if k == 0 or box.beside and k < len(box.lines) - 1 else 7,
+            weight="bold" if k == 0 and box.kind == "sublayer" else "normal",
+        )
 
 
 def _draw_frame(ax: Any, x: float, outward: int, frame: Any) -> None:
     """The dashed frame around a run of identical layers, and its count ("6×") beside it."""
     from matplotlib.patches import Rectangle
 
-    ax.add_patch(Rectangle((x - _FRAME, frame.y0), 2 * _FRAME, frame.y1 - frame.y0, fill=False, edgecolor="#666666", linewidth=0.9,
-                           linestyle="--"))  # fmt: skip
+    ax.add_patch(
+        Rectangle(
+            (x - _FRAME, frame.y0),
+            2 * _FRAME,
+            frame.y1 - frame.y0,
+            fill=False,
+            edgecolor="#666666",
+            linewidth=0.9,
+            linestyle="--",
+        )
+    )
     short = len(frame.label) <= 4  # "6×" beside the frame, as the paper's "N×"; longer labels along it
     ax.text(
-        x + outward * (_FRAME + 0.2), (frame.y0 + frame.y1) / 2, frame.label, ha="center", va="center",
-        fontsize=11 if short else 8, weight="bold", rotation=0 if short else 90,
-    )  # fmt: skip
+        x + outward * (_FRAME + 0.2),
+        (frame.y0 + frame.y1) / 2,
+        frame.label,
+        ha="center",
+        va="center",
+        fontsize=11 if short else 8,
+        weight="bold",
+        rotation=0 if short else 90,
+    )
 
 
 def save(drawn: Layout, path: Path) -> tuple[int, int]:

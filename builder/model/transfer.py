@@ -209,8 +209,11 @@ def _kv_changes(target: nn.Module, source: nn.Module, *, exclude: set[str]) -> l
             continue
         sizes, theirs = (t.h, t.d_k, t.d_v, _biased(t)), (s.h, s.d_k, s.d_v, _biased(s))
         if t.kv_heads > s.kv_heads or s.kv_heads % t.kv_heads or sizes != theirs:
-            why = (f"h, d_k, d_v, bias {sizes} where the source has {theirs}" if sizes != theirs
-                   else f"{t.kv_heads} K/V heads from the source's {s.kv_heads}: mean-pooling makes fewer heads, a number that divides {s.kv_heads}")  # fmt: skip
+            why = (
+                f"h, d_k, d_v, bias {sizes} where the source has {theirs}"
+                if sizes != theirs
+                else f"{t.kv_heads} K/V heads from the source's {s.kv_heads}: mean-pooling makes fewer heads, a number that divides {s.kv_heads}"
+            )
             raise UserError(f"init_from.convert: kv_heads cannot make {name} ({why})")
         found.append((name, t, s))
     return found

@@ -99,9 +99,14 @@ def markdown(
 
 
 def _cells(
-    row: Row, shown: list[str], settings: list[str], compared: bool, differences: dict[str, Difference], figures: dict[str, str],
+    row: Row,
+    shown: list[str],
+    settings: list[str],
+    compared: bool,
+    differences: dict[str, Difference],
+    figures: dict[str, str],
     agreement: dict[str, str],
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """A row's cells after its group: markdown's head, in order."""
     return [
         variant_label(row),

@@ -192,9 +192,11 @@ def base_differences(
     if base is None:
         return {}
     return compare_to_base(
-        {row.variant: list(row.runs) for row in rows}, base.variant, Scoring.of_signature(base.signature),
+        {row.variant: list(row.runs) for row in rows},
+        base.variant,
+        Scoring.of_signature(base.signature),
         translations=lambda run: translations(directory or run, run, split),
-    )  # fmt: skip
+    )
 
 
 def with_split(rows: list[Row], directory: Path, split: str) -> list[Row]:

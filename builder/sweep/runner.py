@@ -309,9 +309,13 @@ def _run(plan: Plan) -> int:
     elif jobs and isinstance(launcher, SlurmLauncherSpec):
         try:
             launch_slurm(
-                jobs, launcher, plan.directory / "submitit", reporter, name=plan.sweep.name,
+                jobs,
+                launcher,
+                plan.directory / "submitit",
+                reporter,
+                name=plan.sweep.name,
                 on_submit=lambda job, job_id: record.update(job.name, status="submitted", job_id=job_id),
-            )  # fmt: skip
+            )
         except LauncherFailed:
             before()  # no job runs: the sweep's folder as it was
             raise

@@ -61,9 +61,13 @@ def open_study(journal: Path, name: str, search: SearchSpec, *, worker: int = 0)
         "grid": lambda: optuna.samplers.GridSampler(search.grid(), seed=seed),
     }[search.sampler]()
     return optuna.create_study(
-        study_name=name, storage=storage(journal), sampler=sampler, pruner=make_pruner(search.pruner),
-        direction=search.direction, load_if_exists=True,
-    )  # fmt: skip
+        study_name=name,
+        storage=storage(journal),
+        sampler=sampler,
+        pruner=make_pruner(search.pruner),
+        direction=search.direction,
+        load_if_exists=True,
+    )
 
 
 def suggest(trial: Any, search: SearchSpec) -> list[str]:
@@ -122,9 +126,12 @@ def check_search(sweep: SweepSpec, sweep_path: Path, variants: list[Trial], regi
             drawn = [f"{key}={_value(value)}" for key, value in setting.items()]
             try:
                 spec = load_experiment(
-                    trial.experiment, [*trial.overrides, *drawn], registry=registry, source="by the search",
+                    trial.experiment,
+                    [*trial.overrides, *drawn],
+                    registry=registry,
+                    source="by the search",
                     model_of=partial(source_model, registry=registry),
-                )  # fmt: skip
+                )
             except UserError as e:
                 last = str(e).splitlines()[-1].strip()
                 key = next((k for k in setting if last.startswith(k) or f"{k}=" in last), next(iter(setting)))

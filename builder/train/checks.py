@@ -61,13 +61,33 @@ def check_memory(spec: ExperimentSpec, device: torch.device, tokens_per_batch: i
 # What a resumed run may set otherwise than the run it continues: how it runs, validates, saves
 # and decodes; never what it trains (the model, the data, the loss, the optimizer, the schedule).
 MAY_CHANGE = (
-    "description", "reported", "decode", "train.validation", "train.checkpoint", "train.compile", "train.cpu_threads",
-    "train.max_tokens_per_batch", "train.average_last", "data.num_workers", "data.cache_dir",
-    "trainer.accelerator", "trainer.devices", "trainer.strategy", "trainer.num_nodes", "trainer.precision",
-    "trainer.max_steps", "trainer.max_time", "trainer.val_check_interval", "trainer.check_val_every_n_epoch", "trainer.log_every_n_steps",
-    "trainer.num_sanity_val_steps", "trainer.limit_val_batches", "trainer.deterministic",
-    "trainer.enable_progress_bar", "trainer.enable_model_summary",
-)  # fmt: skip
+    "description",
+    "reported",
+    "decode",
+    "train.validation",
+    "train.checkpoint",
+    "train.compile",
+    "train.cpu_threads",
+    "train.max_tokens_per_batch",
+    "train.average_last",
+    "data.num_workers",
+    "data.cache_dir",
+    "trainer.accelerator",
+    "trainer.devices",
+    "trainer.strategy",
+    "trainer.num_nodes",
+    "trainer.precision",
+    "trainer.max_steps",
+    "trainer.max_time",
+    "trainer.val_check_interval",
+    "trainer.check_val_every_n_epoch",
+    "trainer.log_every_n_steps",
+    "trainer.num_sanity_val_steps",
+    "trainer.limit_val_batches",
+    "trainer.deterministic",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+)
 
 
 @dataclass(frozen=True)

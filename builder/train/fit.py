@@ -137,9 +137,14 @@ def _set_threads(spec: ExperimentSpec, trainer: L.Trainer, *, adaptive: bool) ->
 
 
 def _open_run(
-    spec: ExperimentSpec, run: RunDir, experiment_path: Path, trainer: L.Trainer, resumable: Resumable, checkpoint: Path | None,
+    spec: ExperimentSpec,
+    run: RunDir,
+    experiment_path: Path,
+    trainer: L.Trainer,
+    resumable: Resumable,
+    checkpoint: Path | None,
     started_from: Any,
-) -> "Sessions":  # fmt: skip
+) -> "Sessions":
     """Hold the run (rank 0), point the processes Lightning launches at it, write its config and
     status.json: the first writes of a run, after every refusal."""
     resume = checkpoint is not None

@@ -124,8 +124,12 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
         save_dir=str(run.path.parent.parent), name=run.path.parent.name, version=run.path.name, default_hp_metric=False
     )
     checkpoints = StepCheckpoints(
-        run, every_n_train_steps=ckpt.every_n_train_steps, every_n_minutes=ckpt.minutes, every_n_epochs=ckpt.every_n_epochs, keep_last=ckpt.keep_last
-    )  # fmt: skip
+        run,
+        every_n_train_steps=ckpt.every_n_train_steps,
+        every_n_minutes=ckpt.minutes,
+        every_n_epochs=ckpt.every_n_epochs,
+        keep_last=ckpt.keep_last,
+    )
     stopping = spec.train.early_stopping
     slurm = in_slurm_job()
     trainer = L.Trainer(
@@ -143,7 +147,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
             *([early_stopping(stopping)] if stopping else []),
             *([ConsoleProgress()] if t.enable_progress_bar else []),
             *callbacks,
-        ],  # fmt: skip
+        ],
         # in a SLURM job, RequeueAtStepEnd saves and requeues before the time limit, not Lightning
         plugins=[AtomicCheckpointIO(), *([SLURMEnvironment(auto_requeue=False)] if slurm else [])],
         default_root_dir=str(run.checkpoints),

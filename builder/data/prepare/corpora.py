@@ -150,7 +150,7 @@ def wmt14_en_fr() -> Corpus:
                 sacrebleu="wmt14/full",
                 hub_split="test",
             ),
-        ),  # fmt: skip
+        ),
         hub=Hub("wmt/wmt14", "fr-en", field="translation"),
         downloads=(
             "training-parallel-europarl-v7.tgz, training-parallel-commoncrawl.tgz, training-parallel-un.tgz, "

@@ -126,15 +126,30 @@ def processed_before(
 
 
 def _write(
-    corpus: Corpus, out: Path, plan: list[Planned], where: str, rules: CleanRules | None, workers: int, *,
-    applied: Sequence[TextStep], recorded: Sequence[TextStep], registry: Registry,
-) -> Report:  # fmt: skip
+    corpus: Corpus,
+    out: Path,
+    plan: list[Planned],
+    where: str,
+    rules: CleanRules | None,
+    workers: int,
+    *,
+    applied: Sequence[TextStep],
+    recorded: Sequence[TextStep],
+    registry: Registry,
+) -> Report:
     """Write the planned splits into `out`, each line through the `applied` steps; prepared.json
     records `recorded` (what the text has been through)."""
     present = {p.split.name for p in plan}
     skipped = [s.name for s in corpus.splits if s.name not in present]
-    report = Report(corpus.name, out, where, rules.describe(corpus.cleaned_as) if rules else None, skipped=skipped,
-                    pipeline=list(recorded), langs=corpus.langs)  # fmt: skip
+    report = Report(
+        corpus.name,
+        out,
+        where,
+        rules.describe(corpus.cleaned_as) if rules else None,
+        skipped=skipped,
+        pipeline=list(recorded),
+        langs=corpus.langs,
+    )
     texts = tuple(TextPipeline(applied, lang, registry) for lang in corpus.langs) if applied else None
     with staged_folder(out) as tmp:
         for planned in sorted(plan, key=lambda p: p.split.train):  # the small splits first: errors early
@@ -194,9 +209,14 @@ def hub_plan(corpus: Corpus) -> tuple[list[Planned], str]:
 
 
 def write_split(
-    folder: Path, planned: Planned, rules: CleanRules | None, workers: int, texts: tuple[TextPipeline, ...] | None = None,
-    *, langs: tuple[str, str] = LANGS,
-) -> SplitReport:  # fmt: skip
+    folder: Path,
+    planned: Planned,
+    rules: CleanRules | None,
+    workers: int,
+    texts: tuple[TextPipeline, ...] | None = None,
+    *,
+    langs: tuple[str, str] = LANGS,
+) -> SplitReport:
     """Stream one split's pairs into `{split}.en` and `{split}.de` (`langs`) under `folder`;
     `rules`: the cleaning of its pairs, or None to write them all; `texts`: each side's text pipeline."""
     split = planned.split

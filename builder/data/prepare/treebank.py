@@ -57,10 +57,21 @@ def prepare_treebank(root: Path, out: Path, *, force: bool = False) -> list[str]
         for split, sections in SECTIONS.items():
             paths = [p for s in sections for p in files[s]]
             written.append(Written(split, sections, len(paths), _write_split(tmp, split, _trees(paths))))
-        (tmp / "prepared.json").write_text(json.dumps({
-            "corpus": "wsj", "source": str(root), "linearisation": "Vinyals et al. 2015: (LABEL ... )LABEL, tags as XX",
-            "splits": {w.split: {"sections": [f"{s:02d}" for s in w.sections], "files": w.files, "trees": w.trees} for w in written},
-        }, indent=2) + "\n")  # fmt: skip
+        (tmp / "prepared.json").write_text(
+            json.dumps(
+                {
+                    "corpus": "wsj",
+                    "source": str(root),
+                    "linearisation": "Vinyals et al. 2015: (LABEL ... )LABEL, tags as XX",
+                    "splits": {
+                        w.split: {"sections": [f"{s:02d}" for s in w.sections], "files": w.files, "trees": w.trees}
+                        for w in written
+                    },
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return [f"wsj: wrote {out} from {root}"] + [
         f"{w.split}: {w.trees:,} trees of section{'s' if len(w.sections) > 1 else ''} "
         f"{w.sections[0]:02d}{f'-{w.sections[-1]:02d}' if len(w.sections) > 1 else ''} ({w.files} files)"
@@ -83,8 +94,11 @@ def _trees(paths: Iterable[Path]) -> Iterable[Tree]:
 def _write_split(folder: Path, split: str, trees: Iterable[Tree]) -> int:
     n = 0
     paths = [folder / f"{split}.{suffix}" for suffix in (SOURCE, TARGET, GOLD)]
-    with open(paths[0], "w", encoding="utf-8") as words, open(paths[1], "w", encoding="utf-8") as target, \
-            open(paths[2], "w", encoding="utf-8") as gold:  # fmt: skip
+    with (
+        open(paths[0], "w", encoding="utf-8") as words,
+        open(paths[1], "w", encoding="utf-8") as target,
+        open(paths[2], "w", encoding="utf-8") as gold,
+    ):
         for tree in trees:
             words.write(" ".join(tree.words()) + "\n")
             target.write(" ".join(linearize(tree)) + "\n")
