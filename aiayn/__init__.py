@@ -59,6 +59,7 @@ _PUBLIC = {
     "LanguageModel": "aiayn.builder.decode.language_model",
     "Translation": "aiayn.builder.decode.records",
     "Score": "aiayn.builder.decode.records",
+    "LineScore": "aiayn.builder.decode.records",
     "ExperimentSpec": "aiayn.schemas.experiment",
     "UserError": "aiayn.builder.errors",
     "Spec": "aiayn.schemas._base",
@@ -118,6 +119,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.data.make_tokenizers import TokenizerInputs as TokenizerInputs
     from aiayn.builder.data.tokenizer import Tokenizer as Tokenizer
     from aiayn.builder.decode.language_model import LanguageModel as LanguageModel
+    from aiayn.builder.decode.records import LineScore as LineScore
     from aiayn.builder.decode.records import Score as Score
     from aiayn.builder.decode.records import Translation as Translation
     from aiayn.builder.decode.translator import Translator as Translator

@@ -35,7 +35,7 @@ VERBS = {
     "score": (
         "aiayn.builder.cli.score",
         "score",
-        "forced decoding: the model's score of given targets (log P, length, per token)",
+        "forced decoding: the model's score of given targets (log P, length, per token), or a language model's of lines (--text)",
     ),
     "evaluate": ("aiayn.builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("aiayn.builder.cli.average", "average", "average the parameters of checkpoints"),

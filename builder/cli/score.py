@@ -8,6 +8,12 @@ that target by: log P(Y | X) / lp(|Y|) under the decode settings' length penalty
 --length-penalty override it as translate takes them). Source and target go through the run's
 data.pipeline, as translate's input does. A blank source line is an error (nothing to condition
 on); a blank target is the empty translation (EOS alone).
+
+aiayn score RUN --text F [--per-token]: a language model's log-probability of each line of F
+(`<s>` then its tokens then `</s>`, as `aiayn evaluate` counts a sentence): log P (natural log,
+</s> included), the tokens predicted (</s> counted), with --per-token each one's log-probability,
+and last the line's bits per byte (-log2 P over its UTF-8 bytes and a newline). Summed over the
+lines, -log P / ln 2 over their bytes is evaluate's bits per byte of F.
 """
 
 import argparse
@@ -25,6 +31,7 @@ from aiayn.builder.cli.translate import (
 from aiayn.builder.data.corpus import check_aligned, read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.forced import alignment_layers
+from aiayn.builder.decode.language_model import LanguageModel
 from aiayn.builder.decode.translator import check_alignment_layer, load_run
 from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
@@ -33,8 +40,9 @@ from aiayn.builder.run.outputs import check_output
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p, ensemble=True)
-    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
-    p.add_argument("--tgt", type=Path, required=True, help="the targets to score, line-aligned with --src")
+    p.add_argument("--src", type=Path, help="source sentences, one per line (a translation model)")
+    p.add_argument("--tgt", type=Path, help="the targets to score, line-aligned with --src")
+    p.add_argument("--text", type=Path, help="a language model's text to score, one sentence per line (instead of --src/--tgt)")
     p.add_argument("--output", "-o", type=Path, help="write the scores here (default: stdout)")
     p.add_argument("--per-token", action="store_true", help="add a column: each target token's log-probability, then EOS's")
     p.add_argument("--alignments", action="store_true", help="add a column: the word alignment (Pharaoh i-j) of each pair")
@@ -48,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def score(args: argparse.Namespace) -> int:
+    if args.text is not None:
+        return _score_text(args)
+    if args.src is None or args.tgt is None:
+        raise UserError("give --src and --tgt (a translation model's pairs), or --text (a language model's lines)")
     if args.output is not None:
         check_writable(args.output, "--output")
         check_output(args.output, "--output", inputs=[*args.checkpoint, args.src, args.tgt])
@@ -87,7 +99,38 @@ def score(args: argparse.Namespace) -> int:
         columns += [" ".join(f"{x:.6f}" for x in s.token_log_probs)] if args.per_token else []
         columns += [s.pharaoh()] if args.alignments else []
         rows.append("\t".join([*columns, f"{s.score:.6f}"]) + "\n")
-    text = "".join(rows)
+    return _write(args, "".join(rows))
+
+
+def _score_text(args: argparse.Namespace) -> int:
+    """`--text`: a language model's lines, each scored (the module's text)."""
+    given = [flag for flag, on in (("--src", args.src), ("--tgt", args.tgt), ("--alignments", args.alignments)) if on]
+    if given or args.alignment_layer is not None:
+        raise UserError(f"--text scores a language model's lines alone: drop {(given or ['--alignment-layer'])[0]}")
+    if len(args.checkpoint) > 1:
+        raise UserError("--text: aiayn score takes one language model (an ensemble translates)")
+    if args.output is not None:
+        check_writable(args.output, "--output")
+        check_output(args.output, "--output", inputs=[*args.checkpoint, args.text])
+    if not args.text.is_file():
+        resolved(args.text)
+        raise UserError(f"--text {args.text}: no such file")
+    lines = read_lines(args.text)
+    if not lines:
+        raise UserError(f"--text {args.text} is empty: it holds no sentences to score")
+    model = load_run(args.checkpoint[0], device=device_of(args), registry=args.registry)
+    if not isinstance(model, LanguageModel):
+        raise UserError(f"{args.checkpoint[0]} is a translation model: score its pairs with --src and --tgt")
+    scores = model.score(lines, max_tokens=args.max_tokens)
+    rows = []
+    for s in scores:
+        columns = [f"{s.log_prob:.6f}", str(s.length)]
+        columns += [" ".join(f"{x:.6f}" for x in s.token_log_probs)] if args.per_token else []
+        rows.append("\t".join([*columns, f"{s.bpb:.6f}"]) + "\n")
+    return _write(args, "".join(rows))
+
+
+def _write(args: argparse.Namespace, text: str) -> int:
     if args.output is not None:
         write_bytes_atomic(args.output, text.encode("utf-8"))
     else:

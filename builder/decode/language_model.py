@@ -9,6 +9,8 @@ from pathlib import Path
 from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
+from aiayn.builder.decode.metrics import line_log_probs
+from aiayn.builder.decode.records import LineScore, line_record
 from aiayn.builder.decode.sampling import sampling_from, seed_argument
 from aiayn.builder.errors import UserError, described, strings_argument
 from aiayn.schemas.experiment import ExperimentSpec
@@ -73,6 +75,33 @@ class LanguageModel:
             self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, seed=seed
         )
         return [self.tokenizer.decode([*p, *c]) for p, c in zip(ids, found)]
+
+    def score(self, lines: Sequence[str] | str, *, max_tokens: int | None = None) -> list[LineScore]:
+        """Each line's log-probability under the model, as `aiayn score RUN --text` writes it and
+        as `aiayn evaluate` counts it: summed over the lines, -log_prob / ln 2 over their bytes is
+        evaluate's bits per byte of the same text.
+
+        :param lines: the lines (a str: that one line), none blank
+        :param max_tokens: padded tokens a batch (default: the run's decode.max_tokens)
+        :returns: a `LineScore` a line: log_prob, length, n_bytes, bpb, token_log_probs
+        :raises UserError: a blank line (a language model scores sentences), or one longer than its positions"""
+        lines = strings_argument(lines, "lines", one=True)
+        blank = next((i for i, line in enumerate(lines) if not line.strip()), None)
+        if blank is not None:
+            raise UserError(f"line {blank + 1} is blank: a language model scores sentences (aiayn evaluate skips blank lines)")
+        limit = self.spec.decode.max_tokens if max_tokens is None else max_tokens
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise UserError(f"max_tokens: expected a whole number >= 1, got {described(limit)}")
+        ids = self.tokenizer.encode_batch(list(lines))
+        positions = self.model.target_positions()
+        too_long = next((i for i, x in enumerate(ids) if positions is not None and len(x) + 1 > positions), None)
+        if too_long is not None:
+            raise UserError(
+                f"line {too_long + 1} has {len(ids[too_long])} tokens, and with its <s> more than the model's {positions} "
+                "learned positions; shorten or split it"
+            )
+        found = line_log_probs(self.model, self.tokenizer, lines, max(limit, max(len(x) for x in ids) + 1))
+        return [line_record(text, x, p, self.tokenizer) for text, x, p in zip(lines, ids, found)]
 
     def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:
         """Every prompt leaves a learned position table room for one token or more.

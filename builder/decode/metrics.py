@@ -164,6 +164,23 @@ def language_model_scores(model: Any, batches: Any, tokens_per_byte: float) -> d
     }  # fmt: skip
 
 
+def line_log_probs(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: int) -> list[list[float]]:
+    """Each line's token log-probabilities as a language model reads it (`<s> ... </s>`: its
+    tokens', then </s>'s), batched and teacher-forced as `text_scores` counts them; a blank line's
+    are none."""
+    ids = RaggedIds.from_lists(tokenizer.encode_batch(list(lines)))
+    dataset = TranslationDataset(ids, ids, np.flatnonzero(ids.lengths > 0), source=False)
+    found: list[list[float]] = [[] for _ in lines]
+    device = next(model.parameters()).device
+    with evaluating(model):
+        for batch in eval_loader(dataset, max_tokens):
+            logits = model(batch.src.to(device), batch.tgt_in.to(device))  # (B, T, V)
+            log_probs = logits.float().log_softmax(-1).gather(-1, batch.tgt_out.to(device)[..., None]).squeeze(-1)
+            for row, i in enumerate(batch.ids.tolist()):
+                found[i] = log_probs[row, : int(batch.tgt_out[row].ne(model.pad_id).sum())].tolist()
+    return found
+
+
 def text_scores(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
     """`language_model_scores` of text lines, each one sentence (<s> ... </s>); blank lines are
     skipped, their bytes (a newline) too, as the validation of a run trained on sentences skips them."""

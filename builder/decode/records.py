@@ -1,6 +1,8 @@
 """What `Translator.translate(..., with_scores=True)` and `Translator.score` return: one record
-per target, its numbers in natural log (fairseq prints base 2), its alignment in words."""
+per target, its numbers in natural log (fairseq prints base 2), its alignment in words; and what
+`LanguageModel.score` returns, one `LineScore` a line."""
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -64,6 +66,40 @@ class Translation(Score):
 
     text: str = ""
     utility: float | None = None
+
+
+@dataclass(frozen=True)
+class LineScore:
+    """A line of text as a language model scores it: `<s>` then its tokens, each predicted, then
+    `</s>` (as `aiayn evaluate` counts a sentence).
+
+    :param text: the line
+    :param ids: its token ids (no <s>, no </s>)
+    :param tokens: its pieces
+    :param log_prob: log P(line), natural log, </s> included
+    :param length: the tokens predicted, </s> counted
+    :param n_bytes: its UTF-8 bytes and a newline, what bits per byte divides by
+    :param token_log_probs: one per token, then </s>'s"""
+
+    text: str
+    ids: list[int]
+    tokens: list[str]
+    log_prob: float
+    length: int
+    n_bytes: int
+    token_log_probs: list[float]
+
+    @property
+    def bpb(self) -> float:
+        """Bits per byte: -log2 P(line) over its bytes (a newline counted, as evaluate counts it)."""
+        return -self.log_prob / math.log(2) / self.n_bytes
+
+
+def line_record(text: str, ids: Sequence[int], token_log_probs: Sequence[float], tokenizer: Tokenizer) -> LineScore:
+    """The LineScore of a line from its token log-probabilities."""
+    tokens = [tokenizer.id_to_token(i) for i in ids]
+    n_bytes = len(text.encode("utf-8")) + 1
+    return LineScore(text, list(ids), tokens, float(sum(token_log_probs)), len(token_log_probs), n_bytes, list(token_log_probs))
 
 
 def scored_record(ids: Sequence[int], scored: Scored, tgt_tokenizer: Tokenizer, source_words: Sequence[int] | None) -> Score:

@@ -171,3 +171,62 @@ def test_a_length_filter_that_keeps_no_sentence_is_named(tmp_path):
         "(600 longer than max_len=1, 0 shorter than min_len=1 tokens); raise max_len or lower min_len",
     )  # fmt: skip
     assert not (tmp_path / "runs").exists()
+
+
+def test_score_of_a_language_model_sums_its_tokens_and_meets_evaluates_bits_per_byte(run, tmp_path):
+    """aiayn score --text: each line's log P is the sum of its --per-token column, and over the file
+    -sum(log P) / ln 2 / bytes is evaluate's bits per byte; the Python API gives the same numbers;
+    each log-probability equals a teacher-forced pass of that line alone."""
+    lines = generate_demo(600, 20, 20, 1234)["test"][0][:12]
+    text = tmp_path / "text.en"
+    text.write_text("".join(line + "\n" for line in lines))
+    code, out, err = cli("score", run, "--text", text, "--per-token")
+    assert code == 0, err
+    rows = [row.split("\t") for row in out.splitlines()]
+    assert len(rows) == len(lines) and all(len(row) == 4 for row in rows)
+    for log_prob, length, per_token, bpb in rows:
+        tokens = [float(x) for x in per_token.split()]
+        assert len(tokens) == int(length) and float(log_prob) == pytest.approx(sum(tokens), abs=1e-5)
+    total, n_bytes = sum(float(r[0]) for r in rows), sum(len(line.encode()) + 1 for line in lines)
+    code, out, err = cli("evaluate", run, "--ref", text, "--json")
+    assert code == 0, err
+    assert -total / math.log(2) / n_bytes == pytest.approx(json.loads(out)["bpb"], rel=1e-5)
+    model = load_run(run, device="cpu")
+    scores = model.score(lines)
+    assert [f"{s.log_prob:.6f}" for s in scores] == [r[0] for r in rows] and [f"{s.bpb:.6f}" for s in scores] == [
+        r[3] for r in rows
+    ]
+    import torch
+
+    one = model.tokenizer.encode(lines[3])
+    with torch.no_grad():
+        logits = model.model(torch.zeros(1, 0, dtype=torch.long), torch.tensor([[1, *one]])).log_softmax(-1)[0]
+    alone = sum(float(logits[t, token]) for t, token in enumerate([*one, 2]))
+    assert scores[3].log_prob == pytest.approx(alone, abs=1e-4) and scores[3].ids == one
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--src", "x"], "--text scores a language model's lines alone: drop --src"),
+        (["--alignments"], "--text scores a language model's lines alone: drop --alignments"),
+    ],
+)
+def test_what_score_of_a_language_model_refuses(run, tmp_path, extra, message):
+    text = tmp_path / "text.en"
+    text.write_text("two men\n")
+    assert cli("score", run, "--text", text, *extra)[::2] == (2, f"aiayn score: error: {message}\n")
+
+
+def test_score_of_a_language_model_names_what_is_missing_or_wrong(run, tmp_path):
+    text = tmp_path / "text.en"
+    text.write_text("two men\n\nthree dogs\n")
+    assert cli("score", run, "--text", text)[::2] == (
+        2, "aiayn score: error: line 2 is blank: a language model scores sentences (aiayn evaluate skips blank lines)\n"
+    )  # fmt: skip
+    assert cli("score", run)[::2] == (
+        2, "aiayn score: error: give --src and --tgt (a translation model's pairs), or --text (a language model's lines)\n"
+    )  # fmt: skip
+    assert cli("score", run, "--text", tmp_path / "none.en")[::2] == (
+        2, f"aiayn score: error: --text {tmp_path / 'none.en'}: no such file\n"
+    )  # fmt: skip
