@@ -29,8 +29,9 @@ def parameters(obj) -> list[str]:
 
 
 def documented(obj) -> list[str]:
-    """The parameters its docstring names as `:param name:`."""
-    doc = inspect.getdoc(obj) or ""
+    """The parameters its docstring names as `:param name:`; a class's, or its bases' (a field it inherits)."""
+    owners = [c for c in obj.__mro__ if c.__module__.startswith("aiayn.")] if inspect.isclass(obj) else [obj]
+    doc = "\n".join(c.__doc__ or "" for c in owners)
     return [line.split(":param ", 1)[1].split(":", 1)[0].split()[-1] for line in doc.splitlines() if ":param " in line]
 
 

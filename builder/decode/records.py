@@ -51,16 +51,9 @@ class Translation(Score):
     """One of a source's n best translations: a `Score` (`score` and `log_prob` as the search
     computed them) with its `text`, as `aiayn translate` writes it. An empty (blank) source is not
     decoded: its one translation is empty, with score 0. `utility`: where minimum-Bayes-risk
-    decoding chose it, its expected utility against the pseudo-references.
+    decoding chose it, its expected utility against the pseudo-references. Its other fields are
+    a Score's (ids, tokens, score, log_prob, length, token_log_probs, alignment, token_alignment).
 
-    :param ids: its token ids (no BOS, no EOS)
-    :param tokens: its pieces
-    :param score: what the beam search ranks it by, log P(Y | X) / lp(|Y|)
-    :param log_prob: log P(Y | X), natural log
-    :param length: |Y|, EOS counted where the target ends with it
-    :param token_log_probs: one per token, then EOS's
-    :param alignment: (source word, target word) pairs, 0-based, where asked for
-    :param token_alignment: the same in tokens
     :param text: the translation as `aiayn translate` writes it
     :param utility: its expected utility, where MBR chose it"""
 
