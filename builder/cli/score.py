@@ -74,12 +74,10 @@ def score(args: argparse.Namespace) -> int:
         raise UserError(
             f"--src {args.src}, line {blank + 1} is blank: there is nothing to score its target against; drop that pair"
         )
-    if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
-        raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
     translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)
-    if args.alignment_layer is not None:
-        check_alignment_layer(args.alignment_layer, alignment_layers(translator.model), "--alignment-layer")
+    if args.alignments or args.alignment_layer is not None:  # one model's cross-attention (forced.py says which not)
+        check_alignment_layer(args.alignment_layer, alignment_layers(translator.model, "--alignments"), "--alignment-layer")
     pipelines = translator.pipelines
     if pipelines is not None:
         for path in (args.src, args.tgt):

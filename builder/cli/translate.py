@@ -174,10 +174,8 @@ def check_columns(args: argparse.Namespace, translator: Translator) -> Any:
     """--alignments and --detokenize checked against the model; its text pipelines."""
     if args.alignments and args.detokenize:
         raise UserError("--alignments counts the words of the run's tokenized output; drop --detokenize")
-    if (args.alignments or args.alignment_layer is not None) and len(args.checkpoint) > 1:
-        raise UserError("--alignments: the members of an ensemble each attend their own way; align with one of its models")
-    if args.alignment_layer is not None:
-        check_alignment_layer(args.alignment_layer, alignment_layers(translator.model), "--alignment-layer")
+    if args.alignments or args.alignment_layer is not None:  # one model's cross-attention (forced.py says which not)
+        check_alignment_layer(args.alignment_layer, alignment_layers(translator.model, "--alignments"), "--alignment-layer")
     pipelines = translator.pipelines
     if args.detokenize and (pipelines is None or pipelines[1].tokenizer is None):
         raise UserError(

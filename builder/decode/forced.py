@@ -128,13 +128,14 @@ def _forward(model: TransformerModel, src: Tensor, tgt_in: Tensor, attention: Su
     return log_probs, (seen[0] if seen else None)
 
 
-def alignment_layers(model: TransformerModel) -> int:
-    """How many decoder layers alignments can be read from, or a UserError saying why none."""
+def alignment_layers(model: TransformerModel, name: str = "alignments") -> int:
+    """How many decoder layers alignments can be read from, or a UserError saying why none
+    (`name`: the argument that asked for them, as the caller names it)."""
     graph = model.graph()
     if graph is None:
-        raise UserError("alignments: the members of an ensemble each attend their own way; align with one of its models")
+        raise UserError(f"{name}: the members of an ensemble each attend their own way; align with one of its models")
     if not graph.cross_attention:
-        raise UserError("alignments: they are read from cross-attention, which a decoder-only model has not")
+        raise UserError(f"{name}: they are read from cross-attention, which a decoder-only model has not")
     return len(graph.decoder.layers)
 
 

@@ -133,7 +133,7 @@ def test_a_trained_decoder_only_translation_translates_scores_and_evaluates(run,
     assert len(scored.splitlines()) == 2  # the values: test_forced_scoring_of_the_search_output_gives_its_score
     before = snapshot(run)
     assert cli("translate", run, "--input", src, "--alignments")[::2] == (
-        2, "aiayn translate: error: alignments: they are read from cross-attention, which a decoder-only model has not\n"
+        2, "aiayn translate: error: --alignments: they are read from cross-attention, which a decoder-only model has not\n"
     )  # fmt: skip
     assert cli("evaluate", run, "--json")[0] == 0 and snapshot(run) == before
     translator = load_run(run)
