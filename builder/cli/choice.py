@@ -6,13 +6,17 @@ from typing import Any
 
 import yaml
 
-from aiayn.builder.decode.mbr import WEIGHTS
-from aiayn.builder.decode.sampling import sampling_from, seed_argument
+from aiayn.builder.decode.mbr import WEIGHTS, check_mbr
+from aiayn.builder.decode.sampling import check_sampling, sampling_from, seed_argument
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.nesting import yaml_nesting
 
 # the sampling flags, as the Python API names them
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "epsilon": "--epsilon"}
+FLAGS = {  # each setting's flag, for the messages of the rules the Python API checks too
+    **SAMPLING_FLAGS, "sampling": "--sampling", "beam": "--beam", "n_best": "--n-best", "mbr": "--mbr",
+    "mbr_references": "--mbr-references", "mbr_weights": "--mbr-weights",
+}  # fmt: skip
 
 
 def add_choice_arguments(p: argparse.ArgumentParser, *, n_best: bool = False) -> None:
@@ -78,24 +82,10 @@ def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
 def check_choice(args: argparse.Namespace) -> None:
     """--sampling, --mbr and their flags: what goes with what."""
     seed_argument(args.seed, "--seed")  # named by its flag (the Python API names its keyword)
-    shaping = [SAMPLING_FLAGS[name] for name in SAMPLING_FLAGS if getattr(args, name) is not None]
-    if shaping and not args.sampling:
-        raise UserError(f"{shaping[0]} shapes sampling; give --sampling, or drop it")
-    if args.sampling and args.beam is not None:
-        raise UserError("--beam: --sampling draws each token and keeps no beam; give one or the other")
-    if args.mbr is None:
-        for flag, given in (
-            ("--mbr-references", args.mbr_references is not None),
-            ("--mbr-weights", args.mbr_weights != "uniform"),
-        ):
-            if given:
-                raise UserError(f"{flag} goes with --mbr; give --mbr UTILITY, or drop it")
-        return
-    if args.n_best is None or args.n_best < 2:
-        raise UserError("--mbr chooses among candidates: give --n-best K >= 2 (the beam's K best, or K samples with --sampling)")
-    if args.mbr_references is not None and args.mbr_references < 1:
-        raise UserError(f"--mbr-references ({args.mbr_references}): give 1 or more samples to draw")
-    if getattr(args, "alignments", False):
+    shaping = [name for name in SAMPLING_FLAGS if getattr(args, name) is not None]
+    check_sampling(args.sampling, shaping, args.beam is not None, FLAGS)  # the API's rules, in the flags' names
+    check_mbr(args.mbr is not None, args.n_best, args.mbr_references, args.mbr_weights, FLAGS)
+    if args.mbr is not None and getattr(args, "alignments", False):
         raise UserError("--alignments: MBR's choice is written without them; align it with aiayn score --alignments")
 
 

@@ -7,13 +7,14 @@ renormalised over them (`model`: the n-best's usual weighting). The utility is a
 candidates x references, so that a utility can batch its pairs."""
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import numpy as np
 from pydantic import ValidationError
 
+from aiayn.builder.decode.sampling import PYTHON_NAMES
 from aiayn.builder.errors import UserError, described
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.nesting import too_deep
@@ -94,17 +95,33 @@ class MBRChoice:
     references: int | None
 
 
-def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object, registry: Registry) -> MBRChoice | None:
-    """The MBR settings checked (None: no MBR)."""
-    if mbr is None:
-        return None
-    utility = utility_spec(mbr, registry, "mbr")
+def check_mbr(mbr: bool, n_best: object, references: object, weights: object, names: Mapping[str, str] = PYTHON_NAMES) -> None:
+    """What goes with MBR, the one place the CLI and the Python API check it: its settings need
+    it; it needs n_best >= 2 candidates; references a count >= 1; weights one of WEIGHTS. `names`:
+    how the caller names each setting."""
+    name = lambda setting: names.get(setting, setting)  # noqa: E731
+    if not mbr:
+        for setting, given in (("mbr_references", references is not None), ("mbr_weights", weights != "uniform")):
+            if given:
+                raise UserError(f"{name(setting)} goes with {name('mbr')}; give {name('mbr')}, or drop it")
+        return
     if weights not in WEIGHTS:
-        raise UserError(f"mbr_weights: expected one of {', '.join(WEIGHTS)}, got {described(weights)}")
+        raise UserError(f"{name('mbr_weights')}: expected one of {', '.join(WEIGHTS)}, got {described(weights)}")
     if references is not None and (not isinstance(references, int) or isinstance(references, bool) or references < 1):
         raise UserError(
-            f"mbr_references: expected a whole number >= 1 (samples to draw as pseudo-references), got {described(references)}"
+            f"{name('mbr_references')}: expected a whole number >= 1 (samples to draw as pseudo-references), "
+            f"got {described(references)}"
         )
     if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 2:
-        raise UserError("mbr: it chooses among candidates; give n_best >= 2 (the beam's n best, or samples with sampling=True)")
-    return MBRChoice(utility, cast(Weights, weights), references)
+        raise UserError(
+            f"{name('mbr')}: it chooses among candidates; give {name('n_best')} >= 2 (the beam's best, or samples with "
+            f"{name('sampling')})"
+        )
+
+
+def mbr_choice_of(mbr: Any, weights: object, references: object, n_best: object, registry: Registry) -> MBRChoice | None:
+    """The MBR settings checked (None: no MBR)."""
+    check_mbr(mbr is not None, n_best, references, weights)
+    if mbr is None:
+        return None
+    return MBRChoice(utility_spec(mbr, registry, "mbr"), cast(Weights, weights), cast(int | None, references))

@@ -18,6 +18,7 @@ here; a GPU's kernels may differ in their last bits, and a draw with them).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,14 +198,25 @@ def sample_hypotheses(
     return [sorted(samples[i * n : (i + 1) * n], key=lambda h: -h.score) for i in range(src.size(0))]
 
 
+# how the Python API names the settings in messages; the CLI hands its flags instead (cli/choice.py)
+PYTHON_NAMES = {"sampling": "sampling=True", "n_best": "n_best", "mbr": "mbr", "beam": "beam"}
+
+
+def check_sampling(sampling: bool, shaping: Sequence[str], beam: bool, names: Mapping[str, str] = PYTHON_NAMES) -> None:
+    """What goes with sampling, the one place the CLI and the Python API check it: a setting that
+    shapes sampling (`shaping`: those given) needs it, and a beam does not go with it; `names`: how
+    the caller names each setting."""
+    if shaping and not sampling:
+        raise UserError(f"{names.get(shaping[0], shaping[0])}: it shapes sampling; give {names['sampling']}, or drop it")
+    if sampling and beam:
+        raise UserError(
+            f"{names['beam']}: sampling draws each token and keeps no beam; give {names['beam']} or {names['sampling']}, not both"
+        )
+
+
 def sampler_of(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
     """The sampling settings checked (None: beam search); each one given without `sampling` is refused."""
     sampling = bool_argument(sampling, "sampling")
     given = {name: value for name, value in settings.items() if value is not None}
-    if not sampling:
-        if given:
-            raise UserError(f"{next(iter(given))}: it shapes sampling; give sampling=True, or drop it")
-        return None
-    if "beam" in decode:
-        raise UserError("beam: sampling draws each token and keeps no beam; drop beam, or sampling")
-    return sampling_from(**given)
+    check_sampling(sampling, list(given), "beam" in decode)
+    return sampling_from(**given) if sampling else None

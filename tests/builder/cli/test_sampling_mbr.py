@@ -159,15 +159,15 @@ def test_a_utility_of_ones_own_plugs_in(run):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--mbr", "chrf"], "--mbr chooses among candidates: give --n-best K >= 2 (the beam's K best, or K samples with --sampling)"),
+        (["--mbr", "chrf"], "--mbr: it chooses among candidates; give --n-best >= 2 (the beam's best, or samples with --sampling)"),
         (["--mbr", "chrff", "--n-best", "2"], "--mbr: 'chrff' is not a utility type; the registered ones are chrf, bleu; did you mean 'chrf'?"),
         (["--mbr", "{type: chrf, beta: 0}", "--n-best", "2"], "--mbr: beta: input should be greater than 0, got 0"),
-        (["--mbr-references", "3"], "--mbr-references goes with --mbr; give --mbr UTILITY, or drop it"),
+        (["--mbr-references", "3"], "--mbr-references goes with --mbr; give --mbr, or drop it"),
         (["--sampling", "--top-p", "0"], "--top-p (0.0) must be in (0, 1]"),
         (["--sampling", "--epsilon", "1"], "--epsilon (1.0) must be in [0, 1) (0: no limit)"),
-        (["--temperature", "2"], "--temperature shapes sampling; give --sampling, or drop it"),
+        (["--temperature", "2"], "--temperature: it shapes sampling; give --sampling, or drop it"),
         (["--sampling", "--seed", "99999999999999999999"], "--seed: expected a whole number from 0 to 2**63 - 1, got int 99999999999999999999"),
-        (["--sampling", "--beam", "4"], "--beam: --sampling draws each token and keeps no beam; give one or the other"),
+        (["--sampling", "--beam", "4"], "--beam: sampling draws each token and keeps no beam; give --beam or --sampling, not both"),
         (["--seed", "-5"], "--seed: expected a whole number from 0 to 2**63 - 1, got int -5"),  # its flag, not `seed`, without --sampling too
         (["--n-best", "5"], "--n-best (5) is more than the beam size (4): a search keeps 4 hypotheses a sentence; raise --beam to at least 5"),
     ],
@@ -181,10 +181,11 @@ def test_the_python_api_refuses_the_same_by_name(translator):
     for kwargs, message in [
         (
             dict(mbr="chrf"),
-            "mbr: it chooses among candidates; give n_best >= 2 (the beam's n best, or samples with sampling=True)",
+            "mbr: it chooses among candidates; give n_best >= 2 (the beam's best, or samples with sampling=True)",
         ),
         (dict(top_p=0.5), "top_p: it shapes sampling; give sampling=True, or drop it"),
-        (dict(sampling=True, beam=4), "beam: sampling draws each token and keeps no beam; drop beam, or sampling"),
+        (dict(sampling=True, beam=4), "beam: sampling draws each token and keeps no beam; give beam or sampling=True, not both"),
+        (dict(mbr_references=3), "mbr_references goes with mbr; give mbr, or drop it"),  # the CLI's rule, the same function
         (dict(sampling=True, top_k=-1), "top_k (-1) must be >= 0 (0: no limit)"),
         (dict(sampling=True, seed="1"), "seed: expected a whole number from 0 to 2**63 - 1, got str '1'"),
         (dict(n_best=2, mbr="chrf", mbr_weights="prob"), "mbr_weights: expected one of uniform, model, got str 'prob'"),
