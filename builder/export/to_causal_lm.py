@@ -167,9 +167,9 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
         n_inner=ffn.d_ff,
         activation_function=GPT2_ACTIVATIONS[ffn.activation],
         layer_norm_epsilon=getattr(spec.decoder.add_norm.norm, "eps"),
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
+        resid_pdrop=spec.decoder.add_norm.dropout,  # the dropouts as trained (they act in training alone)
+        embd_pdrop=spec.dropout,
+        attn_pdrop=attention.attn_dropout,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
@@ -206,6 +206,7 @@ def _llama_model(spec: ModelSpec, model: Any) -> Any:
         rms_norm_eps=getattr(spec.decoder.add_norm.norm, "eps"),
         rope_parameters={"rope_type": "default", "rope_theta": attention.rotary.base},
         attention_bias=attention.bias,
+        attention_dropout=attention.attn_dropout,  # as trained; LlamaConfig has no residual or embedding dropout
         mlp_bias=ffn.bias,
         tie_word_embeddings=spec.embedding.share != "none",
         bos_token_id=1,

@@ -17,7 +17,8 @@ TINY = ["dims.d_model=32", "dims.d_ff=64", "dims.h=2", "dims.d_k=16", "dims.d_v=
         "data.n_train=600", "data.n_valid=12", "data.n_test=12", "train.tokens_per_step=1500", "trainer.val_check_interval=null",
         "trainer.enable_progress_bar=false", "trainer.max_steps=6", "train.lr_schedule.warmup_steps=3"]  # fmt: skip
 LLAMA = ["model.positional=none", "model.decoder.add_norm.norm.type=rms_norm",
-         "model.decoder.layer[0]={type: causal_self_attention, h: 2, d_k: 16, d_v: 16, kv_heads: 1, bias: false, rotary: {base: 5000.0}}",
+         "model.decoder.layer[0]={type: causal_self_attention, h: 2, d_k: 16, d_v: 16, kv_heads: 1, bias: false, rotary: {base: 5000.0},"
+         " attn_dropout: 0.1}",
          "model.decoder.layer[1]={type: gated_feed_forward, d_ff: 64, activation: silu, bias: false}", "model.embedding.share=none"]  # fmt: skip
 GPT2 = ["model.embedding.scale=false", "model.decoder.layer[1].activation=gelu_tanh"]
 PROMPTS = [f"{a} {b}" for a in ("she", "two", "the man", "a") for b in ("bought", "saw", "has", "gave", "found")]
@@ -38,6 +39,11 @@ def test_the_export_generates_as_aiayn_generate_does(family, tokenizer, tmp_path
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     assert type(hf).__name__ == {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}[family]
+    model = load_run(run).spec.model  # the config says the dropouts the run trained with, not 0
+    attention = model.decoder.layer[0]
+    trained = {"attn_pdrop": attention.attn_dropout, "resid_pdrop": model.decoder.add_norm.dropout, "embd_pdrop": model.dropout}
+    expected = trained if family == "gpt2" else {"attention_dropout": attention.attn_dropout}
+    assert {k: getattr(hf.config, k) for k in expected} == expected and any(v > 0 for v in expected.values()), expected
     theirs = [tok.decode(hf.generate(**tok(p, return_tensors="pt"), max_new_tokens=12, do_sample=False)[0], skip_special_tokens=True)
               for p in PROMPTS]  # fmt: skip
     assert theirs == ours  # 20 of 20
