@@ -46,5 +46,6 @@ def test_the_last_checkpoints_scores_are_the_kept_ones():
     for row in rows:
         name, *_, bleu, ppl = [cell.strip() for cell in row.strip().strip("|").split("|")]
         trial = name.replace(" seed ", "-seed")
-        kept = json.loads((KEPT / trial / "version_0" / "last-checkpoint.test.json").read_text())
+        [found] = (KEPT / trial).glob("version_*/last-checkpoint.test.json")  # the run its trial.json names
+        kept = json.loads(found.read_text())
         assert (bleu, ppl) == (f"{kept['bleu']:.2f}", f"{kept['ppl']:.2f}")
