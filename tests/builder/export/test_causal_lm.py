@@ -20,7 +20,7 @@ LLAMA = ["model.positional=none", "model.decoder.add_norm.norm.type=rms_norm",
          "model.decoder.layer[0]={type: causal_self_attention, h: 2, d_k: 16, d_v: 16, kv_heads: 1, bias: false, rotary: {base: 5000.0},"
          " attn_dropout: 0.1}",
          "model.decoder.layer[1]={type: gated_feed_forward, d_ff: 64, activation: silu, bias: false}", "model.embedding.share=none"]  # fmt: skip
-GPT2 = ["model.embedding.scale=false", "model.decoder.layer[1].activation=gelu_tanh"]
+GPT2 = ["model.embedding.scale=false", "model.decoder.layer[1].activation=gelu_tanh", "model.decoder.layer[0].attn_dropout=0.1"]
 PROMPTS = [f"{a} {b}" for a in ("she", "two", "the man", "a") for b in ("bought", "saw", "has", "gave", "found")]
 
 
