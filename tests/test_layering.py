@@ -1,6 +1,6 @@
 """The one-way imports of docs/architecture.md, read from the source (imports inside functions too):
 schemas import no torch; blocks import no schemas, builder or pydantic; builder's subsystems
-import one way (errors, registry <- run <- data <- model <- decode <- train <- sweep <- cli; decode <- export <- cli),
+import one way (errors, registry <- run <- data <- model <- decode <- train <- sweep <- cli; decode <- export <- cli; decode <- serve <- cli),
 and nothing imports cli.
 The installed names carry the `aiayn.` prefix (aiayn.builder.run is the folder builder/run); `aiayn`
 itself, the public API, re-exports what a plugin needs."""
@@ -39,6 +39,7 @@ ALLOWED = {
     "builder.train": {*MODELLING, "builder.decode", "builder.train"},
     "builder.export": {*MODELLING, "builder.decode", "builder.export"},
     "builder.sweep": {*MODELLING, "builder.decode", "builder.sweep"},
+    "builder.serve": {*MODELLING, "builder.decode", "builder.serve"},
     "builder.cli": set(),  # anything: checked below only for what it is
     # the public names (aiayn/__init__.py's typed import block: the lazy map's targets, held equal by tests/test_api.py)
     "aiayn": {*MODELLING, "builder.decode"},

@@ -39,6 +39,11 @@ VERBS = {
     ),
     "evaluate": ("aiayn.builder.cli.evaluate", "evaluate", "sacreBLEU, chrF and perplexity of a checkpoint"),
     "average": ("aiayn.builder.cli.average", "average", "average the parameters of checkpoints"),
+    "serve": (
+        "aiayn.builder.cli.serve",
+        "serve",
+        "the models behind HTTP: translate, score and generate as JSON, dynamic batching, a page to compare two",
+    ),
     "export": ("aiayn.builder.cli.export", "export", "export a model to CTranslate2 or Hugging Face transformers (Marian)"),
 }
 # verb -> the name of its argument-adding function in its module

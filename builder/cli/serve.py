@@ -1,0 +1,105 @@
+"""aiayn serve MODEL [MODEL ...] [--host 127.0.0.1] [--port 8000]: the models behind HTTP
+(builder/serve): JSON endpoints for translate, score and generate, batched dynamically, a page at
+/. MODEL is a run, a checkpoint or a Marian folder (PATH), named (NAME=PATH), or an ensemble
+(NAME=PATH,PATH). It listens on loopback unless --host says otherwise; it has no authentication.
+SIGTERM or Ctrl-C: it stops taking connections, answers those in flight, and exits 0."""
+
+import argparse
+import errno
+import signal
+import socket
+import sys
+
+from aiayn.builder.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "models",
+        metavar="MODEL",
+        nargs="+",
+        help="a run, .ckpt or Marian folder; NAME=PATH names it (default: its experiment's name); NAME=PATH,PATH,...: "
+        "their ensemble. The first is the default model of a request that names none",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="the port (default: 8000; 0: any free one, printed)")
+    g = p.add_argument_group("dynamic batching (requests with the same settings decoded together)")
+    g.add_argument("--max-batch-tokens", type=int, default=4096, metavar="N", help="tokens a batch holds at most (default: 4096)")
+    g.add_argument(
+        "--max-queue-delay-ms",
+        type=float,
+        default=5.0,
+        metavar="MS",
+        help="how long the oldest request waits for others to join it (default: 5)",
+    )
+    g.add_argument("--no-batching", action="store_true", help="decode each request alone, in turn")
+    g = p.add_argument_group("request limits")
+    g.add_argument("--max-lines", type=int, default=256, metavar="N", help="lines (pairs, prompts) a request (default: 256)")
+    g.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N", help="bytes a request body (default: 1048576)")
+    p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="info")
+
+
+def serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from aiayn.builder.serve.app import Limits, create_app
+    except ImportError as e:
+        raise UserError(f"aiayn serve needs {e.name}: pip install 'aiayn[serve]'") from None
+    from aiayn.builder.cli.translate import device_of
+    from aiayn.builder.serve.served import load_served
+
+    for flag, value in (("--max-batch-tokens", args.max_batch_tokens), ("--max-lines", args.max_lines),
+                        ("--max-request-bytes", args.max_request_bytes)):  # fmt: skip
+        if value < 1:
+            raise UserError(f"{flag}: give 1 or more, got {value}")
+    if not 0 <= args.max_queue_delay_ms <= 10_000:
+        raise UserError(f"--max-queue-delay-ms: give 0 to 10000 milliseconds, got {args.max_queue_delay_ms}")
+    sock = listening_socket(args.host, args.port)  # before the models load: a port in use is said at once
+    served = load_served(args.models, device=device_of(args), registry=args.registry)
+    limits = Limits(
+        max_lines=args.max_lines, max_request_bytes=args.max_request_bytes, max_batch_tokens=args.max_batch_tokens,
+        max_queue_delay_ms=args.max_queue_delay_ms, batching=not args.no_batching,
+    )  # fmt: skip
+    app = create_app(served, limits)
+    host, port = sock.getsockname()[:2]
+    where = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+    names = ", ".join(f"{s.name} ({s.task})" for s in served)
+    print(f"aiayn serve: {names} on {where} (the page: {where}/)", file=sys.stderr, flush=True)
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        print(
+            "aiayn serve: listening beyond this machine, with no authentication: put it behind a proxy that has it",
+            file=sys.stderr,
+        )
+    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=None)
+    # uvicorn drains on SIGTERM, then raises it again for the handler it found: this one, so that a drained stop exits 0
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, or a message: the port in use, the address not this machine's."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port: give 0 to 65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise UserError(f"--host {host}: not an address of this machine ({e.strerror})") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise UserError(f"--port {port}: in use on {host}; stop what listens there or give another port") from None
+        raise UserError(f"--host {host} --port {port}: cannot listen there ({e.strerror})") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock

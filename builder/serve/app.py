@@ -1,0 +1,299 @@
+"""The ASGI application of `aiayn serve` (FastAPI on Starlette; uvicorn runs it): JSON endpoints
+for translate, score and generate, each request queued in the dynamic batcher (batcher.py);
+GET /health, GET /models, GET /openapi.json and the page at /.
+
+Errors are JSON `{"error": message, "field": name}` (field where one is to blame): 400 for a
+request the model refuses (what the Python API says, in its keywords' names, which are the JSON
+fields'), 413 for a body over `max_request_bytes` or more than `max_lines` lines, 422 for a body
+that does not match the schema (a wrong type, an unknown field), 404 for an unknown model. No
+request can stop the server; a client that leaves before its answer drops its queued work."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from aiayn.builder.errors import UserError
+from aiayn.builder.serve.batcher import Batcher
+from aiayn.builder.serve.messages import (
+    GenerateRequest,
+    GenerateResponse,
+    ScoreRequest,
+    ScoreResponse,
+    TranslateRequest,
+    TranslateResponse,
+)
+from aiayn.builder.serve.served import Served, run_generate, run_score, run_translate
+
+FIELDS = {name for m in (TranslateRequest, ScoreRequest, GenerateRequest) for name in m.model_fields}
+DISCONNECT_POLL = 0.05  # seconds between checks that a waiting client is still there
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask and how requests are batched.
+
+    :param max_lines: lines (pairs, prompts) a request at most
+    :param max_request_bytes: a request body's bytes at most
+    :param max_batch_tokens: tokens a merged batch holds at most (Triton's preferred batch, in tokens)
+    :param max_queue_delay_ms: how long the oldest request waits for others to join it (Triton's
+        max_queue_delay_microseconds, LitServe's batch_timeout), in milliseconds
+    :param batching: False: each request alone, in turn"""
+
+    max_lines: int = 256
+    max_request_bytes: int = 1 << 20
+    max_batch_tokens: int = 4096
+    max_queue_delay_ms: float = 5.0
+    batching: bool = True
+
+
+class RequestError(Exception):
+    """A request refused before it reaches a model: its status, message and field."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.field = status, field
+
+
+class Service:
+    """The models, their batcher and the limits: what every route asks.
+
+    :param served: the models (the first: the default)
+    :param limits: request limits and batching settings"""
+
+    def __init__(self, served: Sequence[Served], limits: Limits) -> None:
+        self.served, self.limits = list(served), limits
+        self.models = {s.name: s for s in served}
+        self.batcher = Batcher(
+            self.run, max_batch_tokens=limits.max_batch_tokens, max_queue_delay=limits.max_queue_delay_ms / 1000,
+            enabled=limits.batching,
+        )  # fmt: skip
+
+    def run(self, key: Hashable, items: list[Any]) -> list[Any]:
+        """A batch's call, in the worker thread: the endpoint's, on the model the key names."""
+        assert isinstance(key, tuple)
+        name, endpoint, options = key
+        return CALLS[endpoint](self.models[name], items, json.loads(options))
+
+    def pick(self, name: str | None, endpoint: str) -> Served:
+        """The model a request names (None: the first), checked to answer `endpoint`."""
+        one = self.served[0] if name is None else self.models.get(name)
+        if one is None:
+            close = difflib.get_close_matches(name or "", self.models, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            listed = ", ".join(self.models)
+            raise RequestError(404, f"model: no model named {name!r}{hint} (GET /models lists them: {listed})", "model")
+        if endpoint not in one.info()["endpoints"]:
+            other = "/generate" if one.task == "language_model" else "/translate"
+            kind = "a language model" if one.task == "language_model" else "a translation model"
+            raise RequestError(400, f"model: {one.name!r} is {kind}: POST {other}", "model")
+        return one
+
+    def check_lines(self, items: Sequence[Any], field: str) -> None:
+        if len(items) > self.limits.max_lines:
+            raise RequestError(
+                413, f"{field}: {len(items)} lines, more than this server's max_lines ({self.limits.max_lines}); split the request",
+                field,
+            )  # fmt: skip
+
+    async def queue(
+        self, request: Request, one: Served, endpoint: str, items: list[Any], texts: list[str], options: dict, alone: bool = False
+    ) -> list[Any]:
+        """The request's items through the batcher; a client that leaves takes its request out of the queue."""
+        key = (one.name, endpoint, json.dumps(options, sort_keys=True))
+        task = asyncio.ensure_future(self.batcher.submit(key, items, one.tokens(texts), alone=alone))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                task.cancel()
+                raise RequestError(499, "the client closed the connection")
+
+
+CALLS: dict[str, Callable[[Served, list[Any], dict[str, Any]], list[Any]]] = {
+    "translate": run_translate, "score": run_score, "generate": run_generate,
+}  # fmt: skip
+
+
+def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
+    """The application serving `served` (the first is the default model).
+
+    :param served: the models, by name
+    :param limits: request limits and batching settings"""
+    service = Service(served, limits)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await service.batcher.close()  # after uvicorn has drained the requests in flight
+
+    app = FastAPI(title="aiayn serve", description=__doc__, version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = service
+    _add_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=limits.max_request_bytes)
+    _add_translation_routes(app, service)
+    _add_language_model_routes(app, service)
+    _add_info_routes(app, service)
+    return app
+
+
+def _add_translation_routes(app: FastAPI, service: Service) -> None:
+    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True)
+    async def translate(body: TranslateRequest, request: Request) -> Any:
+        """What `aiayn translate` gives for `lines` with these options (the run's decode settings
+        by default)."""
+        one = service.pick(body.model, "/translate")
+        service.check_lines(body.lines, "lines")
+        options = body.model_dump(exclude={"model", "lines"})
+        alone = body.sampling or body.mbr_references is not None  # its draws come from one generator over its batch
+        found = await service.queue(request, one, "translate", body.lines, body.lines, options, alone)
+        words = [f["words"] for f in found] if body.alignments else None
+        return {"model": one.name, "translations": [f["hypotheses"] for f in found], "source_words": words}
+
+    @app.post("/score", response_model=ScoreResponse)
+    async def score(body: ScoreRequest, request: Request) -> Any:
+        """What `aiayn score` gives: `src` and `tgt` for a translation model, `text` for a language model."""
+        one = service.pick(body.model, "/score")
+        options = body.model_dump(exclude={"model", "src", "tgt", "text"})
+        if one.task == "language_model":
+            _check_text_request(one, body, options)
+            assert body.text is not None
+            service.check_lines(body.text, "text")
+            found = await service.queue(request, one, "score", body.text, body.text, options)
+        else:
+            if body.text is not None or body.src is None or body.tgt is None:
+                field = "text" if body.text is not None else "src" if body.src is None else "tgt"
+                raise RequestError(
+                    422, f"{field}: {one.name!r} is a translation model: give src and tgt, one target a source", field
+                )
+            if len(body.src) != len(body.tgt):
+                raise RequestError(
+                    422, f"tgt: {len(body.src)} sources but {len(body.tgt)} targets: give one target a source", "tgt"
+                )
+            service.check_lines(body.src, "src")
+            found = await service.queue(request, one, "score", list(zip(body.src, body.tgt)), body.src + body.tgt, options)
+        return {"model": one.name, "scores": found}
+
+
+def _check_text_request(one: Served, body: ScoreRequest, options: dict[str, Any]) -> None:
+    """A language model's /score: its lines as `text`, and no option but max_tokens."""
+    if body.text is None:
+        raise RequestError(422, f"text: {one.name!r} is a language model: give the lines to score as text", "text")
+    given = next((k for k, v in options.items() if k != "max_tokens" and v not in (None, False)), None)
+    given = given or ("src" if body.src is not None else "tgt" if body.tgt is not None else None)
+    if given is not None:
+        raise RequestError(422, f"{given}: a language model scores its lines alone (text, max_tokens)", given)
+
+
+def _add_language_model_routes(app: FastAPI, service: Service) -> None:
+    @app.post("/generate", response_model=GenerateResponse)
+    async def generate(body: GenerateRequest, request: Request) -> Any:
+        """What `aiayn generate` prints: each prompt with its continuation (each prompt draws from
+        a generator of its own: batching changes no sample)."""
+        one = service.pick(body.model, "/generate")
+        service.check_lines(body.prompts, "prompts")
+        options = body.model_dump(exclude={"model", "prompts"})
+        texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options)
+        return {"model": one.name, "texts": texts}
+
+
+def _add_info_routes(app: FastAPI, service: Service) -> None:
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness, and what the batcher has done."""
+        batcher = service.batcher
+        counts = asdict(batcher.counts)
+        return {
+            "status": "ok",
+            "models": list(service.models),
+            "queued": len(batcher.pending),
+            "running": batcher.running,
+            **counts,
+        }
+
+    @app.get("/models")
+    async def list_models() -> dict[str, Any]:
+        """Each model: its task, graph, exact parameters, tokenizer and decode settings; the batching settings."""
+        return {"models": [s.info() for s in service.served], "limits": asdict(service.limits)}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(resources.files("aiayn.builder.serve").joinpath("page.html").read_text(encoding="utf-8"))
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, e: RequestError) -> Response:
+        return _error(e.status, str(e), e.field)
+
+    @app.exception_handler(UserError)
+    async def user_error(request: Request, e: UserError) -> Response:
+        first = re.split(r"[\s:\[(]", str(e), maxsplit=1)[0]
+        return _error(400, str(e), first if first in FIELDS else None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> Response:
+        error = e.errors()[0]
+        kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        if kind != "application/json" and not kind.endswith("+json"):
+            return _error(415, f"the body is {kind}: send JSON (Content-Type: application/json)")
+        if error["type"] == "json_invalid":
+            return _error(400, f"the body is not JSON: {error.get('ctx', {}).get('error', error['msg'])}")
+        loc = [str(p) for p in error["loc"] if p != "body"]
+        field = ".".join(loc) or None
+        if error["type"] == "extra_forbidden":
+            return _error(422, f"{field}: unknown field{_did_you_mean(field or '', error)}", field)
+        if error["type"] == "missing":
+            return _error(422, f"{field}: required", field)
+        if not loc:
+            return _error(422, "the body: expected a JSON object of the request's fields (GET /openapi.json)")
+        return _error(422, f"{field}: {error['msg'][0].lower() + error['msg'][1:]}", field)
+
+
+def _did_you_mean(field: str, error: dict[str, Any]) -> str:
+    close = difflib.get_close_matches(field.split(".")[-1], sorted(FIELDS), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, **({"field": field} if field else {})}, status_code=status)
+
+
+class BodyLimit:
+    """ASGI middleware: a body whose Content-Length is over `limit` bytes is refused (413) unread.
+
+    :param app: the application it wraps
+    :param limit: bytes a body at most"""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http":
+            length = dict(scope["headers"]).get(b"content-length", b"")
+            if length.isdigit() and int(length) > self.limit:
+                message = f"the body has {int(length)} bytes, more than this server's max_request_bytes ({self.limit})"
+                await _error(413, message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiayn")
+    except PackageNotFoundError:
+        return "0"

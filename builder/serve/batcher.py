@@ -1,0 +1,169 @@
+"""Dynamic batching, as Triton's dynamic batcher and LitServe do it: requests wait in one queue;
+the worker takes the oldest, then gathers the others that decode with the same settings (the same
+key) until the batch holds `max_batch_tokens` tokens or `max_queue_delay` seconds have passed since
+it began waiting, and runs them as one call in a worker thread (one call at a time: the model is
+shared). While a call runs, new requests queue, so a busy server batches more.
+
+A request is never split; one larger than the budget runs alone. A request marked `alone` (its
+output would depend on its batch) is never merged. Where a merged call fails, each of its requests
+runs again alone, so that one bad request answers for itself only. A request whose client has gone
+(its future cancelled) is dropped from the queue before it costs anything."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+Run = Callable[[Hashable, list[Any]], Sequence[Any]]
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's share of a batch: its items (lines, pairs, prompts) and their cost in tokens."""
+
+    key: Hashable
+    items: list[Any]
+    tokens: int
+    alone: bool
+    future: asyncio.Future = field(repr=False)
+
+
+@dataclass
+class Counts:
+    """What the batcher has done: requests answered, calls made, items decoded, requests dropped
+    because their client left, requests that failed."""
+
+    requests: int = 0
+    batches: int = 0
+    items: int = 0
+    cancelled: int = 0
+    failed: int = 0
+
+
+class Batcher:
+    """The queue and its worker.
+
+    :param run: called in the worker thread with a key and the items of every request of a batch
+        (in queue order); returns one output an item
+    :param max_batch_tokens: the most tokens a merged batch holds
+    :param max_queue_delay: seconds the oldest request waits for others to join it
+    :param enabled: False: every request alone, one after another (batching off)"""
+
+    def __init__(self, run: Run, *, max_batch_tokens: int, max_queue_delay: float, enabled: bool = True) -> None:
+        self.run, self.max_batch_tokens, self.max_queue_delay, self.enabled = run, max_batch_tokens, max_queue_delay, enabled
+        self.pending: list[Job] = []
+        self.counts = Counts()
+        self.running = 0  # requests in the call now running
+        self._arrived: asyncio.Event | None = None
+        self._worker: asyncio.Task | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-decode")
+
+    async def submit(self, key: Hashable, items: list[Any], tokens: int, *, alone: bool = False) -> list[Any]:
+        """Queue a request and wait for its outputs (one an item); cancelling the wait drops it from the queue."""
+        loop = asyncio.get_running_loop()
+        if self._worker is None:
+            self._arrived = asyncio.Event()
+            self._worker = loop.create_task(self._work())
+        job = Job(key, items, tokens, alone or not self.enabled, loop.create_future())
+        self.pending.append(job)
+        assert self._arrived is not None
+        self._arrived.set()
+        try:
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            job.future.cancel()  # the client left: the worker drops it, or ignores its outputs
+            raise
+
+    async def close(self) -> None:
+        """Stop the worker (after the requests in flight are answered: the server drains first)."""
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+        self._executor.shutdown(wait=True)
+
+    async def _work(self) -> None:
+        while True:
+            batch = await self._gather()
+            self.running = len(batch)
+            try:
+                await self._answer(batch)
+            finally:
+                self.running = 0
+
+    async def _gather(self) -> list[Job]:
+        """The next batch: the oldest live request and those that may join it."""
+        assert self._arrived is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            self._drop_cancelled()
+            if self.pending:
+                break
+            self._arrived.clear()
+            await self._arrived.wait()
+        first = self.pending[0]
+        batch, tokens = [first], first.tokens
+        deadline = loop.time() + self.max_queue_delay
+        while not first.alone and tokens < self.max_batch_tokens:
+            for job in self.pending[1:]:
+                if job not in batch and not job.alone and job.key == first.key and not job.future.done():
+                    if tokens + job.tokens <= self.max_batch_tokens:
+                        batch.append(job)
+                        tokens += job.tokens
+            remaining = deadline - loop.time()
+            if remaining <= 0 or tokens >= self.max_batch_tokens:
+                break
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+        self.pending = [job for job in self.pending if job not in batch]
+        live = [job for job in batch if not job.future.done()]
+        self.counts.cancelled += len(batch) - len(live)
+        return live
+
+    def _drop_cancelled(self) -> None:
+        gone = [job for job in self.pending if job.future.done()]
+        if gone:
+            self.counts.cancelled += len(gone)
+            self.pending = [job for job in self.pending if not job.future.done()]
+
+    async def _answer(self, batch: list[Job]) -> None:
+        """Run a batch and hand each request its outputs; a merged batch that fails runs each request alone."""
+        if not batch:
+            return
+        loop = asyncio.get_running_loop()
+        items = [item for job in batch for item in job.items]
+        try:
+            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items)
+        except Exception as e:  # noqa: BLE001 - handed to the request(s) that caused it
+            if len(batch) > 1:
+                for job in batch:
+                    if not job.future.done():
+                        await self._answer([job])
+                return
+            self._settle(batch[0], error=e)
+            return
+        self.counts.batches += 1
+        self.counts.items += len(items)
+        start = 0
+        for job in batch:
+            self._settle(job, outputs=list(outputs[start : start + len(job.items)]))
+            start += len(job.items)
+
+    def _settle(self, job: Job, *, outputs: list[Any] | None = None, error: Exception | None = None) -> None:
+        if job.future.done():  # its client left while it ran
+            self.counts.cancelled += 1
+            return
+        if error is not None:
+            self.counts.failed += 1
+            job.future.set_exception(error)
+        else:
+            self.counts.requests += 1
+            job.future.set_result(outputs)

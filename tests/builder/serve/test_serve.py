@@ -1,0 +1,278 @@
+"""`aiayn serve` as a client meets it: a real server process on 127.0.0.1, spoken to over HTTP.
+Every endpoint answers what the matching command prints (byte for byte once written as the
+command writes it); requests batched together get what each gets alone; a bad request is a 4xx
+naming its field and the server goes on; a client that leaves drops its queued work; SIGTERM
+answers the requests in flight and exits 0."""
+
+import json
+import signal
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.builder.cli.test_bad_inputs import cli
+from tests.builder.serve.server import Server, make_runs
+
+LINES = ["she sold eight apples", "we counted two pictures", "", "the dog", "two dogs saw a cat"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return make_runs(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture(scope="module")
+def server(runs, tmp_path_factory):
+    log = tmp_path_factory.mktemp("log") / "serve.log"
+    one = Server(f"base={runs['base']}", f"variant={runs['variant']}", f"lm={runs['lm']}",
+                 f"both={runs['base']},{runs['variant']}", log=log)  # fmt: skip
+    yield one
+    assert one.stop() == 0, log.read_text()
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "src.txt"
+    path.write_text("".join(line + "\n" for line in LINES))
+    return path
+
+
+def written(translations, *, scores=False, alignments=False, listed=False, mbr=False):
+    """A /translate answer as `aiayn translate` writes it (translate.py's output_lines)."""
+    if not (listed or scores or alignments):
+        return "".join(group[0]["text"] + "\n" for group in translations)
+    rows = []
+    for index, group in enumerate(translations):
+        for h in group:
+            columns = [str(index)] if (listed or scores) else []
+            columns += [f"{h['utility'] if mbr else h['score']:.6f}"] if scores else []
+            rows.append("\t".join(columns + [h["text"]] + ([h["alignment"]] if alignments else [])))
+    return "".join(row + "\n" for row in rows)
+
+
+CASES = [  # (the request's options, the command's flags, how the command writes them)
+    ({}, [], {}),
+    ({"n_best": 3, "scores": True}, ["--n-best", "3", "--scores"], {"scores": True, "listed": True}),
+    ({"scores": True, "alignments": True, "beam": 2}, ["--scores", "--alignments", "--beam", "2"], {"scores": True, "alignments": True}),
+    ({"sampling": True, "n_best": 4, "top_k": 10, "seed": 3, "scores": True},
+     ["--sampling", "--n-best", "4", "--top-k", "10", "--seed", "3", "--scores"], {"scores": True, "listed": True}),
+    ({"mbr": "chrf", "n_best": 4, "scores": True}, ["--mbr", "chrf", "--n-best", "4", "--scores"], {"scores": True, "mbr": True}),
+    ({"alpha": 1.0, "length_penalty": "fairseq", "n_best": 2}, ["--alpha", "1.0", "--length-penalty", "fairseq", "--n-best", "2"],
+     {"listed": True}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("options", "flags", "how"), CASES)
+def test_translate_answers_what_aiayn_translate_prints(server, runs, source, options, flags, how):
+    status, answer = server.post("/translate", {"model": "variant", "lines": LINES, **options})
+    assert status == 200, answer
+    code, out, err = cli("translate", runs["variant"], "--input", source, *flags)
+    assert code == 0, err
+    assert written(answer["translations"], **how) == out
+    assert answer["model"] == "variant" and len(answer["translations"]) == len(LINES)
+
+
+def test_an_ensemble_named_on_the_command_line_is_the_ensemble_translate_decodes(server, runs, source):
+    status, answer = server.post("/translate", {"model": "both", "lines": LINES, "n_best": 2, "scores": True})
+    code, out, err = cli("translate", runs["base"], runs["variant"], "--input", source, "--n-best", "2", "--scores")
+    assert (status, code) == (200, 0), (answer, err)
+    assert written(answer["translations"], scores=True, listed=True) == out
+
+
+def test_score_answers_what_aiayn_score_prints(server, runs, tmp_path):
+    src, tgt = tmp_path / "src", tmp_path / "tgt"
+    sources, targets = ["she sold eight apples", "the dog"], ["sie verkaufte acht äpfel", ""]
+    src.write_text("".join(s + "\n" for s in sources))
+    tgt.write_text("".join(t + "\n" for t in targets))
+    status, answer = server.post("/score", {"model": "base", "src": sources, "tgt": targets, "alignments": True, "alpha": 1.0})
+    code, out, err = cli("score", runs["base"], "--src", src, "--tgt", tgt, "--per-token", "--alignments", "--alpha", "1.0")
+    assert (status, code) == (200, 0), (answer, err)
+    rows = [
+        "\t".join([f"{s['log_prob']:.6f}", str(s["length"]), " ".join(f"{x:.6f}" for x in s["token_log_probs"]),
+                   s["alignment"], f"{s['score']:.6f}"])
+        for s in answer["scores"]
+    ]  # fmt: skip
+    assert "".join(r + "\n" for r in rows) == out
+
+
+def test_a_language_model_generates_and_scores_as_the_commands_do(server, runs, tmp_path):
+    prompts = ["she sold", "two", "we counted"]
+    status, answer = server.post("/generate", {"model": "lm", "prompts": prompts, "seed": 7, "max_new_tokens": 9, "top_p": 0.9})
+    code, out, err = cli("generate", runs["lm"], *[a for p in prompts for a in ("--prompt", p)], "--seed", "7", "-n", "9",
+                         "--top-p", "0.9")  # fmt: skip
+    assert (status, code) == (200, 0), (answer, err)
+    assert "".join(t + "\n" for t in answer["texts"]) == out
+    text = tmp_path / "text"
+    text.write_text("she sold eight apples\nthe dog\n")
+    status, answer = server.post("/score", {"model": "lm", "text": ["she sold eight apples", "the dog"]})
+    code, out, err = cli("score", runs["lm"], "--text", text, "--per-token")
+    assert (status, code) == (200, 0), (answer, err)
+    rows = ["\t".join([f"{s['log_prob']:.6f}", str(s["length"]), " ".join(f"{x:.6f}" for x in s["token_log_probs"]),
+                       f"{s['bpb']:.6f}"]) for s in answer["scores"]]  # fmt: skip
+    assert "".join(r + "\n" for r in rows) == out
+
+
+def test_models_health_and_the_openapi_schema(server, runs):
+    import aiayn
+
+    status, models = server.get("/models")
+    assert status == 200
+    described = {m["name"]: m for m in models["models"]}
+    assert list(described) == ["base", "variant", "lm", "both"]
+    base = aiayn.load_run(runs["base"], device="cpu")
+    assert described["base"]["parameters"] == sum(p.numel() for p in base.model.parameters())
+    assert (described["base"]["task"], described["base"]["graph"], described["base"]["ensemble"]) == (
+        "translation",
+        "encoder-decoder",
+        False,
+    )
+    assert (described["lm"]["task"], described["lm"]["graph"], described["lm"]["endpoints"]) == (
+        "language_model", "decoder-only", ["/generate", "/score"])  # fmt: skip
+    assert described["both"]["ensemble"] and described["base"]["decode"] == base.spec.decode.model_dump(mode="json")
+    assert described["base"]["tokenizer"] == base.tgt_tokenizer.describe()
+    status, health = server.get("/health")
+    assert status == 200 and health["status"] == "ok" and health["models"] == ["base", "variant", "lm", "both"]
+    status, schema = server.get("/openapi.json")
+    assert status == 200 and {"/translate", "/score", "/generate", "/health", "/models"} <= set(schema["paths"])
+    assert "n_best" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
+    status, page = server.get("/")
+    assert status == 200 and "<title>aiayn serve</title>" in page
+
+
+BAD = [  # (endpoint, body, status, the answer)
+    ("/translate", {"lines": ["a"], "n_bets": 2}, 422, {"error": "n_bets: unknown field; did you mean 'n_best'?", "field": "n_bets"}),
+    ("/translate", {"lines": "a dog"}, 422, {"error": "lines: input should be a valid list", "field": "lines"}),
+    ("/translate", {"lines": ["a"], "beam": "4"}, 422, {"error": "beam: input should be a valid integer", "field": "beam"}),
+    ("/translate", {"lines": ["a"], "scores": "yes"}, 422, {"error": "scores: input should be a valid boolean", "field": "scores"}),
+    ("/translate", {"lines": []}, 422,
+     {"error": "lines: list should have at least 1 item after validation, not 0", "field": "lines"}),
+    ("/translate", {"lines": [1]}, 422, {"error": "lines.0: input should be a valid string", "field": "lines.0"}),
+    ("/translate", {}, 422, {"error": "lines: required", "field": "lines"}),
+    ("/translate", [], 422, {"error": "the body: expected a JSON object of the request's fields (GET /openapi.json)"}),
+    ("/translate", {"lines": ["a"], "model": "bse"}, 404,
+     {"error": "model: no model named 'bse'; did you mean 'base'? (GET /models lists them: base, variant, lm, both)", "field": "model"}),
+    ("/translate", {"lines": ["a"], "n_best": 9}, 400, {"error": "n_best (9) is more than the beam size (4): a search keeps 4 "
+     "hypotheses a sentence; raise beam to at least 9", "field": "n_best"}),
+    ("/translate", {"lines": ["a"], "top_k": 3}, 400, {"error": "top_k: it shapes sampling; give sampling=True, or drop it",
+                                                        "field": "top_k"}),
+    ("/translate", {"lines": ["a"], "model": "lm"}, 400, {"error": "model: 'lm' is a language model: POST /generate", "field": "model"}),
+    ("/generate", {"prompts": ["a"]}, 400, {"error": "model: 'base' is a translation model: POST /translate", "field": "model"}),
+    ("/generate", {"prompts": [" "], "model": "lm"}, 400,
+     {"error": "prompt 1 is empty; give the text to continue (the model starts it with <s> itself)"}),
+    ("/score", {"src": ["a"], "tgt": ["b", "c"]}, 422, {"error": "tgt: 1 sources but 2 targets: give one target a source", "field": "tgt"}),
+    ("/score", {"text": ["a"]}, 422,
+     {"error": "text: 'base' is a translation model: give src and tgt, one target a source", "field": "text"}),
+    ("/score", {"model": "lm", "text": ["a"], "alignments": True}, 422,
+     {"error": "alignments: a language model scores its lines alone (text, max_tokens)", "field": "alignments"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "body", "status", "answer"), BAD, ids=[f"{e}-{i}" for i, (e, *_) in enumerate(BAD)])
+def test_a_bad_request_is_a_4xx_naming_its_field_and_the_server_goes_on(server, endpoint, body, status, answer):
+    assert server.post(endpoint, body) == (status, answer)
+    assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
+
+
+def test_malformed_json_and_other_content_types_are_refused(server):
+    assert server.post("/translate", raw=b'{"lines": ["a"') == (400, {"error": "the body is not JSON: Expecting ',' delimiter"})
+    refused = server.post("/translate", raw=b"lines=a", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert refused == (
+        415,
+        {"error": "the body is application/x-www-form-urlencoded: send JSON (Content-Type: application/json)"},
+    )
+    assert server.request("GET", "/translate")[0] == 405
+
+
+def test_limits_on_lines_and_bytes_are_named(runs, tmp_path):
+    server = Server(runs["base"], "--max-lines", "2", "--max-request-bytes", "200", log=tmp_path / "log")
+    try:
+        assert server.post("/translate", {"lines": ["a", "b", "c"]}) == (
+            413, {"error": "lines: 3 lines, more than this server's max_lines (2); split the request", "field": "lines"})  # fmt: skip
+        body = {"lines": ["a" * 300]}
+        assert server.post("/translate", body) == (
+            413, {"error": "the body has 315 bytes, more than this server's max_request_bytes (200)"})  # fmt: skip
+        assert server.post("/translate", {"lines": ["the dog", "a cat"]})[0] == 200
+    finally:
+        assert server.stop() == 0
+
+
+def test_requests_batched_together_get_what_each_gets_alone(runs, tmp_path):
+    """Twelve clients at once, batched (a 300 ms window gathers them), against each sent alone."""
+    server = Server(f"base={runs['base']}", f"lm={runs['lm']}", "--max-queue-delay-ms", "300", log=tmp_path / "log")
+    try:
+        requests = [("/translate", {"lines": [line, LINES[(i + 1) % 5]], "n_best": 2, "scores": True})
+                    for i, line in enumerate(LINES)]  # fmt: skip
+        requests += [("/translate", {"lines": [line]}) for line in LINES]
+        requests += [("/generate", {"model": "lm", "prompts": [p], "seed": 5, "max_new_tokens": 6}) for p in ("she", "two dogs")]
+        with ThreadPoolExecutor(len(requests)) as pool:
+            together = list(pool.map(lambda r: server.post(*r), requests))
+        health = server.get("/health")[1]
+        assert health["requests"] == len(requests) and health["batches"] < len(requests), health  # some were merged
+        alone = [server.post(*r) for r in requests]
+        assert server.get("/health")[1]["batches"] == health["batches"] + len(requests)  # one at a time: a batch each
+        for (s1, a1), (s2, a2) in zip(together, alone):
+            assert s1 == s2 == 200
+            if "texts" in a1:
+                assert a1 == a2
+                continue
+            texts = [[h["text"] for h in group] for group in a1["translations"]]
+            assert texts == [[h["text"] for h in group] for group in a2["translations"]]
+            for g1, g2 in zip(a1["translations"], a2["translations"]):  # float32 sums over a padded batch
+                assert [h.get("score", 0) for h in g1] == pytest.approx([h.get("score", 0) for h in g2], abs=1e-5)
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_client_that_leaves_leaves_no_work_behind(runs, tmp_path):
+    """With a 1.5 s batching window the first request waits; a second client sends a request of
+    other settings and leaves while it waits: the second is dropped, never decoded."""
+    server = Server(runs["base"], "--max-queue-delay-ms", "1500", log=tmp_path / "log")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(server.post, "/translate", {"lines": ["the dog"]})
+            time.sleep(0.3)
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as leaving:
+                body = json.dumps({"lines": ["she sold eight apples", "two dogs"], "beam": 2}).encode()
+                leaving.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+                time.sleep(0.3)
+            assert first.result()[0] == 200
+        time.sleep(0.2)
+        health = server.get("/health")[1]
+        assert {k: health[k] for k in ("requests", "batches", "items", "cancelled", "queued")} == {
+            "requests": 1, "batches": 1, "items": 1, "cancelled": 1, "queued": 0}  # fmt: skip
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_answers_the_requests_in_flight_and_exits_0(runs, tmp_path):
+    server = Server(runs["base"], "--max-queue-delay-ms", "1500", log=tmp_path / "log")
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(server.post, "/translate", {"lines": ["the dog"]})
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGTERM)
+        assert waiting.result() == (200, {"model": "demo", "translations": [[{"text": server_text(runs, "the dog")}]]})
+    assert server.process.wait(30) == 0, server.log.read_text()
+    assert "Shutting down" in server.log.read_text()
+
+
+def server_text(runs, line):
+    import aiayn
+
+    return aiayn.load_run(runs["base"], device="cpu").translate([line])[0]
+
+
+def test_startup_errors_are_messages(runs):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert cli("serve", runs["base"], "--port", str(port))[::2] == (
+            2, f"aiayn serve: error: --port {port}: in use on 127.0.0.1; stop what listens there or give another port\n")  # fmt: skip
+    assert cli("serve", f"x={runs['base']}", f"x={runs['variant']}", "--port", "0")[::2] == (
+        2, "aiayn serve: error: two models are named 'x': name each as NAME=PATH (aiayn serve base=runs/a variant=runs/b)\n")  # fmt: skip
+    assert cli("serve", runs["base"], "--max-lines", "0")[::2] == (2, "aiayn serve: error: --max-lines: give 1 or more, got 0\n")
+    code, _, err = cli("serve", "no/such/run", "--port", "0")
+    assert code == 2 and err.startswith("aiayn serve: error: no/such/run") and "\n" == err[-1] and err.count("\n") == 1
