@@ -24,6 +24,23 @@ def experiment(
     return load_experiment(ROOT / "experiments" / "base.yaml", [*dims, *overrides])
 
 
+def save_slim_checkpoint(model: EncoderDecoder, spec_json: dict, path: Path) -> None:
+    """`model` as a slim checkpoint `aiayn` reads anywhere it reads a model (translate, export,
+    serve), with a word-level tokenizer that names the token ids t4, t5, ... (no training data)."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+
+    from aiayn.builder.data.tokenizer import SPECIALS
+    from aiayn.builder.decode.checkpoint import save_checkpoint
+
+    vocab = {**{t: i for i, t in enumerate(SPECIALS)}, **{f"t{i}": i for i in range(len(SPECIALS), model.generator.vocab_size)}}
+    tokenizer = HFTokenizer(models.WordLevel(vocab, unk_token=SPECIALS[3]))
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    ckpt = {"state_dict": state, "hyper_parameters": {"experiment": spec_json},
+            "aiayn": {"format": 1, "tokenizers": {"tokenizer.json": tokenizer.to_str()}}}  # fmt: skip
+    save_checkpoint(ckpt, path)
+
+
 def aiayn_model(**sizes: int) -> EncoderDecoder:
     return build_model(experiment(**sizes).model)
 

@@ -29,14 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import BOS, EOS, PAD, experiment
-from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import models
+from common import BOS, EOS, PAD, experiment, save_slim_checkpoint
 from torch import nn
 
 from aiayn.blocks import EncoderDecoder
-from aiayn.builder.data.tokenizer import SPECIALS
-from aiayn.builder.decode.checkpoint import save_checkpoint
 from aiayn.builder.decode.search import beam_search
 from aiayn.builder.export import export
 from aiayn.builder.model.build import build_model
@@ -82,15 +78,9 @@ def ct2_translators(ours: EncoderDecoder, spec_json: dict, threads: int) -> dict
         return {}
     import ctranslate2
 
-    V = ours.generator.vocab_size
-    vocab = {**{t: i for i, t in enumerate(SPECIALS)}, **{f"t{i}": i for i in range(len(SPECIALS), V)}}
-    tokenizer = HFTokenizer(models.WordLevel(vocab, unk_token=SPECIALS[3]))
-    state = {f"model.{k}": v for k, v in ours.state_dict().items()}
-    ckpt = {"state_dict": state, "hyper_parameters": {"experiment": spec_json},
-            "aiayn": {"format": 1, "tokenizers": {"tokenizer.json": tokenizer.to_str()}}}  # fmt: skip
     translators = {}
     with tempfile.TemporaryDirectory(prefix="aiayn-decode-bench-") as work:
-        save_checkpoint(ckpt, Path(work) / "model.ckpt")
+        save_slim_checkpoint(ours, spec_json, Path(work) / "model.ckpt")
         for name, quantization in (("CTranslate2 Translator (float32)", None), ("CTranslate2 Translator (int8)", "int8")):
             out = Path(work) / str(quantization)
             export(Path(work) / "model.ckpt", "ctranslate2", out, quantization=quantization)
