@@ -39,7 +39,7 @@ class Served:
         return {
             "name": self.name,
             "task": self.task,
-            "graph": "encoder-decoder" if spec.model.encoder is not None else "decoder-only",
+            "graph": "encoder-decoder" if model.model.cross_attention else "decoder-only",
             "paths": self.paths,
             "ensemble": len(self.paths) > 1,
             "parameters": sum(p.numel() for p in model.model.parameters()),
