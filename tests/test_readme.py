@@ -24,6 +24,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aiayn.builder.cli import verb_parser
+from tests.builder.decode.causal_lm import hf_folder
 from tests.builder.decode.opus_mt import opus_mt_folder
 from tests.conftest import ROOT
 
@@ -133,24 +134,25 @@ def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
     for folder in ("experiments", "benchmarks"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     env, outputs = environment(tmp_path), {}
-    opus_mt = (
-        {**env, "OPUS_MT": str(opus_mt_folder(tmp_path / "opus-mt-en-de")), "FINETUNE_DATA": str(tmp_path)}
-        if "OPUS_MT" in text
-        else env
+    folders = (
+        {"OPUS_MT": str(opus_mt_folder(tmp_path / "opus-mt-en-de")), "FINETUNE_DATA": str(tmp_path)} if "OPUS_MT" in text else {}
     )
+    if "HF_MODEL" in text:  # the user's GPT-2 or Llama folder: one made by transformers' classes stands for it
+        folders["HF_MODEL"] = str(hf_folder(tmp_path / "hf-model", "gpt2-tied", n_positions=256))
+    with_folders = {**env, **folders}
     for command, here in commands:
         words = shlex.split(command)
         while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the program
             words = words[1:]
-        if not here and (not words or words[0] == "export"):  # the user's paths: opus_mt stands for them
+        if not here and (not words or words[0] == "export"):  # the user's paths: the folders stand for them
             continue
         if not here and words[0] == "aiayn" and words[1] != "train":
             verb_parser(words[1]).parse_intermixed_args(words[2:])  # its options exist; no download here
             continue
         if not here and "train" not in words:  # another program (sacrebleu, ...): not aiayn's to run
             continue
-        if not here and "OPUS_MT" in text and "finetune-opus-mt" in command:
-            check(subprocess.run(as_validation(command), cwd=tmp_path, env=opus_mt, capture_output=True, text=True), command)
+        if not here and ("finetune-opus-mt" in command or "finetune-hf" in command):
+            check(subprocess.run(as_validation(command), cwd=tmp_path, env=with_folders, capture_output=True, text=True), command)
             continue
         if not here:
             check(subprocess.run(as_validation(command), cwd=tmp_path, env=env, capture_output=True, text=True), command)

@@ -24,7 +24,7 @@ from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_argu
 from aiayn.builder.data.corpus import check_not_blank, read_lines, read_parallel
 from aiayn.builder.data.spec import gold_trees, split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
-from aiayn.builder.decode.checkpoint import is_marian_folder
+from aiayn.builder.decode.checkpoint import HF_MODEL_TYPES, hf_model_type
 from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
@@ -75,8 +75,7 @@ def evaluate(args: argparse.Namespace) -> int:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (*args.checkpoint, args.src, args.ref) if p is not None])
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
-    if args.src is None and is_marian_folder(Path(args.checkpoint[0])):
-        raise UserError(f"{args.checkpoint[0]} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
+    _check_splits(args)
     loaded = load_models(args.checkpoint, args.registry)
     if loaded.spec.task == "language_model":  # its text alone: a split, or --ref
         return _evaluate_language_model(args, loaded)
@@ -133,6 +132,17 @@ def _texts(
     for path in (args.src, args.ref):
         check_raw(path, pipelines[0].steps, "give --no-pipeline to score it as it is")
     return pipelines[0].lines(given[0]), pipelines[1].lines(given[1]), given[1], f"{data}, through data.pipeline"
+
+
+def _check_splits(args: argparse.Namespace) -> None:
+    """A Hugging Face folder has no data splits: its text comes with --src and --ref (a language model's: --ref alone)."""
+    kind = hf_model_type(Path(args.checkpoint[0]))
+    if kind == "marian" and args.src is None:
+        raise UserError(f"{args.checkpoint[0]} is a Hugging Face Marian model, which has no data splits: give --src and --ref")
+    if kind is not None and kind != "marian" and args.ref is None:
+        raise UserError(
+            f"{args.checkpoint[0]} is a Hugging Face {HF_MODEL_TYPES[kind]} model, which has no data splits: give --ref TEXT"
+        )
 
 
 def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:

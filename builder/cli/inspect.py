@@ -38,7 +38,7 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "experiment",
         metavar="EXPERIMENT_OR_MODEL",
-        help="an experiment YAML file, or a trained model: a run directory, a .ckpt, a Hugging Face Marian folder",
+        help="an experiment YAML file, or a trained model: a run directory, a .ckpt, a Hugging Face folder (Marian, GPT-2, Llama)",
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotlist overrides of an experiment, e.g. dims.h=16")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -89,7 +89,7 @@ def show(args: argparse.Namespace) -> int:
     marian = loaded is not None and loaded.checkpoint.is_dir()  # its weights are the folder's, not a .ckpt
     resolved = spec.model_dump(mode="json", exclude={"extends", "data"} if marian else {"extends"})
     what = "a trained model, its experiment as stored" if loaded is not None else "resolved (defaults filled in)"
-    print(f"# {args.experiment}, {'a Hugging Face Marian model as aiayn reads it' if marian else what}")
+    print(f"# {args.experiment}, {f'{loaded.what} as aiayn reads it' if marian else what}")
     print(yaml.safe_dump(resolved, sort_keys=False, default_flow_style=None, width=100).rstrip())
     print()
     print(render(info))

@@ -56,7 +56,7 @@ def add_checkpoint_argument(p: argparse.ArgumentParser, *, ensemble: bool = Fals
         metavar="RUN_OR_CKPT",
         nargs="+" if ensemble else None,
         help="a trained model: a run directory (runs/<name>/version_<n>; runs/<name> means its latest version), a .ckpt "
-        "file, or a Hugging Face Marian folder (config.json, its weights and tokenizer, as opus-mt's)"
+        "file, or a Hugging Face folder (config.json, its weights and tokenizer: Marian, as opus-mt's, GPT-2 or Llama)"
         + ("; several: their ensemble (the mean of their next-token probabilities; one tokenizer)" if ensemble else ""),
     )
 

@@ -111,7 +111,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
     if not path.exists():
         resolved(path)  # a link that leads back to itself is named as one
         raise UserError(
-            f"{path} does not exist: give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+            f"{path} does not exist: give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)"
         )
     if path.is_file():
         return path, next((RunDir(d) for d in (path.parent, path.parent.parent) if RunDir(d).has_tokenizer), None)
@@ -128,7 +128,7 @@ def resolve_run_or_checkpoint(arg: str | Path) -> tuple[Path, RunDir | None]:
         if run.version is None and not any(p.exists() for p in (run.checkpoints, run.config, run.status_file)):
             raise UserError(
                 f"{path} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; "
-                "give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+                "give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)"
             )
         raise UserError(f"{run.path} has no checkpoint to load ({run.last_checkpoint} does not exist); has it trained yet?")
     return run.model_checkpoint, run
@@ -183,10 +183,15 @@ def load_for_inference(arg: str | Path, registry: Registry | None = None) -> For
     or from a Hugging Face Marian folder (builder/decode/from_marian.py); `registry` reads its
     types (default: aiayn.load_registry())."""
     registry = registry if registry is not None else default_registry()
-    if is_marian_folder(Path(arg)):
+    kind = hf_model_type(Path(arg))
+    if kind == "marian":
         from aiayn.builder.decode.from_marian import load_marian  # transformers, only for such a folder
 
         return load_marian(arg, registry)
+    if kind is not None:
+        from aiayn.builder.decode.from_causal_lm import load_causal_lm
+
+        return load_causal_lm(arg, registry)
     ckpt_path, run = resolve_run_or_checkpoint(arg)
     ckpt = load_checkpoint(ckpt_path)
     spec = experiment_of(ckpt, ckpt_path, registry)
@@ -223,7 +228,7 @@ def load_source_model(path: str, registry: Registry) -> ForInference:
         except UserError as e:
             raise UserError(f"init_from: {e}") from None
         raise UserError(
-            f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+            f"init_from: {path} does not exist; give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)"
         )
     try:
         return load_for_inference(path, registry)
@@ -334,31 +339,40 @@ def save_checkpoint(ckpt: dict[str, Any], path: Path) -> None:
         torch.save(ckpt, f)
 
 
-def is_marian_folder(path: Path) -> bool:
-    """A folder whose config.json says model_type "marian" (a Hugging Face MarianMTModel). A folder
-    with a config.json that is neither that nor a run directory is a UserError that says what it
-    holds (a damaged file, another kind of model), not "no run directory"."""
+HF_MODEL_TYPES = {"marian": "Marian", "gpt2": "GPT-2", "llama": "Llama"}  # config.json's model_type -> what aiayn reads
+
+
+def hf_model_type(path: Path) -> str | None:
+    """ "marian", "gpt2" or "llama": a folder whose config.json says that model_type (a Hugging Face
+    MarianMTModel, GPT2LMHeadModel or LlamaForCausalLM); None for anything else without one, or a
+    run directory. A folder with a config.json that is none of these nor a run directory is a
+    UserError that says what it holds (a damaged file, another kind of model), not "no run directory"."""
     config = path / "config.json"
     if not config.is_file():
-        return False
+        return None
     try:
         data = read_json(config)
     except (ValueError, OSError):
         data = None
-    if isinstance(data, dict) and data.get("model_type") == "marian":
-        return True
+    if isinstance(data, dict) and data.get("model_type") in HF_MODEL_TYPES:
+        return str(data["model_type"])
     if _looks_like_a_run(path):
-        return False
+        return None
     if not isinstance(data, dict):
         from aiayn.builder.decode.marian_config import read_config  # says what is wrong with the file
 
         read_config(path)
     kind = data.get("model_type") if isinstance(data, dict) else None
     raise UserError(
-        f"{path} is neither a run directory nor a Hugging Face Marian model: its config.json says model_type "
-        f"{kind!r}, and aiayn reads Marian models (model_type 'marian', as opus-mt's); give a run directory, "
-        "a .ckpt file or a Marian folder"
+        f"{path} is neither a run directory nor a Hugging Face model aiayn reads: its config.json says model_type "
+        f"{kind!r}, and aiayn reads 'marian' (as opus-mt's), 'gpt2' and 'llama'; give a run directory, a .ckpt file "
+        "or such a folder"
     )
+
+
+def is_marian_folder(path: Path) -> bool:
+    """A Hugging Face Marian folder (`hf_model_type`)."""
+    return hf_model_type(path) == "marian"
 
 
 def _looks_like_a_run(path: Path) -> bool:

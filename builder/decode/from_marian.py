@@ -82,7 +82,7 @@ def load_marian(folder: str | Path, registry: Registry) -> ForInference:
     experiment = marian_experiment(
         config, folder, vocab_size=len(order), source_eos=source_eos
     )  # refusals before the weights load
-    hf = _weights(folder, MarianMTModel)
+    hf = load_checked_weights(folder, MarianMTModel, "a Marian folder")
     experiment["decode"] = marian_decode(hf.generation_config, config, folder, tgt_tokenizer.tokens(), order)
     spec = ExperimentSpec.model_validate(experiment, context=registry.context)
     model = build_model(spec.model)
@@ -92,14 +92,13 @@ def load_marian(folder: str | Path, registry: Registry) -> ForInference:
     return ForInference(model.eval(), spec, src_tokenizer, tgt_tokenizer, folder, what, None)
 
 
-def _weights(folder: Path, model_class: Any) -> Any:
-    """The folder's MarianMTModel; weights that are damaged, or of another model (a tensor missing
-    or of another shape, which transformers would fill at random), are refused by file."""
+def load_checked_weights(folder: Path, model_class: Any, what: str) -> Any:
+    """The folder's model of `model_class` (MarianMTModel, GPT2LMHeadModel, ...; `what` names the
+    folder's kind in messages); weights that are damaged, or of another model (a tensor missing or
+    of another shape, which transformers would fill at random), are refused by file."""
     files = [f.name for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin"))]
     if not files:
-        raise UserError(
-            f"{folder} has no weights: a Marian folder holds model.safetensors (or pytorch_model.bin) beside config.json"
-        )
+        raise UserError(f"{folder} has no weights: {what} holds model.safetensors (or pytorch_model.bin) beside config.json")
     where = f"{folder}/{files[0]}" if len(files) == 1 else f"{folder}: its weights ({', '.join(files)})"
     check_generation_file(folder)
     _check_json_object(folder / "generation_config.json")  # transformers reads it with the weights

@@ -5,7 +5,7 @@ that generate as `aiayn generate` does.
 
 GPT-2's family: learned positions, pre-norm LayerNorm with a final one, self-attention and a
 feed-forward network (GELU's tanh approximation, GELU or ReLU) with biases, d_k = d_v = d_model / h,
-the embedding tied to the output and not scaled. Llama's: no absolute positions, rotary on every
+the embedding not scaled (tied to the output, or not). Llama's: no absolute positions, rotary on every
 dim of the self-attention (any number of K/V heads), pre-norm RMSNorm with a final one, SwiGLU, no
 embedding scale. Anything else is refused, naming the field. The tokenizer goes as tokenizer.json,
 putting <s> before the text as aiayn's generation does: aiayn's BPE as it is, a SentencePiece model
@@ -70,7 +70,6 @@ def _gpt2(spec: ModelSpec, attention: Any, ffn: Any, target: str) -> str:
         (not (attention.bias and ffn.bias), "biases in every projection"),
         (attention.kv_heads not in (None, attention.h) or attention.h * attention.d_k != spec.d_model or attention.d_v != attention.d_k,
          "d_k = d_v = d_model / h and as many K/V heads as query heads"),
-        (spec.embedding.share == "none", "model.embedding.share: the output tied to the embedding"),
     ]  # fmt: skip
     for bad, needed in wrong:
         if bad:
@@ -173,7 +172,7 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
-        tie_word_embeddings=True,
+        tie_word_embeddings=spec.embedding.share != "none",
     )
     hf = transformers.GPT2LMHeadModel(config).eval()
     t = hf.transformer
@@ -188,6 +187,8 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
         theirs.mlp.c_fc.weight.copy_(f.sublayer.w_1.weight.T), theirs.mlp.c_fc.bias.copy_(f.sublayer.w_1.bias)
         theirs.mlp.c_proj.weight.copy_(f.sublayer.w_2.weight.T), theirs.mlp.c_proj.bias.copy_(f.sublayer.w_2.bias)
     t.ln_f.weight.copy_(model.decoder.final_norm.weight), t.ln_f.bias.copy_(model.decoder.final_norm.bias)
+    if spec.embedding.share == "none":
+        hf.lm_head.weight.copy_(model.generator.weight)
     return hf
 
 

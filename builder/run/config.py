@@ -68,7 +68,7 @@ def _init_from_path(config: DictConfig, path: str | Path) -> str:
     if not isinstance(where, str) or not Path(where).exists():
         raise UserError(
             f"{path}: the model is init_from's (the experiment has no model section), and init_from: {where} does not "
-            "exist; give a run directory, a .ckpt or a Hugging Face Marian folder"
+            "exist; give a run directory, a .ckpt or a Hugging Face folder (Marian, GPT-2, Llama)"
         )
     return where
 

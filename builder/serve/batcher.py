@@ -34,13 +34,15 @@ class Job:
 @dataclass
 class Counts:
     """What the batcher has done: requests answered, calls made, items decoded, requests dropped
-    because their client left, requests that failed."""
+    because their client left, requests that failed, merged calls that failed and ran each
+    request alone."""
 
     requests: int = 0
     batches: int = 0
     items: int = 0
     cancelled: int = 0
     failed: int = 0
+    split: int = 0
 
 
 class Batcher:
@@ -144,6 +146,7 @@ class Batcher:
             outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items)
         except Exception as e:  # noqa: BLE001 - handed to the request(s) that caused it
             if len(batch) > 1:
+                self.counts.split += 1
                 for job in batch:
                     if not job.future.done():
                         await self._answer([job])

@@ -16,6 +16,7 @@ import pytest
 
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.sweep.plan import load_sweep
+from tests.builder.decode.causal_lm import hf_folder
 from tests.builder.decode.opus_mt import opus_mt_folder
 from tests.conftest import EXPERIMENTS, SHARED_DATA, load_experiment, registry
 from tests.experiments.corpora import aiayn, corpus_folder, multi30k, prepare
@@ -68,6 +69,8 @@ def test_a_shipped_experiment_trains_and_decodes_as_shipped(name, corpora, tmp_p
     if name == "finetune-opus-mt.yaml":  # the folder and the corpus its comments ask for
         monkeypatch.setenv("OPUS_MT", str(opus_mt_folder(tmp_path / "opus-mt-en-de")))
         monkeypatch.setenv("FINETUNE_DATA", str(corpus_folder(tmp_path / "corpus")))  # train, valid, test .en/.de
+    if name == "lm/finetune-hf.yaml":  # the folder its comments ask for: a Llama one (GQA, untied) made by transformers' classes
+        monkeypatch.setenv("HF_MODEL", str(hf_folder(tmp_path / "gpt2", "llama-gqa-untied")))
     shipped = load_experiment(EXPERIMENTS / name, model_of=partial(source_model, registry=registry()))  # init_from's model too
     if shipped.data.tokenizer.merges_asked() is not None:
         if corpora["real"] is None:

@@ -105,11 +105,22 @@ def opus_mt(tmp_path_factory):
     return opus_mt_folder(tmp_path_factory.mktemp("opus") / "opus-mt-en-de")
 
 
+@pytest.fixture(scope="module")
+def hf_model(tmp_path_factory):
+    """lm/finetune-hf.yaml's model is its folder's: a GPT-2 one made here (tests/builder/decode/causal_lm.py)."""
+    pytest.importorskip("transformers")
+    from tests.builder.decode.causal_lm import hf_folder
+
+    return hf_folder(tmp_path_factory.mktemp("hf") / "gpt2", "gpt2-tied", n_positions=256)
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_builds_with_the_counted_parameters(name, request, monkeypatch):
     if name == "finetune-opus-mt.yaml":
         monkeypatch.setenv("OPUS_MT", str(request.getfixturevalue("opus_mt")))
         monkeypatch.setenv("FINETUNE_DATA", "corpus")
+    if name == "lm/finetune-hf.yaml":
+        monkeypatch.setenv("HF_MODEL", str(request.getfixturevalue("hf_model")))
     spec = load_experiment(EXPERIMENTS / name, model_of=partial(source_model, registry=registry()))
     model = build_model(spec.model, device="meta")
     assert sum(p.numel() for p in model.parameters()) == count_params(spec.model)

@@ -137,4 +137,4 @@ def test_score_offers_no_search_settings(capsys):
         main(["score", "--help"])
     text = capsys.readouterr().out
     assert "--alpha" in text and "--beam" not in text and "--max-len-b" not in text
-    assert "a Hugging Face Marian folder" in " ".join(text.split())
+    assert "a Hugging Face folder" in " ".join(text.split())

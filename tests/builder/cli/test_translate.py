@@ -195,7 +195,7 @@ def test_evaluate_messages(run, tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err == (
         f"aiayn evaluate: error: {tmp_path / 'nothing'} does not exist: give a run directory "
-        "(runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder\n"
+        "(runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)\n"
     )
 
 

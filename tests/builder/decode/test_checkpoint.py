@@ -201,7 +201,7 @@ def test_resolve_run_directories_and_files(tmp_path):
     with pytest.raises(UserError) as e:
         resolve_run_or_checkpoint(tmp_path / "missing")
     assert str(e.value) == (
-        f"{tmp_path / 'missing'} does not exist: give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+        f"{tmp_path / 'missing'} does not exist: give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)"
     )
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -209,7 +209,7 @@ def test_resolve_run_directories_and_files(tmp_path):
         resolve_run_or_checkpoint(empty)
     assert str(e.value) == (
         f"{empty} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; give a run "
-        "directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder"
+        "directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)"
     )
     (later / "checkpoints" / "last.ckpt").unlink()
     with pytest.raises(UserError) as e:

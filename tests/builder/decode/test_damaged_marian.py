@@ -79,7 +79,7 @@ NOT_READ = "{f}/config.json is not a Marian config aiayn can read: "
         (config_set(decoder_start_token_id=None), "{f}/config.json: decoder_start_token_id is null; a Marian decoder starts from a token id (opus-mt's: its pad_token_id)"),
         (config_set(decoder_start_token_id=-1), NOT_READ + "decoder_start_token_id: input should be greater than or equal to 0, got -1"),
         (config_set(decoder_start_token_id=100000), "{f}/config.json: decoder_start_token_id (100000) is not an id of its vocabulary (0 to {last}, vocab_size {V})"),
-        (config_set(model_type="bert"), "{f} is neither a run directory nor a Hugging Face Marian model: its config.json says model_type 'bert', and aiayn reads Marian models (model_type 'marian', as opus-mt's); give a run directory, a .ckpt file or a Marian folder"),
+        (config_set(model_type="bert"), "{f} is neither a run directory nor a Hugging Face model aiayn reads: its config.json says model_type 'bert', and aiayn reads 'marian' (as opus-mt's), 'gpt2' and 'llama'; give a run directory, a .ckpt file or such a folder"),
         (lambda f: (f / "model.safetensors").unlink(), "{f} has no weights: a Marian folder holds model.safetensors (or pytorch_model.bin) beside config.json"),
         (written("model.safetensors", b""), "{f}/model.safetensors: transformers cannot load the weights (Error while deserializing header: header too small); is the file whole? copy it again"),
         (truncated("model.safetensors"), "{f}/model.safetensors: transformers cannot load the weights (Error while deserializing header: incomplete metadata, file not fully covered); is the file whole? copy it again"),

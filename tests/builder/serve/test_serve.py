@@ -225,6 +225,23 @@ def test_requests_batched_together_get_what_each_gets_alone(runs, tmp_path):
         assert server.stop() == 0
 
 
+def test_a_request_that_fails_a_merged_batch_answers_for_itself_alone(runs, tmp_path):
+    """Two requests of the same settings merged into one call, one line too long: the call fails,
+    each request runs again alone, and only the long one gets the error."""
+    server = Server(runs["base"], "--max-queue-delay-ms", "500", log=tmp_path / "log")
+    try:
+        good, bad = {"lines": ["the dog"], "max_input_len": 12}, {"lines": [LINES[0]], "max_input_len": 12}  # 20 tokens
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda body: server.post("/translate", body), [good, bad]))
+        health = server.get("/health")[1]
+        assert answers[0] == server.post("/translate", good) and answers[0][0] == 200
+        assert answers[1] == (400, {"error": "input line 1 has 20 tokens, more than decode.max_input_len (12); split that "
+                                  "line, or raise the limit (--max-input-len)"})  # fmt: skip
+        assert (health["split"], health["requests"], health["failed"], health["batches"]) == (1, 1, 1, 1), health
+    finally:
+        assert server.stop() == 0
+
+
 def test_a_client_that_leaves_leaves_no_work_behind(runs, tmp_path):
     """With a 1.5 s batching window the first request waits; a second client sends a request of
     other settings and leaves while it waits: the second is dropped, never decoded."""

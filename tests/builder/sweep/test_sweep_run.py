@@ -211,7 +211,7 @@ def test_a_shared_init_from_that_is_not_there_starts_no_trial(tmp_path, monkeypa
     assert (code, out) == (2, "")
     assert err == (
         "aiayn sweep: error: 3 trials start from runs/demo, and nothing was started: init_from: runs/demo does not exist; give a "
-        "run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder\n"
+        "run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)\n"
     )
     assert not (tmp_path / "sweeps").exists()
     code, _, err = sweep("demo-gqa.sweep.yaml", "--runs", "sweeps", "--dry-run")

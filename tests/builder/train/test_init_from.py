@@ -104,12 +104,12 @@ def test_a_gqa_variant_is_uptrained_from_the_multi_head_run(source, tmp_path):
     [
         (
             ["init_from={missing}"],
-            "init_from: {missing} does not exist; give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder",
+            "init_from: {missing} does not exist; give a run directory (runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)",
         ),
         (
             ["init_from={tmp}"],
             "init_from: {tmp} is not a run directory: it has no checkpoints/ and no version_<n>/ runs; give a run directory "
-            "(runs/<name>/version_<n>), a .ckpt file or a Hugging Face Marian folder",
+            "(runs/<name>/version_<n>), a .ckpt file or a Hugging Face folder (Marian, GPT-2, Llama)",
         ),
         (
             ["init_from={source}", "dims.vocab_size=200"],

@@ -1,0 +1,257 @@
+"""Hugging Face `transformers` -> aiayn: a local GPT-2 (GPT2LMHeadModel) or Llama
+(LlamaForCausalLM) folder read as a trained aiayn language model, the inverse of
+export/to_causal_lm.py, so that every verb that reads a trained model reads it (`aiayn show`,
+`generate`, `score --text`, `evaluate --ref`, `serve`) and `init_from: FOLDER` starts a run from it:
+fine-tuned as it is, or a variant warm-started from its tensors.
+
+GPT-2's settings become learned positions, pre-norm LayerNorm with a final one, biased projections,
+its activation (gelu_new is GELU's tanh form), the embedding unscaled and tied to the output (or
+not: tie_word_embeddings false); Llama's become no absolute positions, rotary on every dim (its
+rope_theta), pre-norm RMSNorm with a final one, SwiGLU, its K/V heads, its biases. What aiayn cannot
+express is refused by name, with its value: rope scaling, a head_dim other than hidden_size /
+heads, an activation aiayn has not, GPT-2's unscaled or layer-scaled attention, cross-attention.
+
+The tokenizer is the folder's tokenizer.json. aiayn's ids are fixed (<pad> 0, <s> 1, </s> 2, <unk>
+3, then the rest), so the folder's four special tokens (config.json's pad, bos and eos ids; the
+tokenizer's unknown token) must be four distinct tokens: their rows are moved to aiayn's ids and
+the tokenizer renumbered alike, and the token names become aiayn's. A vocabulary without them
+(GPT-2 small's <|endoftext|> is its bos and its eos, and it has no pad) is refused, naming which.
+
+This module is imported only when such a folder is read, and needs `transformers`.
+"""
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer as HFTokenizer
+
+from aiayn.builder.data.bpe import FastTokenizer
+from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK
+from aiayn.builder.decode.for_inference import ForInference
+from aiayn.builder.decode.from_marian import load_checked_weights
+from aiayn.builder.decode.marian_config import json_object
+from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.model.build import build_model
+from aiayn.builder.registry import Registry
+from aiayn.builder.run.inherit import first_line
+from aiayn.schemas.experiment import ExperimentSpec
+
+FAMILIES = {"gpt2": ("GPT-2", "GPT2Config", "GPT2LMHeadModel"), "llama": ("Llama", "LlamaConfig", "LlamaForCausalLM")}
+GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def load_causal_lm(folder: str | Path, registry: Registry) -> ForInference:
+    """The GPT-2 or Llama model in `folder` as aiayn's model, experiment and tokenizer."""
+    folder = Path(folder)
+    kind = json_object(folder / "config.json", "a Hugging Face model folder's config.json is a JSON object").get("model_type")
+    name, config_name, model_name = FAMILIES[str(kind)]
+    try:
+        import transformers
+    except ImportError:
+        raise UserError(
+            f"{folder} is a Hugging Face {name} model; reading it needs transformers: pip install 'aiayn[export]'"
+        ) from None
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        config = getattr(transformers, config_name).from_pretrained(folder)
+    except Exception as e:  # transformers' and huggingface_hub's checks raise many kinds
+        raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
+    tokenizer, order = causal_tokenizer(folder, config)
+    model_section = gpt2_model(config, folder) if kind == "gpt2" else llama_model(config, folder)
+    model_section["embedding"]["vocab_size"] = len(order)
+    data: dict[str, Any] = {"type": "files", "dir": str(folder), "side": "en"}
+    if kind == "gpt2":  # sentences no longer than its positions leave room for <s>
+        data["max_len"] = min(256, config.n_positions - 1)
+    experiment = {
+        "name": re.sub(r"[^A-Za-z0-9._\-]+", "-", resolved(folder).name) or str(kind),
+        "description": f"the Hugging Face {name} model in {folder}",
+        "model": model_section,
+        "data": data,
+    }
+    spec = ExperimentSpec.model_validate(experiment, context=registry.context)
+    hf = load_checked_weights(folder, getattr(transformers, model_name), f"a {name} folder")
+    model = build_model(spec.model)
+    (copy_gpt2 if kind == "gpt2" else copy_llama)(model, hf, torch.tensor(order))
+    return ForInference(model.eval(), spec, tokenizer, tokenizer, folder, f"a Hugging Face {name} model", None)
+
+
+def _refuse(folder: Path, field: str, value: Any, why: str) -> UserError:
+    return UserError(f"{folder / 'config.json'}: {field} {value!r}: {why}")
+
+
+def gpt2_model(config: Any, folder: Path) -> dict[str, Any]:
+    """The model section of a GPT2Config, or a refusal naming the field aiayn cannot express."""
+    refusals = [
+        ("activation_function", config.activation_function, config.activation_function not in GPT2_ACTIVATIONS,
+         f"aiayn has {', '.join(sorted(GPT2_ACTIVATIONS))}"),
+        ("scale_attn_weights", config.scale_attn_weights, not config.scale_attn_weights, "aiayn divides the scores by sqrt(d_k)"),
+        ("scale_attn_by_inverse_layer_idx", config.scale_attn_by_inverse_layer_idx, config.scale_attn_by_inverse_layer_idx,
+         "aiayn's attention scales every layer alike"),
+        ("add_cross_attention", config.add_cross_attention, config.add_cross_attention, "a language model attends to itself alone"),
+        ("n_head", config.n_head, config.n_embd % config.n_head != 0, f"it does not divide n_embd ({config.n_embd})"),
+    ]  # fmt: skip
+    for field, value, bad, why in refusals:
+        if bad:
+            raise _refuse(folder, field, value, why)
+    d_k = config.n_embd // config.n_head
+    norm = {"type": "layer_norm", "eps": config.layer_norm_epsilon}
+    attention = {"type": "causal_self_attention", "h": config.n_head, "d_k": d_k, "d_v": d_k, "attn_dropout": config.attn_pdrop}
+    ffn = {
+        "type": "feed_forward",
+        "d_ff": config.n_inner or 4 * config.n_embd,
+        "activation": GPT2_ACTIVATIONS[config.activation_function],
+    }
+    return {
+        "d_model": config.n_embd,
+        "dropout": config.embd_pdrop,
+        "embedding": {"share": "target_output" if config.tie_word_embeddings else "none", "scale": False},
+        "positional": {"type": "learned", "max_len": config.n_positions},
+        "decoder": {"num_layers": config.n_layer, "add_norm": {"placement": "pre", "dropout": config.resid_pdrop, "norm": norm},
+                    "layer": [attention, ffn]},
+    }  # fmt: skip
+
+
+def llama_model(config: Any, folder: Path) -> dict[str, Any]:
+    """The model section of a LlamaConfig, or a refusal naming the field aiayn cannot express."""
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    heads, d = config.num_attention_heads, config.hidden_size
+    head_dim = getattr(config, "head_dim", None) or d // heads
+    refusals = [
+        ("hidden_act", config.hidden_act, config.hidden_act != "silu", "aiayn's Llama feed-forward is SwiGLU (silu)"),
+        ("rope_parameters.rope_type (rope_scaling)", rope.get("rope_type"), rope.get("rope_type", "default") != "default",
+         "aiayn's rotary has no scaling (rope_type default only); fine-tune at the context the model was trained for"),
+        ("head_dim", head_dim, head_dim * heads != d, f"aiayn's heads split hidden_size ({d}) in {heads}: head_dim {d // heads}"),
+        ("num_attention_heads", heads, d % heads != 0, f"it does not divide hidden_size ({d})"),
+    ]  # fmt: skip
+    for field, value, bad, why in refusals:
+        if bad:
+            raise _refuse(folder, field, value, why)
+    kv = config.num_key_value_heads or heads
+    attention = {"type": "causal_self_attention", "h": heads, "d_k": d // heads, "d_v": d // heads, "bias": bool(config.attention_bias),
+                 "rotary": {"base": float(rope.get("rope_theta", 10000.0))}, "attn_dropout": float(config.attention_dropout)}  # fmt: skip
+    if kv != heads:
+        attention["kv_heads"] = kv
+    ffn = {"type": "gated_feed_forward", "d_ff": config.intermediate_size, "activation": "silu", "bias": bool(config.mlp_bias)}
+    norm = {"type": "rms_norm", "eps": config.rms_norm_eps}
+    return {
+        "d_model": d,
+        "dropout": 0.0,
+        "embedding": {"share": "target_output" if config.tie_word_embeddings else "none", "scale": False},
+        "positional": "none",
+        "decoder": {"num_layers": config.num_hidden_layers, "add_norm": {"placement": "pre", "dropout": 0.0, "norm": norm},
+                    "layer": [attention, ffn]},
+    }  # fmt: skip
+
+
+def causal_tokenizer(folder: Path, config: Any) -> tuple[FastTokenizer, list[int]]:
+    """The folder's tokenizer.json renumbered to aiayn's ids, and `order`: the folder's id of each of aiayn's."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        extra = " (tokenizer.model alone is the slow tokenizer's: save the fast one, AutoTokenizer(...).save_pretrained)"
+        raise UserError(f"{folder} has no tokenizer.json{extra if (folder / 'tokenizer.model').is_file() else ''}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        hf = HFTokenizer.from_str(json.dumps(data))
+    except Exception as e:  # the Rust side raises a bare Exception on a bad file
+        raise UserError(f"{path} is not a valid tokenizer file ({first_line(e) or type(e).__name__})") from None
+    size = hf.get_vocab_size(with_added_tokens=True)
+    if size > config.vocab_size:
+        raise UserError(
+            f"{path} has {size} tokens, more than config.json's vocab_size ({config.vocab_size}) gives the model rows for: "
+            "the two files belong to different models"
+        )
+    model = data.get("model") or {}
+    unk_token = model.get("unk_token") if model.get("unk_id") is None else hf.id_to_token(model["unk_id"])
+    unk = hf.token_to_id(unk_token) if unk_token else hf.token_to_id(UNK)
+    specials = {"pad_token_id": config.pad_token_id, "bos_token_id": config.bos_token_id, "eos_token_id": config.eos_token_id,
+                "the unknown token": unk}  # fmt: skip
+    for field, value in specials.items():
+        if value is None:
+            raise UserError(f"{folder}: {field} is not set, and aiayn's vocabulary keeps {PAD}, {BOS}, {EOS} and {UNK} apart")
+        if not 0 <= value < config.vocab_size:
+            raise UserError(f"{folder}: {field} ({value}) is not an id of its vocabulary (0 to {config.vocab_size - 1})")
+    head = list(specials.values())
+    twice = next((f for f, v in specials.items() if head.count(v) > 1), None)
+    if twice is not None:
+        same = [f for f, v in specials.items() if v == specials[twice]]
+        raise UserError(
+            f"{folder}: {' and '.join(same)} are one token (id {specials[twice]}), and aiayn's vocabulary keeps {PAD}, {BOS}, "
+            f"{EOS} and {UNK} apart; add the missing special tokens to the tokenizer and rows for them to the model first"
+        )
+    order = head + [i for i in range(config.vocab_size) if i not in head]
+    return FastTokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path)), order
+
+
+def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict[str, Any]:
+    """tokenizer.json with aiayn's ids (token order[i] gets id i) and aiayn's names for the specials."""
+    new_id = {theirs: ours for ours, theirs in enumerate(order)}
+    tokens = [PAD, BOS, EOS, UNK] + [hf.id_to_token(theirs) or f"<row {theirs}>" for theirs in order[4:]]
+    model = data["model"]
+    if isinstance(model.get("vocab"), dict):  # BPE, WordLevel, WordPiece: token -> id
+        model["vocab"] = {token: i for i, token in enumerate(tokens)}
+        if model.get("unk_token") is not None:
+            model["unk_token"] = UNK
+    elif isinstance(model.get("vocab"), list):  # Unigram: [token, score] by id
+        scores = [score for _, score in model["vocab"]]
+        model["vocab"] = [[token, scores[theirs] if theirs < len(scores) else 0.0] for token, theirs in zip(tokens, order)]
+        if model.get("unk_id") is not None:
+            model["unk_id"] = 3
+    else:
+        raise UserError(f"tokenizer.json's model ({model.get('type')}) has no vocabulary aiayn can renumber")
+    names = dict(enumerate(tokens))
+    added = [
+        {**t, "id": new_id[t["id"]], "content": names[new_id[t["id"]]]} for t in data.get("added_tokens", []) if t["id"] in new_id
+    ]
+    # a row the tokenizer has no token for (a vocabulary padded to a round size): a special token, which decoding skips
+    spare = [{"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, token in enumerate(tokens) if token.startswith("<row ")]  # fmt: skip
+    data["added_tokens"] = sorted(added + spare, key=lambda t: t["id"])
+    data["post_processor"] = None  # aiayn puts <s> before the text itself
+    return data
+
+
+@torch.no_grad()
+def copy_gpt2(model: Any, hf: Any, rows: torch.Tensor) -> None:
+    """A GPT2LMHeadModel's tensors into aiayn's decoder-only model, rows in aiayn's token order."""
+    t = hf.transformer
+    model.tgt_embed.token.table.weight.copy_(t.wte.weight[rows])
+    model.tgt_embed.positional.table.weight.copy_(t.wpe.weight)
+    for ours, theirs in zip(model.decoder.layers, t.h, strict=True):
+        a, f = ours.sublayers
+        a.norm.weight.copy_(theirs.ln_1.weight), a.norm.bias.copy_(theirs.ln_1.bias)
+        a.sublayer.w_qkv.weight.copy_(theirs.attn.c_attn.weight.T), a.sublayer.w_qkv.bias.copy_(theirs.attn.c_attn.bias)
+        a.sublayer.w_o.weight.copy_(theirs.attn.c_proj.weight.T), a.sublayer.w_o.bias.copy_(theirs.attn.c_proj.bias)
+        f.norm.weight.copy_(theirs.ln_2.weight), f.norm.bias.copy_(theirs.ln_2.bias)
+        f.sublayer.w_1.weight.copy_(theirs.mlp.c_fc.weight.T), f.sublayer.w_1.bias.copy_(theirs.mlp.c_fc.bias)
+        f.sublayer.w_2.weight.copy_(theirs.mlp.c_proj.weight.T), f.sublayer.w_2.bias.copy_(theirs.mlp.c_proj.bias)
+    model.decoder.final_norm.weight.copy_(t.ln_f.weight), model.decoder.final_norm.bias.copy_(t.ln_f.bias)
+    if not hf.config.tie_word_embeddings:
+        model.generator.weight.copy_(hf.lm_head.weight[rows])
+
+
+@torch.no_grad()
+def copy_llama(model: Any, hf: Any, rows: torch.Tensor) -> None:
+    """A LlamaForCausalLM's tensors into aiayn's decoder-only model, rows in aiayn's token order."""
+    model.tgt_embed.token.table.weight.copy_(hf.model.embed_tokens.weight[rows])
+    for ours, theirs in zip(model.decoder.layers, hf.model.layers, strict=True):
+        a, f = ours.sublayers
+        a.norm.weight.copy_(theirs.input_layernorm.weight)
+        views = a.sublayer.projections()
+        for name, proj in (("q", theirs.self_attn.q_proj), ("k", theirs.self_attn.k_proj), ("v", theirs.self_attn.v_proj),
+                           ("o", theirs.self_attn.o_proj)):  # fmt: skip
+            weight, bias = views[name]
+            weight.copy_(proj.weight)
+            if bias is not None:
+                bias.copy_(proj.bias)
+        f.norm.weight.copy_(theirs.post_attention_layernorm.weight)
+        f.sublayer.w_1.weight.copy_(torch.cat([theirs.mlp.gate_proj.weight, theirs.mlp.up_proj.weight]))
+        f.sublayer.w_2.weight.copy_(theirs.mlp.down_proj.weight)
+        if f.sublayer.w_1.bias is not None:
+            f.sublayer.w_1.bias.copy_(torch.cat([theirs.mlp.gate_proj.bias, theirs.mlp.up_proj.bias]))
+            f.sublayer.w_2.bias.copy_(theirs.mlp.down_proj.bias)
+    model.decoder.final_norm.weight.copy_(hf.model.norm.weight)
+    if not hf.config.tie_word_embeddings:
+        model.generator.weight.copy_(hf.lm_head.weight[rows])
