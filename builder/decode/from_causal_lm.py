@@ -12,10 +12,16 @@ express is refused by name, with its value: rope scaling, a head_dim other than 
 heads, an activation aiayn has not, GPT-2's unscaled or layer-scaled attention, cross-attention.
 
 The tokenizer is the folder's tokenizer.json. aiayn's ids are fixed (<pad> 0, <s> 1, </s> 2, <unk>
-3, then the rest), so the folder's four special tokens (config.json's pad, bos and eos ids; the
-tokenizer's unknown token) must be four distinct tokens: their rows are moved to aiayn's ids and
-the tokenizer renumbered alike, and the token names become aiayn's. A vocabulary without them
-(GPT-2 small's <|endoftext|> is its bos and its eos, and it has no pad) is refused, naming which.
+3, then the rest): the folder's pad, bos and eos (config.json) and its tokenizer's unknown token
+are moved there, their rows with them, and the tokenizer renumbered alike (the specials take
+aiayn's names). A special the folder lacks gets a row of its own that the output never predicts
+(a bias of -1e4 on it: exp(-1e4) is 0 in float32, so every probability is the folder's): GPT-2
+small's one special, <|endoftext|>, is its bos and its eos, and it has no pad and no unknown
+token, so aiayn's </s> is <|endoftext|>, aiayn's <s> reads its row and is never predicted, and
+<pad> and <unk> are new rows; a Llama folder without a pad gets a <pad> row. Such a model has an
+output bias, which GPT-2's and Llama's configs cannot hold: it reads, fine-tunes, scores and
+serves, and its export back is refused by name. Spare rows (a vocabulary padded to a round
+size) stay, as special tokens that decoding skips.
 
 This module is imported only when such a folder is read, and needs `transformers`.
 """
@@ -23,7 +29,7 @@ This module is imported only when such a folder is read, and needs `transformers
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from tokenizers import Tokenizer as HFTokenizer
@@ -40,6 +46,7 @@ from aiayn.builder.run.inherit import first_line
 from aiayn.schemas.experiment import ExperimentSpec
 
 FAMILIES = {"gpt2": ("GPT-2", "GPT2Config", "GPT2LMHeadModel"), "llama": ("Llama", "LlamaConfig", "LlamaForCausalLM")}
+NEVER = -1e4  # the output bias of a row the folder lacks: exp(-1e4) is 0 in float32, and a finite value keeps a loss finite
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
@@ -59,9 +66,9 @@ def load_causal_lm(folder: str | Path, registry: Registry) -> ForInference:
         config = getattr(transformers, config_name).from_pretrained(folder)
     except Exception as e:  # transformers' and huggingface_hub's checks raise many kinds
         raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
-    tokenizer, order = causal_tokenizer(folder, config)
+    vocabulary = causal_tokenizer(folder, config)
     model_section = gpt2_model(config, folder) if kind == "gpt2" else llama_model(config, folder)
-    model_section["embedding"]["vocab_size"] = len(order)
+    model_section["embedding"].update(vocab_size=len(vocabulary.order), output_bias=bool(vocabulary.masked))
     data: dict[str, Any] = {"type": "files", "dir": str(folder), "side": "en"}
     if kind == "gpt2":  # sentences no longer than its positions leave room for <s>
         data["max_len"] = min(256, config.n_positions - 1)
@@ -74,7 +81,8 @@ def load_causal_lm(folder: str | Path, registry: Registry) -> ForInference:
     spec = ExperimentSpec.model_validate(experiment, context=registry.context)
     hf = load_checked_weights(folder, getattr(transformers, model_name), f"a {name} folder")
     model = build_model(spec.model)
-    (copy_gpt2 if kind == "gpt2" else copy_llama)(model, hf, torch.tensor(order))
+    (copy_gpt2 if kind == "gpt2" else copy_llama)(model, hf, vocabulary)
+    tokenizer = vocabulary.tokenizer
     return ForInference(model.eval(), spec, tokenizer, tokenizer, folder, f"a Hugging Face {name} model", None)
 
 
@@ -146,8 +154,18 @@ def llama_model(config: Any, folder: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def causal_tokenizer(folder: Path, config: Any) -> tuple[FastTokenizer, list[int]]:
-    """The folder's tokenizer.json renumbered to aiayn's ids, and `order`: the folder's id of each of aiayn's."""
+class Vocabulary(NamedTuple):
+    """The folder's vocabulary in aiayn's ids: `order[i]`, the folder's row of aiayn's id i (None: a
+    row the folder lacks, zeros); `masked`, aiayn's ids the folder has no token for (or a second
+    copy of one), which the output never predicts (a bias of -1e4)."""
+
+    tokenizer: FastTokenizer
+    order: list[int | None]
+    masked: list[int]
+
+
+def causal_tokenizer(folder: Path, config: Any) -> Vocabulary:
+    """The folder's tokenizer.json renumbered to aiayn's ids, as `Vocabulary` says."""
     path = folder / "tokenizer.json"
     if not path.is_file():
         extra = " (tokenizer.model alone is the slow tokenizer's: save the fast one, AutoTokenizer(...).save_pretrained)"
@@ -163,32 +181,43 @@ def causal_tokenizer(folder: Path, config: Any) -> tuple[FastTokenizer, list[int
             f"{path} has {size} tokens, more than config.json's vocab_size ({config.vocab_size}) gives the model rows for: "
             "the two files belong to different models"
         )
+    order, masked = _specials(folder, config, _unknown(data, hf))
+    used = {t for i, t in enumerate(order) if t is not None and i not in masked}
+    order += [i for i in range(config.vocab_size) if i not in used]
+    return Vocabulary(
+        FastTokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, masked, hf))), source=str(path)), order, masked
+    )
+
+
+def _unknown(data: dict[str, Any], hf: HFTokenizer) -> int | None:
+    """The id of the tokenizer's unknown token, where it has one (a byte-level BPE has none)."""
     model = data.get("model") or {}
-    unk_token = model.get("unk_token") if model.get("unk_id") is None else hf.id_to_token(model["unk_id"])
-    unk = hf.token_to_id(unk_token) if unk_token else hf.token_to_id(UNK)
-    specials = {"pad_token_id": config.pad_token_id, "bos_token_id": config.bos_token_id, "eos_token_id": config.eos_token_id,
-                "the unknown token": unk}  # fmt: skip
-    for field, value in specials.items():
-        if value is None:
-            raise UserError(f"{folder}: {field} is not set, and aiayn's vocabulary keeps {PAD}, {BOS}, {EOS} and {UNK} apart")
-        if not 0 <= value < config.vocab_size:
-            raise UserError(f"{folder}: {field} ({value}) is not an id of its vocabulary (0 to {config.vocab_size - 1})")
-    head = list(specials.values())
-    twice = next((f for f, v in specials.items() if head.count(v) > 1), None)
-    if twice is not None:
-        same = [f for f, v in specials.items() if v == specials[twice]]
-        raise UserError(
-            f"{folder}: {' and '.join(same)} are one token (id {specials[twice]}), and aiayn's vocabulary keeps {PAD}, {BOS}, "
-            f"{EOS} and {UNK} apart; add the missing special tokens to the tokenizer and rows for them to the model first"
-        )
-    order = head + [i for i in range(config.vocab_size) if i not in head]
-    return FastTokenizer(HFTokenizer.from_str(json.dumps(_renumbered(data, order, hf))), source=str(path)), order
+    token = model.get("unk_token") if model.get("unk_id") is None else hf.id_to_token(model["unk_id"])
+    return hf.token_to_id(token) if token else hf.token_to_id(UNK)
 
 
-def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict[str, Any]:
+def _specials(folder: Path, config: Any, unk: int | None) -> tuple[list[int | None], list[int]]:
+    """The folder's rows of aiayn's <pad>, <s>, </s> and <unk>, and those of them it lacks (masked):
+    no pad (or a pad that is another special), bos the same token as eos (GPT-2's <|endoftext|>: aiayn's
+    <s> reads its row and is never predicted), no unknown token."""
+    for field in ("bos_token_id", "eos_token_id"):
+        value = getattr(config, field)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < config.vocab_size:
+            raise UserError(
+                f"{folder / 'config.json'}: {field} {value!r}: aiayn needs one id of its vocabulary (0 to {config.vocab_size - 1})"
+            )
+    bos, eos, pad = config.bos_token_id, config.eos_token_id, config.pad_token_id
+    real_pad = pad if isinstance(pad, int) and 0 <= pad < config.vocab_size and pad not in (bos, eos, unk) else None
+    real_unk = unk if unk is not None and unk not in (bos, eos) else None
+    order: list[int | None] = [real_pad, bos, eos, real_unk]
+    masked = [i for i, missing in ((0, real_pad is None), (1, bos == eos), (3, real_unk is None)) if missing]
+    return order, masked
+
+
+def _renumbered(data: dict[str, Any], order: list[int | None], masked: list[int], hf: HFTokenizer) -> dict[str, Any]:
     """tokenizer.json with aiayn's ids (token order[i] gets id i) and aiayn's names for the specials."""
-    new_id = {theirs: ours for ours, theirs in enumerate(order)}
-    tokens = [PAD, BOS, EOS, UNK] + [hf.id_to_token(theirs) or f"<row {theirs}>" for theirs in order[4:]]
+    new_id = {theirs: ours for ours, theirs in enumerate(order) if theirs is not None and ours not in masked}
+    tokens = [PAD, BOS, EOS, UNK] + [hf.id_to_token(theirs) or f"<row {theirs}>" for theirs in order[4:] if theirs is not None]
     model = data["model"]
     if isinstance(model.get("vocab"), dict):  # BPE, WordLevel, WordPiece: token -> id
         model["vocab"] = {token: i for i, token in enumerate(tokens)}
@@ -196,28 +225,49 @@ def _renumbered(data: dict[str, Any], order: list[int], hf: HFTokenizer) -> dict
             model["unk_token"] = UNK
     elif isinstance(model.get("vocab"), list):  # Unigram: [token, score] by id
         scores = [score for _, score in model["vocab"]]
-        model["vocab"] = [[token, scores[theirs] if theirs < len(scores) else 0.0] for token, theirs in zip(tokens, order)]
+        model["vocab"] = [[token, scores[t] if t is not None and t < len(scores) else 0.0] for token, t in zip(tokens, order)]
         if model.get("unk_id") is not None:
             model["unk_id"] = 3
     else:
         raise UserError(f"tokenizer.json's model ({model.get('type')}) has no vocabulary aiayn can renumber")
-    names = dict(enumerate(tokens))
-    added = [
-        {**t, "id": new_id[t["id"]], "content": names[new_id[t["id"]]]} for t in data.get("added_tokens", []) if t["id"] in new_id
+    special = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    kept = [
+        {**t, "id": new_id[t["id"]], "content": tokens[new_id[t["id"]]]}
+        for t in data.get("added_tokens", [])
+        if t["id"] in new_id
     ]
-    # a row the tokenizer has no token for (a vocabulary padded to a round size): a special token, which decoding skips
-    spare = [{"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-              "special": True} for i, token in enumerate(tokens) if token.startswith("<row ")]  # fmt: skip
-    data["added_tokens"] = sorted(added + spare, key=lambda t: t["id"])
+    # aiayn's specials, and a row the tokenizer has no token for (a vocabulary padded to a round size): special tokens, which decoding skips
+    extra = [{"id": i, "content": token, **special} for i, token in enumerate(tokens) if i < 4 or token.startswith("<row ")]
+    taken = {t["id"] for t in kept}
+    data["added_tokens"] = sorted(kept + [t for t in extra if t["id"] not in taken], key=lambda t: t["id"])
     data["post_processor"] = None  # aiayn puts <s> before the text itself
     return data
 
 
+def _rows(weight: torch.Tensor, order: list[int | None]) -> torch.Tensor:
+    """The rows of `weight` in aiayn's order; zeros where the folder has none."""
+    out = weight.new_zeros(len(order), weight.shape[1])
+    kept = [i for i, t in enumerate(order) if t is not None]
+    out[kept] = weight[[order[i] for i in kept]]
+    return out
+
+
 @torch.no_grad()
-def copy_gpt2(model: Any, hf: Any, rows: torch.Tensor) -> None:
+def copy_output(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
+    """The untied output's rows, and the bias that keeps the output off the rows the folder lacks."""
+    if not hf.config.tie_word_embeddings:
+        model.generator.weight.copy_(_rows(hf.lm_head.weight, vocabulary.order))
+    if vocabulary.masked:
+        bias = torch.zeros(len(vocabulary.order))
+        bias[vocabulary.masked] = NEVER
+        model.generator.bias.copy_(bias)
+
+
+@torch.no_grad()
+def copy_gpt2(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
     """A GPT2LMHeadModel's tensors into aiayn's decoder-only model, rows in aiayn's token order."""
     t = hf.transformer
-    model.tgt_embed.token.table.weight.copy_(t.wte.weight[rows])
+    model.tgt_embed.token.table.weight.copy_(_rows(t.wte.weight, vocabulary.order))
     model.tgt_embed.positional.table.weight.copy_(t.wpe.weight)
     for ours, theirs in zip(model.decoder.layers, t.h, strict=True):
         a, f = ours.sublayers
@@ -228,14 +278,13 @@ def copy_gpt2(model: Any, hf: Any, rows: torch.Tensor) -> None:
         f.sublayer.w_1.weight.copy_(theirs.mlp.c_fc.weight.T), f.sublayer.w_1.bias.copy_(theirs.mlp.c_fc.bias)
         f.sublayer.w_2.weight.copy_(theirs.mlp.c_proj.weight.T), f.sublayer.w_2.bias.copy_(theirs.mlp.c_proj.bias)
     model.decoder.final_norm.weight.copy_(t.ln_f.weight), model.decoder.final_norm.bias.copy_(t.ln_f.bias)
-    if not hf.config.tie_word_embeddings:
-        model.generator.weight.copy_(hf.lm_head.weight[rows])
+    copy_output(model, hf, vocabulary)
 
 
 @torch.no_grad()
-def copy_llama(model: Any, hf: Any, rows: torch.Tensor) -> None:
+def copy_llama(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
     """A LlamaForCausalLM's tensors into aiayn's decoder-only model, rows in aiayn's token order."""
-    model.tgt_embed.token.table.weight.copy_(hf.model.embed_tokens.weight[rows])
+    model.tgt_embed.token.table.weight.copy_(_rows(hf.model.embed_tokens.weight, vocabulary.order))
     for ours, theirs in zip(model.decoder.layers, hf.model.layers, strict=True):
         a, f = ours.sublayers
         a.norm.weight.copy_(theirs.input_layernorm.weight)
@@ -253,5 +302,4 @@ def copy_llama(model: Any, hf: Any, rows: torch.Tensor) -> None:
             f.sublayer.w_1.bias.copy_(torch.cat([theirs.mlp.gate_proj.bias, theirs.mlp.up_proj.bias]))
             f.sublayer.w_2.bias.copy_(theirs.mlp.down_proj.bias)
     model.decoder.final_norm.weight.copy_(hf.model.norm.weight)
-    if not hf.config.tie_word_embeddings:
-        model.generator.weight.copy_(hf.lm_head.weight[rows])
+    copy_output(model, hf, vocabulary)

@@ -1,7 +1,9 @@
 """Random Hugging Face GPT-2 and Llama folders made with transformers' own classes (nothing is
 fetched): a BPE tokenizer trained here on the demo's English with Llama's order of special tokens
 (<unk> 0, <s> 1, </s> 2, <pad> 3, not aiayn's), and a vocabulary padded past the tokenizer's by
-two rows, as released models pad theirs."""
+two rows, as released models pad theirs. Two have the special tokens of released models: GPT-2
+small's (a byte-level BPE whose one special, <|endoftext|>, last, is bos and eos; no pad, no
+unknown token) and Llama's (<unk> 0, <s> 1, </s> 2, no pad)."""
 
 from pathlib import Path
 
@@ -15,22 +17,35 @@ CASES = {  # name: (model_type, tie_word_embeddings, num_key_value_heads)
     "gpt2-untied": ("gpt2", False, None),
     "llama-mha-tied": ("llama", True, None),
     "llama-gqa-untied": ("llama", False, 2),
+    "gpt2-released": ("gpt2", True, None),
+    "llama-released": ("llama", False, 2),
 }
+RELEASED = {"gpt2-released", "llama-released"}  # special tokens as the released models have them
 
 
 def english(n: int = 300) -> list[str]:
     return [en for en, _ in zip(*generate_demo(n, 5, 5, 1234)["train"])][:n]
 
 
-def hf_tokenizer():
+def hf_tokenizer(case: str = ""):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    if case == "gpt2-released":  # byte-level BPE, <|endoftext|> added last
+        hf = Tokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        hf.train_from_iterator(english(), trainer)
+        hf.add_special_tokens(["<|endoftext|>"])
+        return PreTrainedTokenizerFast(tokenizer_object=hf, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
     hf = Tokenizer(models.BPE(unk_token="<unk>"))
     hf.pre_tokenizer = pre_tokenizers.Metaspace()
     hf.decoder = decoders.Metaspace()
-    hf.train_from_iterator(english(), trainers.BpeTrainer(vocab_size=120, special_tokens=SPECIALS, show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=hf, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    specials = SPECIALS[:3] if case == "llama-released" else SPECIALS
+    hf.train_from_iterator(english(), trainers.BpeTrainer(vocab_size=120, special_tokens=specials, show_progress=False))
+    pad = {} if case == "llama-released" else {"pad_token": "<pad>"}
+    return PreTrainedTokenizerFast(tokenizer_object=hf, unk_token="<unk>", bos_token="<s>", eos_token="</s>", **pad)
 
 
 def hf_folder(folder: Path, case: str, *, seed: int = 0, **config_changes) -> Path:
@@ -38,8 +53,13 @@ def hf_folder(folder: Path, case: str, *, seed: int = 0, **config_changes) -> Pa
     import transformers
 
     kind, tied, kv_heads = CASES[case]
-    tokenizer = hf_tokenizer()
+    tokenizer = hf_tokenizer(case)
     ids = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3, "vocab_size": len(tokenizer) + 2, "tie_word_embeddings": tied}
+    if case == "gpt2-released":
+        end = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        ids.update(bos_token_id=end, eos_token_id=end, pad_token_id=None, vocab_size=len(tokenizer))
+    if case == "llama-released":
+        ids["pad_token_id"] = None
     if kind == "gpt2":
         config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, n_inner=48, **ids)
         config.update(config_changes)
@@ -69,8 +89,9 @@ def hf_greedy(folder: Path, prompts: list[str], max_new_tokens: int) -> list[str
     texts = []
     for prompt in prompts:
         ids = [model.config.bos_token_id, *tokenizer(prompt, add_special_tokens=False)["input_ids"]]
+        pad = model.config.pad_token_id
         out = model.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False, min_new_tokens=0,
-                             eos_token_id=model.config.eos_token_id, pad_token_id=model.config.pad_token_id,
-                             suppress_tokens=[model.config.pad_token_id])  # fmt: skip
+                             eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id if pad is None else pad,
+                             suppress_tokens=None if pad is None else [pad])  # fmt: skip
         texts.append(tokenizer.decode(out[0, 1:], skip_special_tokens=True))
     return texts
