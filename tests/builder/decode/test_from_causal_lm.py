@@ -49,6 +49,35 @@ def test_log_probabilities_and_parameters_are_transformers(folder):
         assert scored.token_log_probs == pytest.approx(theirs.tolist(), abs=2e-5), case
 
 
+def test_every_row_is_the_folders_row_of_the_same_token(folder):
+    """The whole next-token distribution, row by row: each of aiayn's ids that the folder has (by
+    the token's name; the specials by config.json's ids) gets the folder's log-probability of it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    case, path = folder
+    ours = aiayn.load_run(path, device="cpu")
+    hf, tokenizer = AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+    config = hf.config
+    specials = {0: config.pad_token_id if case not in RELEASED else None, 1: config.bos_token_id if case != "gpt2-released" else None,
+                2: config.eos_token_id, 3: tokenizer.unk_token_id if case != "gpt2-released" else None}  # fmt: skip
+    names = ours.tokenizer.tokens()
+    theirs_of = {
+        i: specials[i] if i < 4 else tokenizer.convert_tokens_to_ids(t) for i, t in enumerate(names) if not t.startswith("<row ")
+    }
+    theirs_of = {i: t for i, t in theirs_of.items() if t is not None}
+    assert len(theirs_of) >= len(tokenizer) - (1 if case == "gpt2-released" else 0)
+    captured = {}
+    ours.model.generator.register_forward_hook(lambda module, args, out: captured.update(logits=out.detach()))
+    line = english(30)[3]
+    ours.score([line])
+    ids = tokenizer(line, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        expected = hf(torch.tensor([[config.bos_token_id, *ids]])).logits[0].log_softmax(-1)
+    got = captured["logits"][0, : len(ids) + 1].log_softmax(-1)
+    mine, folders = list(theirs_of), list(theirs_of.values())
+    assert torch.allclose(got[:, mine], expected[:, folders], atol=2e-5), case
+
+
 def test_greedy_continuations_are_transformers_20_of_20(folder):
     case, path = folder
     ours = aiayn.load_run(path, device="cpu").generate(PROMPTS, greedy=True, max_new_tokens=8)
