@@ -263,21 +263,39 @@ def copy_output(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
         model.generator.bias.copy_(bias)
 
 
+# (aiayn's tensor in a decoder layer, GPT-2's in a block, transposed: GPT-2's Conv1D keeps (in, out)):
+# the import reads them one way, the export (export/to_causal_lm.py) the other
+GPT2_LAYER = (
+    ("sublayers.0.norm.weight", "ln_1.weight", False), ("sublayers.0.norm.bias", "ln_1.bias", False),
+    ("sublayers.0.sublayer.w_qkv.weight", "attn.c_attn.weight", True), ("sublayers.0.sublayer.w_qkv.bias", "attn.c_attn.bias", False),
+    ("sublayers.0.sublayer.w_o.weight", "attn.c_proj.weight", True), ("sublayers.0.sublayer.w_o.bias", "attn.c_proj.bias", False),
+    ("sublayers.1.norm.weight", "ln_2.weight", False), ("sublayers.1.norm.bias", "ln_2.bias", False),
+    ("sublayers.1.sublayer.w_1.weight", "mlp.c_fc.weight", True), ("sublayers.1.sublayer.w_1.bias", "mlp.c_fc.bias", False),
+    ("sublayers.1.sublayer.w_2.weight", "mlp.c_proj.weight", True), ("sublayers.1.sublayer.w_2.bias", "mlp.c_proj.bias", False),
+)  # fmt: skip
+
+
+@torch.no_grad()
+def copy_gpt2_layers(ours: Any, theirs: Any, *, into_ours: bool) -> None:
+    """GPT2_LAYER's tensors from GPT-2's blocks into aiayn's decoder layers (`into_ours`), or back;
+    the final LayerNorm too."""
+    for layer, block in zip(ours.decoder.layers, theirs.h, strict=True):
+        for mine, gpt2, transposed in GPT2_LAYER:
+            a, b = layer.get_parameter(mine), block.get_parameter(gpt2)
+            source, target = (b, a) if into_ours else (a, b)
+            target.copy_(source.T if transposed else source)
+    for name in ("weight", "bias"):
+        a, b = getattr(ours.decoder.final_norm, name), getattr(theirs.ln_f, name)
+        (a if into_ours else b).copy_(b if into_ours else a)
+
+
 @torch.no_grad()
 def copy_gpt2(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
     """A GPT2LMHeadModel's tensors into aiayn's decoder-only model, rows in aiayn's token order."""
     t = hf.transformer
     model.tgt_embed.token.table.weight.copy_(_rows(t.wte.weight, vocabulary.order))
     model.tgt_embed.positional.table.weight.copy_(t.wpe.weight)
-    for ours, theirs in zip(model.decoder.layers, t.h, strict=True):
-        a, f = ours.sublayers
-        a.norm.weight.copy_(theirs.ln_1.weight), a.norm.bias.copy_(theirs.ln_1.bias)
-        a.sublayer.w_qkv.weight.copy_(theirs.attn.c_attn.weight.T), a.sublayer.w_qkv.bias.copy_(theirs.attn.c_attn.bias)
-        a.sublayer.w_o.weight.copy_(theirs.attn.c_proj.weight.T), a.sublayer.w_o.bias.copy_(theirs.attn.c_proj.bias)
-        f.norm.weight.copy_(theirs.ln_2.weight), f.norm.bias.copy_(theirs.ln_2.bias)
-        f.sublayer.w_1.weight.copy_(theirs.mlp.c_fc.weight.T), f.sublayer.w_1.bias.copy_(theirs.mlp.c_fc.bias)
-        f.sublayer.w_2.weight.copy_(theirs.mlp.c_proj.weight.T), f.sublayer.w_2.bias.copy_(theirs.mlp.c_proj.bias)
-    model.decoder.final_norm.weight.copy_(t.ln_f.weight), model.decoder.final_norm.bias.copy_(t.ln_f.bias)
+    copy_gpt2_layers(model, t, into_ours=True)
     copy_output(model, hf, vocabulary)
 
 

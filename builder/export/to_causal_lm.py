@@ -24,6 +24,7 @@ from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.decode.from_causal_lm import copy_gpt2_layers
 from aiayn.builder.errors import UserError
 from aiayn.schemas.model import ModelSpec
 
@@ -178,15 +179,7 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
     t = hf.transformer
     t.wte.weight.copy_(model.tgt_embed.token.table.weight)
     t.wpe.weight.copy_(model.tgt_embed.positional.table.weight)
-    for ours, theirs in zip(model.decoder.layers, t.h):
-        a, f = ours.sublayers
-        theirs.ln_1.weight.copy_(a.norm.weight), theirs.ln_1.bias.copy_(a.norm.bias)
-        theirs.attn.c_attn.weight.copy_(a.sublayer.w_qkv.weight.T), theirs.attn.c_attn.bias.copy_(a.sublayer.w_qkv.bias)
-        theirs.attn.c_proj.weight.copy_(a.sublayer.w_o.weight.T), theirs.attn.c_proj.bias.copy_(a.sublayer.w_o.bias)
-        theirs.ln_2.weight.copy_(f.norm.weight), theirs.ln_2.bias.copy_(f.norm.bias)
-        theirs.mlp.c_fc.weight.copy_(f.sublayer.w_1.weight.T), theirs.mlp.c_fc.bias.copy_(f.sublayer.w_1.bias)
-        theirs.mlp.c_proj.weight.copy_(f.sublayer.w_2.weight.T), theirs.mlp.c_proj.bias.copy_(f.sublayer.w_2.bias)
-    t.ln_f.weight.copy_(model.decoder.final_norm.weight), t.ln_f.bias.copy_(model.decoder.final_norm.bias)
+    copy_gpt2_layers(model, t, into_ours=False)
     if spec.embedding.share == "none":
         hf.lm_head.weight.copy_(model.generator.weight)
     return hf
