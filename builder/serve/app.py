@@ -272,7 +272,8 @@ def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
 
 
 class BodyLimit:
-    """ASGI middleware: a body whose Content-Length is over `limit` bytes is refused (413) unread.
+    """ASGI middleware: a body over `limit` bytes is refused (413): unread where its Content-Length
+    says so, or once that many bytes of a body sent without one (chunked) have come.
 
     :param app: the application it wraps
     :param limit: bytes a body at most"""
@@ -281,13 +282,35 @@ class BodyLimit:
         self.app, self.limit = app, limit
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http":
-            length = dict(scope["headers"]).get(b"content-length", b"")
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
             if length.isdigit() and int(length) > self.limit:
-                message = f"the body has {int(length)} bytes, more than this server's max_request_bytes ({self.limit})"
-                await _error(413, message)(scope, receive, send)
+                await self._refuse(f"the body has {int(length)} bytes, more than", scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
+        read, total = [], 0  # no length given: read it here, counting, then hand it on
+        while True:
+            message = await receive()
+            read.append(message)
+            total += len(message.get("body", b""))
+            if total > self.limit:
+                await self._refuse("the body (sent without a Content-Length) is longer than", scope, receive, send)
+                return
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        replay = iter(read)
+
+        async def replayed() -> Any:
+            return next(replay, None) or await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, what: str, scope: dict, receive: Callable, send: Callable) -> None:
+        await _error(413, f"{what} this server's max_request_bytes ({self.limit})")(scope, receive, send)
 
 
 def _version() -> str:

@@ -4,6 +4,7 @@ command writes it); requests batched together get what each gets alone; a bad re
 naming its field and the server goes on; a client that leaves drops its queued work; SIGTERM
 answers the requests in flight and exits 0."""
 
+import http.client
 import json
 import signal
 import socket
@@ -193,6 +194,18 @@ def test_limits_on_lines_and_bytes_are_named(runs, tmp_path):
         body = {"lines": ["a" * 300]}
         assert server.post("/translate", body) == (
             413, {"error": "the body has 315 bytes, more than this server's max_request_bytes (200)"})  # fmt: skip
+        chunked = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)  # no Content-Length: counted as it comes
+        chunked.request("POST", "/translate", body=iter([b'{"lines": ["', b"a" * 300, b'"]}']), encode_chunked=True,
+                        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})  # fmt: skip
+        response = chunked.getresponse()
+        assert (response.status, json.loads(response.read())) == (
+            413, {"error": "the body (sent without a Content-Length) is longer than this server's max_request_bytes (200)"})  # fmt: skip
+        chunked.close()
+        small = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        small.request("POST", "/translate", body=iter([b'{"lines": ', b'["the dog"]}']), encode_chunked=True,
+                      headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})  # fmt: skip
+        assert small.getresponse().status == 200
+        small.close()
         assert server.post("/translate", {"lines": ["the dog", "a cat"]})[0] == 200
     finally:
         assert server.stop() == 0
