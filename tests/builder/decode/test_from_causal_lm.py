@@ -109,8 +109,13 @@ def finetune(path: Path, root: Path, *overrides: str) -> Path:
     return root / "runs" / "ft" / "version_0"
 
 
-def test_fine_tuned_20_steps_exported_back_and_generated_by_transformers_as_aiayn_does(folder, tmp_path):
-    case, path = folder
+ROUND_TRIP = [pytest.param(c, marks=[] if c in ("gpt2-tied", "llama-gqa-untied", "gpt2-released") else [pytest.mark.slow])
+              for c in sorted(CASES)]  # three in the default tier (a train and an export each), the rest in the slow one  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ROUND_TRIP)
+def test_fine_tuned_20_steps_exported_back_and_generated_by_transformers_as_aiayn_does(case, tmp_path):
+    path = hf_folder(tmp_path / "hf", case)
     run = finetune(path, tmp_path)
     results = json.loads((run / "results.json").read_text())
     assert results["init_from"]["model"].startswith("a Hugging Face ") and results["steps"] == 20

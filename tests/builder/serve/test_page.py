@@ -13,9 +13,12 @@ import pytest
 from tests.builder.serve.server import Server, make_runs
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and DRIVER.exists()), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)"
-)
+pytestmark = [
+    pytest.mark.slow,  # a browser and a server started: the slow tier
+    pytest.mark.skipif(
+        not (CHROMIUM.exists() and DRIVER.exists()), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)"
+    ),
+]
 LINES = ["she sold eight apples", "the dog"]
 WAIT = 60  # seconds the page may take to answer
 

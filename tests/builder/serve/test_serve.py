@@ -2,7 +2,8 @@
 Every endpoint answers what the matching command prints (byte for byte once written as the
 command writes it); requests batched together get what each gets alone; a bad request is a 4xx
 naming its field and the server goes on; a client that leaves drops its queued work; SIGTERM
-answers the requests in flight and exits 0."""
+answers the requests in flight and exits 0. The tests that start a server of their own (batching
+windows, limits, disconnects, SIGTERM) are in the slow tier."""
 
 import http.client
 import json
@@ -186,6 +187,7 @@ def test_malformed_json_and_other_content_types_are_refused(server):
     assert server.request("GET", "/translate")[0] == 405
 
 
+@pytest.mark.slow  # a server of its own
 def test_limits_on_lines_and_bytes_are_named(runs, tmp_path):
     server = Server(runs["base"], "--max-lines", "2", "--max-request-bytes", "200", log=tmp_path / "log")
     try:
@@ -211,6 +213,7 @@ def test_limits_on_lines_and_bytes_are_named(runs, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow  # a server of its own
 def test_requests_batched_together_get_what_each_gets_alone(runs, tmp_path):
     """Twelve clients at once, batched (a 300 ms window gathers them), against each sent alone."""
     server = Server(f"base={runs['base']}", f"lm={runs['lm']}", "--max-queue-delay-ms", "300", log=tmp_path / "log")
@@ -238,6 +241,7 @@ def test_requests_batched_together_get_what_each_gets_alone(runs, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow  # a server of its own
 def test_a_request_that_fails_a_merged_batch_answers_for_itself_alone(runs, tmp_path):
     """Two requests of the same settings merged into one call, one line too long: the call fails,
     each request runs again alone, and only the long one gets the error."""
@@ -255,6 +259,7 @@ def test_a_request_that_fails_a_merged_batch_answers_for_itself_alone(runs, tmp_
         assert server.stop() == 0
 
 
+@pytest.mark.slow  # a server of its own
 def test_a_client_that_leaves_leaves_no_work_behind(runs, tmp_path):
     """With a 1.5 s batching window the first request waits; a second client sends a request of
     other settings and leaves while it waits: the second is dropped, never decoded."""
@@ -277,6 +282,7 @@ def test_a_client_that_leaves_leaves_no_work_behind(runs, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow  # a server of its own
 def test_sigterm_answers_the_requests_in_flight_and_exits_0(runs, tmp_path):
     server = Server(runs["base"], "--max-queue-delay-ms", "1500", log=tmp_path / "log")
     with ThreadPoolExecutor(1) as pool:
