@@ -243,6 +243,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         first = re.split(r"[\s:\[(]", str(e), maxsplit=1)[0]
         return _error(400, str(e), first if first in FIELDS else None)
 
+    @app.exception_handler(Exception)
+    async def failed(request: Request, e: Exception) -> Response:  # a bug of ours: said as JSON, logged by uvicorn
+        return _error(500, f"internal error: {type(e).__name__}: {e}")
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> Response:
         error = e.errors()[0]
