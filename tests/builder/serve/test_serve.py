@@ -9,6 +9,7 @@ import http.client
 import json
 import signal
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -312,3 +313,38 @@ def test_startup_errors_are_messages(runs):
     assert cli("serve", runs["base"], "--max-lines", "0")[::2] == (2, "aiayn serve: error: --max-lines: give 1 or more, got 0\n")
     code, _, err = cli("serve", "no/such/run", "--port", "0")
     assert code == 2 and err.startswith("aiayn serve: error: no/such/run") and "\n" == err[-1] and err.count("\n") == 1
+
+
+def test_an_error_of_ours_is_a_json_500_and_the_server_goes_on(runs, monkeypatch):
+    """A bug in a model call (made here by replacing /score's call): a JSON 500 that names it, and
+    the next request is answered (uvicorn in a thread of this process, on a port it picked)."""
+    import uvicorn
+
+    from aiayn.builder.cli.serve import listening_socket
+    from aiayn.builder.serve import app as serve_app
+    from aiayn.builder.serve.served import load_served
+    from tests.conftest import registry
+
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(serve_app.CALLS, "score", broken)
+    sock = listening_socket("127.0.0.1", 0)
+    app = serve_app.create_app(load_served([str(runs["base"])], device="cpu", registry=registry()))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        client = Server.__new__(Server)
+        client.port = sock.getsockname()[1]
+        assert client.post("/score", {"src": ["the dog"], "tgt": ["der hund"]}) == (
+            500,
+            {"error": "internal error: RuntimeError: boom"},
+        )
+        assert client.post("/translate", {"lines": ["the dog"]})[0] == 200
+    finally:
+        server.should_exit = True
+        thread.join(30)
