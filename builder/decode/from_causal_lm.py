@@ -167,6 +167,8 @@ class Vocabulary(NamedTuple):
 def causal_tokenizer(folder: Path, config: Any) -> Vocabulary:
     """The folder's tokenizer.json renumbered to aiayn's ids, as `Vocabulary` says."""
     path = folder / "tokenizer.json"
+    if path.is_symlink():
+        resolved(path)  # a link that leads back to itself is named as one
     if not path.is_file():
         extra = " (tokenizer.model alone is the slow tokenizer's: save the fast one, AutoTokenizer(...).save_pretrained)"
         raise UserError(f"{folder} has no tokenizer.json{extra if (folder / 'tokenizer.model').is_file() else ''}")

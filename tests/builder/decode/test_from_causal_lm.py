@@ -188,6 +188,22 @@ def test_folders_aiayn_cannot_read_are_one_message_each(tmp_path):
     (small / "config.json").write_text(json.dumps({**json.loads((small / "config.json").read_text()), "vocab_size": 50}))
     refused(small, f"{small}/tokenizer.json has 120 tokens, more than config.json's vocab_size (50) gives the model rows for: "
                    "the two files belong to different models")  # fmt: skip
+    broken = bad(tmp_path / "broken")
+    (broken / "config.json").write_text((broken / "config.json").read_text()[:40])
+    refused(broken, f"{broken}/config.json cannot be read as JSON (Expecting property name enclosed in double quotes: line 3 "
+                    "column 2 (char 40)); a Hugging Face model folder's config.json is a JSON object")  # fmt: skip
+    deep = bad(tmp_path / "deep")
+    (deep / "config.json").write_text("[" * 100_000)
+    refused(deep, f"{deep}/config.json cannot be read as JSON (its arrays or objects nest deeper than Python's JSON parser can "
+                  "follow); a Hugging Face model folder's config.json is a JSON object")  # fmt: skip
+    typed = bad(tmp_path / "typed")
+    (typed / "config.json").write_text(json.dumps({**json.loads((typed / "config.json").read_text()), "n_head": "4"}))
+    refused(typed, f"{typed}: transformers cannot read its config.json (Validation error for field 'n_head':)")
+    loop = bad(tmp_path / "loop")
+    (loop / "tokenizer.json").unlink()
+    (loop / "tokenizer.json").symlink_to(loop / "tokenizer.json")
+    code, out, err = cli("generate", loop, "--prompt", "a", "-n", "2")
+    assert (code, out, err.count("\n"), "Traceback" in err) == (2, "", 1, False) and "tokenizer.json" in err, err
     other = bad(tmp_path / "other")
     (other / "config.json").write_text(json.dumps({**json.loads((other / "config.json").read_text()), "model_type": "mistral"}))
     refused(other, f"{other} is neither a run directory nor a Hugging Face model aiayn reads: its config.json says model_type "
