@@ -63,7 +63,7 @@ def model_argument(text: str) -> tuple[str | None, list[str]]:
     name, sep, rest = text.partition("=")
     if not sep or "/" in name or not name:
         name, rest = "", text
-    paths = [p for p in rest.split(",")]
+    paths = rest.split(",")
     if any(not p for p in paths):
         raise UserError(f"{text}: an empty path; give PATH, NAME=PATH or NAME=PATH,PATH (an ensemble)")
     return name or None, paths
