@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from contextlib import closing
 from typing import Any
 
+import lightning.pytorch as L
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
@@ -37,13 +38,21 @@ def bleu_tag(n_sentences: int, n_split: int) -> str:
 
 
 class Board(TensorBoardLogger):
-    """Lightning's TensorBoard logger, with the x axis counting optimizer steps done (as the
-    console does: Lightning passes the 0-based index of the step whose numbers these are) and
-    without the `epoch` chart it adds to every logged step (one endless epoch here)."""
+    """Lightning's TensorBoard logger, with the x axis counting optimizer steps done, as the
+    console and the checkpoints' names do, and without the `epoch` chart it adds to every logged
+    step (one endless epoch here).
+
+    The step is the trainer's `global_step` (`trainer`, set by build_trainer), not the one
+    Lightning passes: that is the 0-based index of the step whose numbers these are, except after a
+    resume from a checkpoint written at an epoch's end, where it runs one step ahead."""
+
+    trainer: "L.Trainer | None" = None
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, None if step is None else step + 1)
+        if step is not None:
+            step = self.trainer.global_step if self.trainer else step + 1
+        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, step)
 
     @rank_zero_only
     def log_final(self, metrics: dict[str, float], step: int) -> None:

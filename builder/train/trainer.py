@@ -153,5 +153,6 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
         default_root_dir=str(run.checkpoints),
         use_distributed_sampler=False,  # our token-batch sampler splits batches across ranks itself
     )
+    logger.trainer = trainer  # the x axis: its steps done
     check_launch(trainer)
     return trainer

@@ -106,3 +106,25 @@ def test_a_save_inside_a_step_keeps_the_rng_where_the_step_began(tmp_path):
     after: dict = {}
     task.on_save_checkpoint(after)
     assert torch.equal(after["rng"]["torch"], torch.get_rng_state()) and not torch.equal(after["rng"]["torch"], began)
+
+
+def test_a_resume_from_an_epochs_checkpoint_logs_at_the_steps_it_trains(tmp_path, monkeypatch):
+    """Lightning's own step runs one ahead after a resume from a checkpoint written at an epoch's
+    end; the board counts the trainer's steps done, so the second process's scalars continue
+    where the first stopped and each validation sits at the step of the checkpoint beside it."""
+    monkeypatch.chdir(tmp_path)
+    epochs = ["trainer.val_check_interval=null", "train.checkpoint.every_n_train_steps=null", "train.checkpoint.every_n_epochs=1"]
+    assert main(["train", DEMO, *tiny(tmp_path, *epochs, "trainer.max_steps=20")]) == 0
+    run = tmp_path / "runs" / "demo" / "version_0"
+    earlier, saved = set(run.glob("events.out.tfevents.*")), set((run / "checkpoints").glob("step*.ckpt"))
+    assert main(["train", DEMO, *tiny(tmp_path, *epochs, "trainer.max_steps=40"), "--resume"]) == 0
+    new = sorted(int(p.stem.removeprefix("step")) for p in set((run / "checkpoints").glob("step*.ckpt")) - saved)
+    logged: dict[str, list[int]] = {"lr": [], "PPL/valid": []}
+    for path in set(run.glob("events.out.tfevents.*")) - earlier:
+        events = EventAccumulator(str(path))
+        events.Reload()
+        for tag in set(logged) & set(events.Tags()["scalars"]):
+            logged[tag] += [e.step for e in events.Scalars(tag)]
+    assert new == [30, 40]  # the demo's epoch: 10 steps
+    assert sorted(logged["lr"]) == list(range(21, 41))
+    assert sorted(logged["PPL/valid"]) == new
