@@ -15,9 +15,21 @@ from pathlib import Path
 
 
 class UserError(Exception):
-    """An error the user can fix; its message says what is wrong and how to fix it."""
+    """An error the user can fix; its message says what is wrong and how to fix it. `setting`: a
+    setting the message names in parentheses by its Python name, as the API and the server take
+    it (`max_input_len`); the command line says its flag instead (`command_line`)."""
 
     exit_code = 2
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+    def command_line(self) -> str:
+        """The message as a command says it: the setting by its flag (`--max-input-len`)."""
+        if self.setting is None:
+            return str(self)
+        return str(self).replace(f"({self.setting})", f"(--{self.setting.replace('_', '-')})")
 
 
 class BlockError(UserError):

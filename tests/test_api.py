@@ -152,6 +152,8 @@ def test_the_api_refuses_wrong_arguments_by_name(run):
         lambda: translator.translate(LINES, alignments="yes"): "alignments: expected True or False, got str 'yes'",
         lambda: translator.translate(LINES, with_scores=1): "with_scores: expected True or False, got int 1",
         lambda: translator.score(["a"], ["b"], alignments=None): "alignments: expected True or False, got None",
+        lambda: translator.translate(["a b c"], max_input_len=1): "input line 1 has 4 tokens, more than "
+        "decode.max_input_len (1); split that line, or raise the limit (max_input_len)",  # the command says --max-input-len
     }
     for call, message in refused.items():
         with pytest.raises(aiayn.UserError) as error:

@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None, *, registry: Registry | None = None)
         args.registry = registry if registry is not None else default_registry()
         return int(getattr(importlib.import_module(module), handler)(args) or 0)
     except UserError as e:
-        print(f"aiayn {verb}: error: {e}", file=sys.stderr)
+        print(f"aiayn {verb}: error: {e.command_line()}", file=sys.stderr)
         return e.exit_code
     except PluginError as e:  # a plugin that fails to load, or a type registered twice
         print(f"aiayn {verb}: error: {e}", file=sys.stderr)

@@ -79,7 +79,8 @@ def check_lengths(
     if too_long is not None:
         raise UserError(
             f"{what} line {too_long[0] + 1} has {too_long[1]} tokens, more than decode.max_input_len ({limit}); "
-            "split that line, or raise the limit (--max-input-len)"
+            "split that line, or raise the limit (max_input_len)",
+            setting="max_input_len",
         )
     positions = model.source_positions() if source else model.target_positions()  # None: sinusoids never end
     if positions is None:

@@ -254,7 +254,7 @@ def test_a_request_that_fails_a_merged_batch_answers_for_itself_alone(runs, tmp_
         health = server.get("/health")[1]
         assert answers[0] == server.post("/translate", good) and answers[0][0] == 200
         assert answers[1] == (400, {"error": "input line 1 has 20 tokens, more than decode.max_input_len (12); split that "
-                                  "line, or raise the limit (--max-input-len)"})  # fmt: skip
+                                  "line, or raise the limit (max_input_len)"})  # fmt: skip
         assert (health["split"], health["requests"], health["failed"], health["batches"]) == (1, 1, 1, 1), health
     finally:
         assert server.stop() == 0
