@@ -14,7 +14,7 @@ _MAX_TIME = re.compile(r"^\d{2}:\d{2}:\d{2}:\d{2}$")
 class TrainerSpec(Spec):
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
     devices: int | Literal["auto"] | list[int] = "auto"  # checked in _check_values, with its own message
-    strategy: Literal["auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp"] = "auto"
+    strategy: Literal["auto", "ddp", "ddp_find_unused_parameters_true", "fsdp"] = "auto"  # ddp_spawn: _derived_arguments
     num_nodes: PositiveInt = 1
     precision: Precision = "32-true"
     max_steps: PositiveInt = 100_000
@@ -45,6 +45,12 @@ class TrainerSpec(Spec):
                 "accumulate_grad_batches is derived from train.tokens_per_step, "
                 "train.max_tokens_per_batch and devices x num_nodes, so a result does not depend "
                 "on how many GPUs ran it; set train.max_tokens_per_batch instead",
+            )
+        if isinstance(data, dict) and data.get("strategy") == "ddp_spawn":
+            raise FieldError(
+                "strategy",
+                "ddp_spawn would send the run's model and data to processes it spawns; aiayn starts each "
+                "process from the command instead, which trains the same: use trainer.strategy=ddp",
             )
         return data
 

@@ -139,6 +139,14 @@ def test_override_index_out_of_range(write):
     )
 
 
+def test_ddp_spawn_says_to_use_ddp():
+    assert (
+        "trainer.strategy: ddp_spawn would send the run's model and data to processes it spawns; aiayn starts each "
+        "process from the command instead, which trains the same: use trainer.strategy=ddp "
+        "(set on the command line: trainer.strategy=ddp_spawn)"
+    ) in error_of(BASE, ["trainer.strategy=ddp_spawn"])
+
+
 def test_accumulation_is_derived():
     assert "trainer.accumulate_grad_batches: accumulate_grad_batches is derived from train.tokens_per_step" in error_of(
         BASE, ["trainer.accumulate_grad_batches=4"]
