@@ -48,6 +48,9 @@ def read_yaml(path: Path, must_be: str = "an experiment must be a YAML mapping (
 
 
 def _near_file(path: Path) -> str:
+    key, equals, _ = str(path).partition("=")
+    if equals and "/" not in key and not path.exists():  # `aiayn train trainer.max_steps=3`: the experiment left out
+        return "; it reads as an override (KEY=VALUE): give the experiment's YAML first (EXP KEY=VALUE ...)"
     if not path.parent.is_dir():
         return ""
     names = [p.name for p in path.parent.iterdir() if p.suffix in (".yaml", ".yml")]

@@ -26,6 +26,9 @@ def test_yaml_syntax_error_names_file_and_line(write):
 
 def test_missing_file():
     assert error_of("nope/missing.yaml") == "nope/missing.yaml: does not exist"
+    assert error_of("data.dir=/tmp/x") == (
+        "data.dir=/tmp/x: does not exist; it reads as an override (KEY=VALUE): give the experiment's YAML first (EXP KEY=VALUE ...)"
+    )
 
 
 RELATIVE = "does not exist (extends is relative to the file that names it)"
