@@ -15,7 +15,7 @@ from aiayn.builder.run.outputs import check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoints", nargs="*", type=Path, metavar="CKPT", help="checkpoints of one run")
+    p.add_argument("checkpoints", nargs="*", default=[], type=Path, metavar="CKPT", help="checkpoints of one run")
     p.add_argument(
         "--last",
         type=int,

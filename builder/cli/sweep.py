@@ -13,6 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "overrides",
         nargs="*",
+        default=[],
         metavar="KEY=VALUE",
         help="overrides of every trial (trainer.max_steps=100); sweep.KEY=VALUE changes the sweep file (sweep.launcher.parallel=2)",
     )

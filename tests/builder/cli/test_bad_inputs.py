@@ -698,3 +698,10 @@ def test_score_refusals(trained, tmp_path):
     code, written, err = cli("score", trained, "--src", src, "--tgt", tgt)
     assert code == 0, err
     assert [len(line.split("\t")) for line in written.splitlines()] == [3, 3]
+
+
+@pytest.mark.parametrize(("verb", "required"), [("train", "experiment"), ("show", "EXPERIMENT_OR_MODEL"), ("sweep", "SWEEP.yaml")])
+def test_a_missing_argument_names_only_what_is_required(verb, required):
+    """argparse counts a nargs="*" positional without a default as required in its message."""
+    code, _, err = cli(verb)
+    assert (code, err.splitlines()[-1]) == (2, f"aiayn {verb}: error: the following arguments are required: {required}")
