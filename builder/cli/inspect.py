@@ -40,7 +40,9 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
         metavar="EXPERIMENT_OR_MODEL",
         help="an experiment YAML file, or a trained model: a run directory, a .ckpt, a Hugging Face folder (Marian, GPT-2, Llama)",
     )
-    p.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE", help="dotlist overrides of an experiment, e.g. dims.h=16")
+    p.add_argument(
+        "overrides", nargs="*", default=[], metavar="KEY=VALUE", help="dotlist overrides of an experiment, e.g. dims.h=16"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--figure",

@@ -700,7 +700,9 @@ def test_score_refusals(trained, tmp_path):
     assert [len(line.split("\t")) for line in written.splitlines()] == [3, 3]
 
 
-@pytest.mark.parametrize(("verb", "required"), [("train", "experiment"), ("show", "EXPERIMENT_OR_MODEL"), ("sweep", "SWEEP.yaml")])
+@pytest.mark.parametrize(
+    ("verb", "required"), [("train", "experiment"), ("show", "EXPERIMENT_OR_MODEL"), ("sweep", "SWEEP.yaml")]
+)
 def test_a_missing_argument_names_only_what_is_required(verb, required):
     """argparse counts a nargs="*" positional without a default as required in its message."""
     code, _, err = cli(verb)
