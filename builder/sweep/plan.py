@@ -79,21 +79,22 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as e:
+        if _is_experiment(data):  # every key of it an error: say what the file is instead
+            raise UserError(
+                f"{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep "
+                f"file's `base: {path.name}`"
+            ) from None
         lines = [f"  {line}" for line in format_validation_error(e, root=SweepSpec)]
         noun = "error" if len(lines) == 1 else "errors"
-        raise UserError(
-            f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines) + _experiment_hint(path, data)
-        ) from None
+        raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
 
 
 EXPERIMENT_KEYS = ("extends", "dims", "model", "train", "trainer", "data", "decode")
 
 
-def _experiment_hint(path: Path, data: Any) -> str:
-    """What to do with an experiment given where a sweep file was wanted."""
-    if not isinstance(data, dict) or "base" in data or not any(key in data for key in EXPERIMENT_KEYS):
-        return ""
-    return f"\n{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: {path.name}`"
+def _is_experiment(data: Any) -> bool:
+    """An experiment given where a sweep file was wanted."""
+    return isinstance(data, dict) and "base" not in data and any(key in data for key in EXPERIMENT_KEYS)
 
 
 LAUNCHERS: dict[str, type[LocalLauncherSpec] | type[SlurmLauncherSpec]] = {"local": LocalLauncherSpec, "slurm": SlurmLauncherSpec}

@@ -146,6 +146,6 @@ def test_an_experiment_given_as_a_sweep_says_what_to_do(capsys):
 
     path = EXPERIMENTS / "multi30k" / "tiny.yaml"
     assert main(["sweep", str(path), "--dry-run"]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        f"{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: tiny.yaml`"
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: {path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: tiny.yaml`\n"
     )
