@@ -81,7 +81,7 @@ def show(args: argparse.Namespace) -> int:
     )
     check_size(spec.model)
     if args.figure is not None:
-        write_figure(spec, args.figure, path)
+        write_figure(spec, args.figure, path, experiment=loaded is None)
     info = summary(spec)
     if loaded is not None:  # the model's own tokenizers, not what the experiment's data section would train
         info["tokenizer"] = tokenizers_described(loaded.src_tokenizer, loaded.tgt_tokenizer)
@@ -118,7 +118,9 @@ def _trained(path: Path, overrides: list[str], registry: Any) -> Any:
     return load_for_inference(path, registry)
 
 
-def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
+def write_figure(spec: ExperimentSpec, path: Path, source: Path, *, experiment: bool = True) -> None:
+    """The model drawn to `path`, which may not be `source` (an experiment's YAML, and the files it
+    extends, or a trained model) or lie inside it."""
     from aiayn.builder.model.figure import layout, save  # matplotlib is imported only here
 
     if path.suffix.lower() not in (".svg", ".png"):
@@ -127,7 +129,7 @@ def write_figure(spec: ExperimentSpec, path: Path, experiment: Path) -> None:
     if path.is_dir():
         raise UserError(f"--figure {path} is a folder; give a file name ending in .svg or .png")
     check_writable(path, "--figure")  # a missing folder is made, as translate -o makes one
-    reads, parent = [experiment], parent_of(experiment)
+    reads, parent = [source], parent_of(source) if experiment else None
     while parent is not None and parent not in reads:
         reads.append(parent)
         parent = parent_of(parent)

@@ -10,7 +10,7 @@ from PIL import Image
 from aiayn.builder.cli import main
 from aiayn.builder.model.figure import WIDTH_IN, layout, save
 from tests.builder.model.test_registry import TINY, ScaledGatedAttentionSpec, build_gated, experiment, gated_flops
-from tests.conftest import EXPERIMENTS, load_experiment, registry
+from tests.conftest import EXPERIMENTS, ROOT, load_experiment, registry
 
 
 def svg_texts(path) -> list[str]:
@@ -161,3 +161,18 @@ def test_a_window_and_qk_norm_are_named_in_the_figure():
         "Masked Multi-Head Attention (window 8)" in texts and "h=4, d_k=32, d_v=32" in texts
     )  # the window said once, in the name
     assert "h=4, d_k=32, d_v=32, QK-norm" in texts
+
+
+def test_a_trained_model_is_drawn_as_its_experiment_is(tmp_path, capsys):
+    """`aiayn show RUN --figure F` draws the run's stored experiment (it once read the run
+    directory as a YAML file), and refuses to write into the run."""
+    run = ROOT / "tests" / "fixtures" / "release-0.1" / "version_0"
+    drawn, stored = tmp_path / "run.svg", tmp_path / "stored.svg"
+    assert main(["show", str(run), "--figure", str(drawn)]) == 0
+    assert main(["show", str(run / "config.yaml"), "--figure", str(stored)]) == 0
+    assert svg_texts(drawn) == svg_texts(stored)
+    capsys.readouterr()
+    assert main(["show", str(run), "--figure", str(run / "model.svg")]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn show: error: --figure {run / 'model.svg'} lies inside {run}, which this command reads; write outside it\n"
+    )
