@@ -91,6 +91,14 @@ def resolved(path: str | PathLike[str]) -> Path:
         raise UserError(loop_message(path)) from None
 
 
+def check_input_file(path: Path, flag: str) -> None:
+    """A UserError naming `flag` where `path` is not a file to read: missing, a folder, or a link that loops."""
+    if path.is_file():
+        return
+    resolved(path)  # a link that leads back to itself is named as one
+    raise UserError(f"{flag} {path}: {'is a folder; give a text file' if path.is_dir() else 'no such file'}")
+
+
 NAME_MAX, PATH_MAX = 255, 4095  # bytes: Linux's limits on a file's name and on a path
 
 

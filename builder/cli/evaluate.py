@@ -30,7 +30,7 @@ from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
 from aiayn.builder.decode.sampling import Sampling
 from aiayn.builder.decode.translator import Translator, load_models
-from aiayn.builder.errors import UserError
+from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
@@ -71,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def evaluate(args: argparse.Namespace) -> int:
     if args.src is not None and args.ref is None:
         raise UserError("--src needs --ref: give both, or neither to evaluate a split of the experiment")
+    for flag, path in (("--src", args.src), ("--ref", args.ref)):
+        if path is not None:
+            check_input_file(path, flag)
     if args.hyps is not None:
         check_writable(args.hyps, "--hyps")
         check_output(args.hyps, "--hyps", inputs=[p for p in (*args.checkpoint, args.src, args.ref) if p is not None])

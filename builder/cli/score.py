@@ -33,7 +33,7 @@ from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.language_model import LanguageModel
 from aiayn.builder.decode.translator import check_alignment_layer, load_run
-from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
 
@@ -64,9 +64,7 @@ def score(args: argparse.Namespace) -> int:
         check_writable(args.output, "--output")
         check_output(args.output, "--output", inputs=[*args.checkpoint, args.src, args.tgt])
     for flag, path in (("--src", args.src), ("--tgt", args.tgt)):
-        if not path.is_file():
-            resolved(path)  # a link that leads back to itself is named as one
-            raise UserError(f"{flag} {path}: no such file")
+        check_input_file(path, flag)
     sources, targets = read_lines(args.src), read_lines(args.tgt)
     check_aligned(args.src, args.tgt, len(sources), len(targets))
     blank = next((i for i, line in enumerate(sources) if not line.strip()), None)
@@ -110,9 +108,7 @@ def _score_text(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_writable(args.output, "--output")
         check_output(args.output, "--output", inputs=[*args.checkpoint, args.text])
-    if not args.text.is_file():
-        resolved(args.text)
-        raise UserError(f"--text {args.text}: no such file")
+    check_input_file(args.text, "--text")
     lines = read_lines(args.text)
     if not lines:
         raise UserError(f"--text {args.text} is empty: it holds no sentences to score")

@@ -31,7 +31,7 @@ from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.mbr import utility_spec
 from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
-from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
@@ -189,9 +189,8 @@ def translate(args: argparse.Namespace) -> int:
         reads = [*args.checkpoint, *([args.input] if args.input is not None and str(args.input) != "-" else [])]
         check_writable(args.output, "--output")
         check_output(args.output, "--output", inputs=reads)
-    if args.input is not None and str(args.input) != "-" and not args.input.is_file():
-        resolved(args.input)  # a link that leads back to itself is named as one
-        raise UserError(f"--input {args.input}: no such file")
+    if args.input is not None and str(args.input) != "-":
+        check_input_file(args.input, "--input")
     check_choice(args)
     sampling = sampling_settings(args) if args.sampling else {}
     utility = utility_spec(mbr_utility(args.mbr), args.registry, "--mbr") if args.mbr is not None else None

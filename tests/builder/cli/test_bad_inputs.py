@@ -707,3 +707,17 @@ def test_a_missing_argument_names_only_what_is_required(verb, required):
     """argparse counts a nargs="*" positional without a default as required in its message."""
     code, _, err = cli(verb)
     assert (code, err.splitlines()[-1]) == (2, f"aiayn {verb}: error: the following arguments are required: {required}")
+
+
+@pytest.mark.parametrize(
+    ("verb", "flag", "other"),
+    [("translate", "--input", None), ("score", "--src", "--tgt"), ("score", "--tgt", "--src"), ("evaluate", "--src", "--ref"),
+     ("evaluate", "--ref", "--src")],
+)  # fmt: skip
+def test_a_folder_given_for_a_text_file_is_named_by_its_flag(trained, tmp_path, verb, flag, other):
+    text = tmp_path / "text.txt"
+    text.write_text("the dog\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    fails(f"aiayn {verb}: error: {flag} {folder}: is a folder; give a text file\n",
+          verb, trained, flag, folder, *([other, text] if other else []), untouched=tmp_path)  # fmt: skip
