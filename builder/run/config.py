@@ -124,7 +124,7 @@ def validate(
     except ValidationError as e:
         lines = _dedupe_interpolated(format_validation_error(e, registry=registry), raw)
         given = {item.partition("=")[0]: item for item in overrides}
-        lines = [_blame_override(line, given, source) for line in lines]
+        lines = [blame_override(line, given, source) for line in lines]
         noun = "error" if len(lines) == 1 else "errors"
         body = "\n".join(f"  {line}" for line in lines)
         raise UserError(f"{path} is not a valid experiment ({len(lines)} {noun}):\n{body}") from None
@@ -153,7 +153,8 @@ def _lookup(raw: Any, path: str) -> Any:
     return node
 
 
-def _blame_override(line: str, given: dict[str, str], source: str) -> str:
+def blame_override(line: str, given: dict[str, str], source: str = "on the command line") -> str:
+    """An error line `path: message`, with the override that set `path` (`given`: key -> override) named."""
     path = line.partition(": ")[0]
     key = next((k for k in (path, f"{path}.type") if k in given), None)  # a wrong type is reported at its node
     return f"{line} (set {source}: {given[key]})" if key else line

@@ -156,4 +156,6 @@ def _describe(item: Mapping[str, Any], holder: type[BaseModel] | None) -> str:
         return "a 'type' key is required to say which kind this is"
     if kind == "value_error":
         return item["msg"].removeprefix("Value error, ")
+    if kind in ("tuple_type", "list_type"):  # YAML and overrides write a sequence as a list: [1, 2]
+        return f"input should be a list, got {value!r}"
     return f"{item['msg'][0].lower()}{item['msg'][1:]}, got {value!r}"

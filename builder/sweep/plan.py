@@ -18,7 +18,7 @@ from aiayn.builder.errors import UserError, resolved
 from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import write_json
-from aiayn.builder.run.config import config_hash, load_config, load_experiment, stored_spec
+from aiayn.builder.run.config import blame_override, config_hash, load_config, load_experiment, stored_spec
 from aiayn.builder.run.inherit import first_line, read_yaml
 from aiayn.builder.run.jsonfile import read_json
 from aiayn.builder.run.rundir import RunDir
@@ -84,7 +84,8 @@ def load_sweep(path: str | Path, overrides: typing.Sequence[str] = ()) -> SweepS
                 f"{path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep "
                 f"file's `base: {path.name}`"
             ) from None
-        lines = [f"  {line}" for line in format_validation_error(e, root=SweepSpec)]
+        given = {item.partition("=")[0]: SWEEP_PREFIX + item for item in overrides}
+        lines = [f"  {blame_override(line, given)}" for line in format_validation_error(e, root=SweepSpec)]
         noun = "error" if len(lines) == 1 else "errors"
         raise UserError(f"{path} is not a valid sweep ({len(lines)} {noun}):\n" + "\n".join(lines)) from None
 

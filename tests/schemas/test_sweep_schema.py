@@ -149,3 +149,15 @@ def test_an_experiment_given_as_a_sweep_says_what_to_do(capsys):
     assert capsys.readouterr().err == (
         f"aiayn sweep: error: {path} is an experiment, not a sweep: train it with `aiayn train {path}`, or sweep it from a sweep file's `base: tiny.yaml`\n"
     )
+
+
+def test_a_bad_override_of_the_sweep_is_named(capsys):
+    from aiayn.builder.cli import main
+    from tests.conftest import EXPERIMENTS
+
+    path = EXPERIMENTS / "multi30k" / "graphs.sweep.yaml"
+    assert main(["sweep", str(path), "sweep.seeds=abc", "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn sweep: error: {path} is not a valid sweep (1 error):\n"
+        "  seeds: input should be a list, got 'abc' (set on the command line: sweep.seeds=abc)\n"
+    )
