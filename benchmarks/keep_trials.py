@@ -8,6 +8,7 @@ beside its results.json), while the checkpoints are there. `aiayn results OUT --
 later sweep given OUT's trials skips them (their config hashes match).
 
     python benchmarks/keep_trials.py runs/multi30k-graphs docs/results/graphs-multi30k [--last-checkpoint] [--figure F.svg]
+        [--against OTHER_KEPT_FOLDER --labels THIS OTHER]   # the same trials of another sweep, dashed
 """
 
 import argparse
@@ -113,25 +114,37 @@ def _value(v: float | None) -> str:
     return "" if v is None else f"{v:.4f}"
 
 
-def figure(curves_csv: Path, path: Path) -> None:
+def figure(curves_csv: Path, path: Path, *, against: Path | None = None, labels: tuple[str, str] = ("", "")) -> None:
     """Validation PPL against steps, a line a trial, one colour an arm (the variant: the trial's
-    name without its seed)."""
+    name without its seed). `against`: another kept folder whose trials of the same names are
+    drawn dashed beside them (`labels`: what tells the two apart, e.g. their peak learning rates)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = list(csv.DictReader(open(curves_csv)))
-    arms = sorted({r["trial"].rsplit("-seed", 1)[0] for r in rows})
+    trials = sorted({r["trial"] for r in rows})
+    other = [r for r in csv.DictReader(open(against / "curves.csv")) if r["trial"] in trials] if against else []
+    arms = sorted({t.rsplit("-seed", 1)[0] for t in trials})
     colours = dict(zip(arms, ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]))
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for trial in sorted({r["trial"] for r in rows}):
-        points = [(int(r["step"]), float(r["ppl_valid"])) for r in rows if r["trial"] == trial and r["ppl_valid"]]
-        steps, ppl = zip(*points[:-1]) if len(points) > 1 else zip(*points)  # the last: the final (averaged) model
-        arm = trial.rsplit("-seed", 1)[0]
-        ax.plot(steps, ppl, color=colours[arm], lw=1, label=arm if trial.endswith("seed1") else None)
-    ax.set(yscale="log", xlabel="step", ylabel="validation PPL (log scale)", title="Multi30k: the three graphs, each seed a line")
-    ax.legend()
+    named: set[str] = set()
+    for source, style, label in ((rows, "-", labels[0]), (other, "--", labels[1])):
+        for trial in trials:
+            points = [(int(r["step"]), float(r["ppl_valid"])) for r in source if r["trial"] == trial and r["ppl_valid"]]
+            if not points:
+                continue
+            steps, ppl = zip(*points[:-1]) if len(points) > 1 else zip(*points)  # the last: the final (averaged) model
+            arm = trial.rsplit("-seed", 1)[0]
+            name = f"{arm} {label}".strip()
+            ax.plot(steps, ppl, style, color=colours[arm], lw=1, label=None if name in named else name)
+            named.add(name)
+    title = (
+        "Multi30k: the three graphs, each seed a line" if not against else "Multi30k: the three graphs at two peak learning rates"
+    )
+    ax.set(yscale="log", xlabel="step", ylabel="validation PPL (log scale)", title=title)
+    ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)  # the same curves, the same file
     print(f"wrote {path}")
@@ -143,6 +156,8 @@ def main() -> None:
     p.add_argument("out", type=Path, help="the folder to keep the trials in")
     p.add_argument("--figure", type=Path, help="draw the validation curves here (.svg or .png)")
     p.add_argument("--last-checkpoint", action="store_true", help="score each run's last step checkpoint on the test split")
+    p.add_argument("--against", type=Path, help="a kept folder whose trials of the same names the figure draws dashed")
+    p.add_argument("--labels", nargs=2, default=("", ""), metavar=("THIS", "AGAINST"), help="the legend's names of the two")
     a = p.parse_args()
     kept = keep(a.sweep, a.out)
     print(f"kept {len(kept)} finished trials in {a.out}: {', '.join(kept)}")
@@ -151,7 +166,7 @@ def main() -> None:
     written = curves(a.sweep, a.out)
     print(f"wrote {written}")
     if a.figure is not None:
-        figure(written, a.figure)
+        figure(written, a.figure, against=a.against, labels=tuple(a.labels))
 
 
 if __name__ == "__main__":
