@@ -11,6 +11,7 @@ from aiayn.builder.sweep.columns import differing, setting, switches, variant_la
 from aiayn.builder.sweep.rows import COLUMNS, SWITCHES, Row, mean_std, scoring_label
 from aiayn.builder.sweep.search_notes import short
 from aiayn.builder.sweep.significance import LEVEL, MIN_SEEDS, SAMPLES, Difference
+from aiayn.schemas.experiment import ReportedSpec
 
 CSV_FIELDS = [
     "group", "variant", "runs", *COLUMNS, "positional", *SWITCHES, "uniform", "steps",
@@ -167,7 +168,23 @@ def _notes(
         lines += ["", _tally(list(agreement.values()))]
     if any(row.paper.get("uniform") is False for row in rows):
         lines += ["", "†: layers differ within a stack; Table 3's columns give the first layer's."]
-    return lines
+    return lines + _sources(rows)
+
+
+PAPER = ReportedSpec.model_fields[
+    "source"
+].default  # the paper columns' source, unless an experiment's reported.source says another
+
+
+def _sources(rows: list[Row]) -> list[str]:
+    """A line naming where a row's paper columns come from, for rows whose numbers are not the paper's."""
+    other: dict[str, list[str]] = {}
+    for row in rows:
+        source = row.reported.get("source")
+        if source and source != PAPER and any(row.reported.get(k) is not None for k in ("ppl", "bleu", "params_m")):
+            other.setdefault(source, []).append(row.variant)
+    said = "; ".join(f"{', '.join(variants)}: {source}" for source, variants in other.items())
+    return ["", f"paper columns not from {PAPER}: {said}."] if other else []
 
 
 _DELTA_NOTE = (

@@ -42,7 +42,7 @@ class Row:
     ppl: tuple[float, ...]
     bleu: tuple[float | None, ...]  # None: a language model's run
     params: int
-    reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none)
+    reported: dict[str, Any]  # the paper's ppl, bleu, params_m (None where it has none), and its source
     runs: tuple[tuple[int | None, Path], ...] = ()  # (seed, run directory) of each trial
     config: dict[str, Any] | None = None  # the first run's config.yaml, flattened (path -> value)
     signature: str | None = None  # the first run's BLEU signature (every run of a table is scored alike)
@@ -132,7 +132,7 @@ def table(runs: list[dict[str, Any]], order: Sequence[str] = ()) -> list[Row]:
                 f1=tuple(r.get("parse_f1") for r in group),
                 f1_repaired=tuple(r.get("parse_f1_repaired") for r in group),
                 params=first["params"],
-                reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m")},
+                reported={k: reported.get(k) for k in ("ppl", "bleu", "params_m", "source")},
                 runs=tuple((r.get("seed"), r["run_dir"]) for r in group if "run_dir" in r),
                 config=first.get("config"),
                 signature=first.get("sacrebleu_signature"),

@@ -197,7 +197,8 @@ def test_bad_sweep_override(sweep_file):
 def test_cli_errors_exit_2(sweep_file, capsys):
     assert main(["sweep", str(sweep_file), "sweep.launcher.type=ssh", "--dry-run"]) == 2
     assert capsys.readouterr().err == (
-        f"aiayn sweep: error: {sweep_file} is not a valid sweep (1 error):\n  launcher: type 'ssh' is not one of local, slurm\n"
+        f"aiayn sweep: error: {sweep_file} is not a valid sweep (1 error):\n  launcher: type 'ssh' is not one of local, slurm "
+        "(set on the command line: sweep.launcher.type=ssh)\n"
     )
 
 

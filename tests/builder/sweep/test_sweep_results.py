@@ -421,3 +421,15 @@ def test_a_graphs_table_names_the_graph_once_and_its_base_is_the_sweeps(tmp_path
     assert sweep_base(root) == "enc-dec"
     head = [c.strip() for c in write_results(root).splitlines()[0].strip("|").split("|")]
     assert "graph" in head and "source_mask" in head and not [c for c in head if c.startswith("model.")], head
+
+
+def test_paper_columns_from_another_source_say_which(tmp_path):
+    """A row whose reported numbers are not Vaswani et al.'s (the literature's Multi30k BLEU)
+    names their source under the table; the paper's own rows say nothing (test_markdown_rows)."""
+    root = tmp_path / "runs" / "tiny"
+    wu = {"bleu": 41.02, "source": "Wu et al. 2021, test2016"}
+    put(root, "tiny-seed1", "tiny-seed1", ppl=5.0, bleu=40.0, group="base", reported=wu, variant="tiny")
+    put(root, "other-seed1", "other-seed1", ppl=5.0, bleu=40.0, variant="other")
+    text = write_results(root)
+    assert "| 41.0 |" in text
+    assert text.splitlines()[-1] == "paper columns not from Vaswani et al. 2017, Table 3: tiny: Wu et al. 2021, test2016."
