@@ -143,6 +143,7 @@ def test_bad_input_is_one_line_and_writes_nothing(source, tmp_path, overrides, m
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow  # four trainings: the default tier's longest test
 def test_a_sweep_uptrains_its_variants_from_one_source(tmp_path, monkeypatch):
     """experiments/demo-gqa.sweep.yaml on a tiny source with 4 heads: one trial per K/V head
     count, each from the same run, in one table with a kv_heads column."""
