@@ -171,9 +171,8 @@ def _notes(
     return lines + _sources(rows)
 
 
-PAPER = ReportedSpec.model_fields[
-    "source"
-].default  # the paper columns' source, unless an experiment's reported.source says another
+# the paper columns' source, unless an experiment's reported.source says another
+PAPER = ReportedSpec.model_fields["source"].default
 
 
 def _sources(rows: list[Row]) -> list[str]:
