@@ -26,7 +26,9 @@ and what a plugin needs to add a block (docs/plugins.md):
                 returns its function of a line; a tokenizer's build(spec, TokenizerInputs) its
                 (source, target, description), FastTokenizers or a Tokenizer class of its own (then
                 registry.add(..., load=) reads it back); an MBR utility's build(spec) its
-                function (candidates, references) -> scores array), PositiveInt, Probability, FieldError
+                function (candidates, references) -> scores array), GraphSpec (a graph's: its
+                registration's build(spec) returns its Graph, what the rest asks of it; graph_of(spec)
+                gives an experiment's), PositiveInt, Probability, FieldError
     register    def register(registry): registry.add(SpecClass, slot=..., build=..., flops=..., activations=...,
                 label=..., load=...) (the entry point's function; registry a RegistryBuilder),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
@@ -53,8 +55,8 @@ _PUBLIC = {
     "load_registry": "aiayn.builder.plugins",
     "Registry": "aiayn.builder.registry",
     "build_model": "aiayn.builder.model.build",
-    "load_run": "aiayn.builder.decode.translator",
-    "load_ensemble": "aiayn.builder.decode.translator",
+    "load_run": "aiayn.builder.decode.load",
+    "load_ensemble": "aiayn.builder.decode.load",
     "Translator": "aiayn.builder.decode.translator",
     "LanguageModel": "aiayn.builder.decode.language_model",
     "Translation": "aiayn.builder.decode.records",
@@ -74,6 +76,9 @@ _PUBLIC = {
     "TextStepSpec": "aiayn.schemas.text_step",
     "TokenizerSpec": "aiayn.schemas.tokenizer",
     "UtilitySpec": "aiayn.schemas.utility",
+    "GraphSpec": "aiayn.schemas.graph",
+    "Graph": "aiayn.builder.graph",
+    "graph_of": "aiayn.builder.graph",
     "TokenizerInputs": "aiayn.builder.data.make_tokenizers",
     "FastTokenizer": "aiayn.builder.data.bpe",
     "Tokenizer": "aiayn.builder.data.tokenizer",
@@ -119,13 +124,15 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.data.make_tokenizers import TokenizerInputs as TokenizerInputs
     from aiayn.builder.data.tokenizer import Tokenizer as Tokenizer
     from aiayn.builder.decode.language_model import LanguageModel as LanguageModel
+    from aiayn.builder.decode.load import load_ensemble as load_ensemble
+    from aiayn.builder.decode.load import load_run as load_run
     from aiayn.builder.decode.records import LineScore as LineScore
     from aiayn.builder.decode.records import Score as Score
     from aiayn.builder.decode.records import Translation as Translation
     from aiayn.builder.decode.translator import Translator as Translator
-    from aiayn.builder.decode.translator import load_ensemble as load_ensemble
-    from aiayn.builder.decode.translator import load_run as load_run
     from aiayn.builder.errors import UserError as UserError
+    from aiayn.builder.graph import Graph as Graph
+    from aiayn.builder.graph import graph_of as graph_of
     from aiayn.builder.model.attention import attention_activations as attention_activations
     from aiayn.builder.model.attention import attention_flops as attention_flops
     from aiayn.builder.model.attention import attention_parts as attention_parts
@@ -142,6 +149,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.schemas._base import Spec as Spec
     from aiayn.schemas.attention import AttentionSpec as AttentionSpec
     from aiayn.schemas.experiment import ExperimentSpec as ExperimentSpec
+    from aiayn.schemas.graph import GraphSpec as GraphSpec
     from aiayn.schemas.norm import NormSpec as NormSpec
     from aiayn.schemas.positional import PositionalSpec as PositionalSpec
     from aiayn.schemas.score import ScoreSpec as ScoreSpec

@@ -55,36 +55,20 @@ class ExperimentSpec(Spec):
     # start from a trained model (schemas/init_from.py): a new run at step 0 whose weights are the source's
     init_from: InitFromSpec | None = None
 
-    @property
-    def pairs_in_one_sequence(self) -> bool:
-        """A decoder-only model translating: source and target read as one sequence (`<s> x <sep> y`)."""
-        return self.model.decoder_only and self.data.side is None
-
     def _positions_needed(self) -> tuple[int, str, str]:
         """(positions the longest input needs, what needs them, why)."""
         if self.data.packing == "blocks" and self.data.block_size is not None:
             return self.data.block_size, f"data.block_size {self.data.block_size}", "a block's tokens"
-        if self.pairs_in_one_sequence:
-            return 2 * self.data.max_len + 2, f"data.max_len {self.data.max_len}", "<s> source <sep> target: twice it and 2"
-        return self.data.max_len + 1, f"data.max_len {self.data.max_len}", "the decoder input starts with <s>"
+        needed, why = self.model.graph.positions_needed(self)
+        return needed, f"data.max_len {self.data.max_len}", why
 
     def _check_graph_and_data(self) -> None:
-        if self.data.side is not None and not self.model.decoder_only:
-            raise FieldError(
-                "data.side",
-                f"{self.data.side}: one language's text trains a language model, which has no encoder to read a source; drop "
-                "model.encoder (and cross_attention) for a decoder-only model, or drop data.side to translate",
-            )
+        self.model.graph.check_experiment(self)
         if self.data.packing == "blocks" and self.data.static_shapes is not None:
             raise FieldError(
                 "data.static_shapes",
                 "blocks of data.block_size tokens are one shape already (every batch but an epoch's last): drop "
                 "data.static_shapes, or pack sentences (data.packing: sentences) to bucket them",
-            )
-        if self.train.source_loss and not self.pairs_in_one_sequence:
-            raise FieldError(
-                "train.source_loss",
-                "is the loss on a decoder-only translation's source tokens; this model reads no source in its sequence: drop it",
             )
 
     @property
@@ -110,7 +94,7 @@ class ExperimentSpec(Spec):
     def task(self) -> str:
         """What the model is trained to do: translation (an encoder-decoder, or a decoder-only model
         reading `<s> x <sep> y`), or language_model (a decoder-only model of data.side's text)."""
-        return "language_model" if self.data.side is not None else "translation"
+        return self.model.graph.task(self)
 
     @model_validator(mode="after")
     def _check(self) -> "ExperimentSpec":
@@ -121,9 +105,7 @@ class ExperimentSpec(Spec):
             fix = (
                 f"data.block_size <= {covered}"
                 if self.data.packing == "blocks"
-                else f"data.max_len <= {(covered - 2) // 2}"
-                if self.pairs_in_one_sequence
-                else f"data.max_len <= {covered - 1}"
+                else f"data.max_len <= {self.model.graph.longest_fitting(self, covered)}"
             )
             raise FieldError(
                 "model.positional.max_len" if "max_len" in type(positional).model_fields else "model.positional",

@@ -1,21 +1,22 @@
 """The model: the encoder-decoder of Sec. 3 (Figure 1), or its decoder alone (a decoder-only model:
 a language model, or translation read as `<s> source <sep> target`), from the same stacks."""
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import model_validator
 
 from aiayn.schemas._base import FieldError, PositiveInt, Probability, Spec
 from aiayn.schemas.embedding import EmbeddingSpec
+from aiayn.schemas.graph import EncoderDecoderSpec, graph_of_release
 from aiayn.schemas.positional import SinusoidalSpec
-from aiayn.schemas.slots import AnyPositional
+from aiayn.schemas.slots import AnyGraph, AnyPositional
 from aiayn.schemas.stacks import StackSpec
 from aiayn.schemas.sublayer import SublayerSpec
 
 
-def _misplaced(stack: str, sub: SublayerSpec, *, decoder_only: bool = False) -> str | None:
-    """Why `stack` may not hold `sub`, with the fix; None where it may."""
-    if decoder_only and sub.reads_memory:
+def _misplaced(stack: str, sub: SublayerSpec, *, encoder: bool = True) -> str | None:
+    """Why `stack` may not hold `sub`, with the fix; None where it may (`encoder`: the graph has one)."""
+    if not encoder and sub.reads_memory:
         return (
             f"{sub.type} attends to an encoder's output, and this model has none (model.encoder is absent: a "
             "decoder-only model); remove it, or add an encoder"
@@ -31,9 +32,12 @@ def _misplaced(stack: str, sub: SublayerSpec, *, decoder_only: bool = False) -> 
 
 
 class ModelSpec(Spec):
-    """`positional: none` is short for `positional: {type: none}`. Without `encoder` the model is
-    its decoder alone (GPT's graph, fairseq's transformer_lm): no cross-attention, one embedding."""
+    """`positional: none` is short for `positional: {type: none}`. `graph` says how the stacks are
+    wired (schemas/graph.py: encoder_decoder, the paper's; decoder_only, GPT's graph and fairseq's
+    transformer_lm: no encoder, no cross-attention, one embedding). Where it is not given, it is
+    the decoder alone if `encoder` is absent, as aiayn read a model before it named the graph."""
 
+    graph: AnyGraph = EncoderDecoderSpec()
     d_model: PositiveInt
     dropout: Probability = 0.1  # on the sums of embeddings and positional encodings
     embedding: EmbeddingSpec
@@ -43,14 +47,6 @@ class ModelSpec(Spec):
     # the encoder reads each source sentence followed by </s>, as fairseq (its binarized data) and
     # Marian feed it; the paper does not say, and aiayn's default adds nothing
     source_eos: bool = False
-    # a decoder-only model translating `<s> source <sep> target`: its self-attention reads the
-    # source causally (a language model of the pair), or all of it from every source position
-    # (prefix: Raffel et al. 2020's prefix LM, Gao et al. 2022's bidirectional source)
-    source_mask: Literal["causal", "prefix"] = "causal"
-
-    @property
-    def decoder_only(self) -> bool:
-        return self.encoder is None
 
     @property
     def stacks(self) -> dict[str, StackSpec]:
@@ -61,8 +57,8 @@ class ModelSpec(Spec):
     @classmethod
     def _positional_none(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("positional") == "none":
-            return {**data, "positional": {"type": "none"}}
-        return data
+            data = {**data, "positional": {"type": "none"}}
+        return graph_of_release(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -71,9 +67,10 @@ class ModelSpec(Spec):
                 "d_model",
                 f"sinusoidal positions pair a sine with a cosine, so d_model must be even, got {self.d_model}",
             )
+        self.graph.check_model(self)
         for stack, spec in self.stacks.items():
             for path, sub in spec.located():
-                if message := _misplaced(stack, sub, decoder_only=self.decoder_only):
+                if message := _misplaced(stack, sub, encoder=self.graph.has_encoder):
                     raise FieldError(f"{stack}.{path}.type", message)
             if spec.position_bias is not None:
                 try:
@@ -86,28 +83,4 @@ class ModelSpec(Spec):
                     f"{stack}.position_bias",
                     f"one bias for the whole stack needs its self-attentions to have one h, but they have {sorted(heads)}",
                 )
-        return self._check_graph()
-
-    def _check_graph(self) -> "ModelSpec":
-        """What one graph has and the other has not."""
-        if self.decoder_only:
-            if self.source_eos:
-                raise FieldError(
-                    "source_eos",
-                    "a decoder-only model has no encoder to end its sources with </s>: it reads <s> source <sep> target; "
-                    "set source_eos: false",
-                )
-            return self
-        if self.source_mask != "causal":
-            raise FieldError(
-                "source_mask",
-                f"{self.source_mask} masks the source within a decoder-only model's one sequence; this model's encoder reads "
-                "all of it already: drop source_mask, or drop model.encoder",
-            )
-        if not any(s.reads_memory for _, s in self.decoder.located()):
-            raise FieldError(
-                "decoder.layer",
-                "the decoder has no cross_attention sub-layer, so it never sees the source "
-                "sentence; add {type: cross_attention, h: ..., d_k: ..., d_v: ...}, or drop model.encoder for a decoder-only model",
-            )
         return self

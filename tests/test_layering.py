@@ -19,6 +19,7 @@ MODELLING = (
     "blocks",
     "builder.errors",
     "builder.registry",
+    "builder.graph",
     "builder.plugins",
     "builder.run",
     "builder.model",
@@ -32,14 +33,27 @@ ALLOWED = {
     "builder.registry": {"schemas", "builder.errors", "builder.registry"},
     # loads the entry points into a Registry; the public functions' default (registry=None) calls it
     "builder.plugins": {"schemas", "builder.errors", "builder.registry", "builder.plugins"},
+    # what a graph answers (builder/graph.py): asked by every layer from data up, it imports no graph
+    "builder.graph": {"schemas", "builder.errors", "builder.registry", "builder.graph"},
     "builder.run": {"schemas", "builder.errors", "builder.run"},
-    "builder.data": {"schemas", "builder.errors", "builder.registry", "builder.run", "builder.data"},
-    "builder.model": {"schemas", "blocks", "builder.errors", "builder.registry", "builder.run", "builder.data", "builder.model"},
+    "builder.data": {"schemas", "builder.errors", "builder.registry", "builder.graph", "builder.run", "builder.data"},
+    "builder.model": {
+        "schemas",
+        "blocks",
+        "builder.errors",
+        "builder.registry",
+        "builder.graph",
+        "builder.run",
+        "builder.data",
+        "builder.model",
+    },
     "builder.decode": {*MODELLING, "builder.decode"},
     "builder.train": {*MODELLING, "builder.decode", "builder.train"},
     "builder.export": {*MODELLING, "builder.decode", "builder.export"},
     "builder.sweep": {*MODELLING, "builder.decode", "builder.sweep"},
     "builder.serve": {*MODELLING, "builder.decode", "builder.serve"},
+    # aiayn's graphs, one file each (registered through an entry point; nothing imports them)
+    "builder.graphs": {*MODELLING, "builder.decode", "builder.train", "builder.export", "builder.graphs"},
     "builder.cli": set(),  # anything: checked below only for what it is
     # the public names (aiayn/__init__.py's typed import block: the lazy map's targets, held equal by tests/test_api.py)
     "aiayn": {*MODELLING, "builder.decode"},
@@ -103,6 +117,11 @@ def test_every_module_belongs_to_a_layer():
             "builder.model.oops imports builder.train.fit.fit: builder.model may import only",
         ),
         ("builder/sweep/oops.py", "import builder.cli", "builder.sweep.oops imports builder.cli: nothing imports the CLI"),
+        (
+            "builder/train/oops.py",
+            "import aiayn.builder.graphs",
+            "builder.train.oops imports builder.graphs: builder.train may import only",
+        ),
         ("schemas/oops.py", "import torch", "schemas.oops imports torch, which schemas must not depend on"),
         (
             "blocks/oops.py",
@@ -182,9 +201,10 @@ def test_no_module_imports_itself_round_a_cycle():
 
 
 def test_the_entry_points_are_loaded_above_what_they_register():
-    """builder/plugins.py loads aiayn's own blocks (builder/model/builtin.py) as a plugin's: an edge
-    of the import graph too, and it closes no cycle (the schemas load nothing)."""
-    assert entry_point_edges(ROOT) == [("builder.plugins", "builder.model.builtin")]
+    """builder/plugins.py loads aiayn's own blocks (builder/model/builtin.py) and graphs
+    (builder/graphs/) as a plugin's: edges of the import graph too, and they close no cycle (the
+    schemas load nothing; the graphs import no module that loads the registry)."""
+    assert entry_point_edges(ROOT) == [("builder.plugins", "builder.model.builtin"), ("builder.plugins", "builder.graphs")]
     assert cycles(ROOT) == []
 
 

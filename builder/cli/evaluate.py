@@ -26,11 +26,13 @@ from aiayn.builder.data.spec import gold_trees, split_texts
 from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import HF_MODEL_TYPES, hf_model_type
 from aiayn.builder.decode.evalb import tree_scores
+from aiayn.builder.decode.load import load_models
 from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
 from aiayn.builder.decode.sampling import Sampling
-from aiayn.builder.decode.translator import Translator, load_models
+from aiayn.builder.decode.translator import Translator
 from aiayn.builder.errors import UserError, check_input_file
+from aiayn.builder.graph import graph_of
 from aiayn.builder.run.atomic import check_writable, write_text_atomic
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
@@ -80,7 +82,7 @@ def evaluate(args: argparse.Namespace) -> int:
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
     _check_splits(args)
     loaded = load_models(args.checkpoint, args.registry)
-    if loaded.spec.task == "language_model":  # its text alone: a split, or --ref
+    if not graph_of(loaded.spec).inference(loaded).reads_sources:  # a language model: its text alone, a split or --ref
         return _evaluate_language_model(args, loaded)
     if args.ref is not None and args.src is None:
         raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")

@@ -8,7 +8,8 @@ import sys
 
 from aiayn.builder.cli.choice import SAMPLING_FLAGS, add_sampling_arguments, sampling_settings
 from aiayn.builder.cli.translate import add_checkpoint_argument, device_of, read_input
-from aiayn.builder.decode.translator import load_run
+from aiayn.builder.decode.language_model import LanguageModel
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.errors import UserError
 
 
@@ -32,11 +33,8 @@ def generate(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1:  # named by its flag here; the Python API names its keyword
         raise UserError(f"--max-new-tokens (-n): give 1 or more tokens to add, got {args.max_new_tokens}")
     model = load_run(args.checkpoint, device=device_of(args), registry=args.registry)
-    if not hasattr(model, "generate"):
-        raise UserError(
-            f"{args.checkpoint} is a translation model (its experiment has {'an encoder' if model.spec.model.encoder else 'no data.side'}); "
-            "aiayn generate continues a language model's text: use aiayn translate"
-        )
+    model.check_verb("generate", args.checkpoint)
+    assert isinstance(model, LanguageModel)  # what generates
     prompts = args.prompt if args.prompt is not None else read_input(None)
     texts = model.generate(prompts, max_new_tokens=args.max_new_tokens, greedy=args.greedy, seed=args.seed, **sampling)
     sys.stdout.write("".join(f"{text}\n" for text in texts))

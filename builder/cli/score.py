@@ -32,7 +32,8 @@ from aiayn.builder.data.corpus import check_aligned, read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.language_model import LanguageModel
-from aiayn.builder.decode.translator import check_alignment_layer, load_run
+from aiayn.builder.decode.load import load_run
+from aiayn.builder.decode.translator import check_alignment_layer
 from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
@@ -113,8 +114,8 @@ def _score_text(args: argparse.Namespace) -> int:
     if not lines:
         raise UserError(f"--text {args.text} is empty: it holds no sentences to score")
     model = load_run(args.checkpoint[0], device=device_of(args), registry=args.registry)
-    if not isinstance(model, LanguageModel):
-        raise UserError(f"{args.checkpoint[0]} is a translation model: score its pairs with --src and --tgt")
+    model.check_verb("score --text", args.checkpoint[0])
+    assert isinstance(model, LanguageModel)  # what scores --text
     scores = model.score(lines, max_tokens=args.max_tokens)
     rows = []
     for s in scores:

@@ -29,8 +29,9 @@ from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import alignment_layers
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.mbr import utility_spec
-from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best, load_run
+from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best
 from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
@@ -139,11 +140,7 @@ def translation_model(model: Any, path: object) -> Translator:
     """`model` where it translates; a language model's run is a message that names the verbs for it."""
     if isinstance(path, list):
         path = path[0]
-    if not isinstance(model, Translator):
-        raise UserError(
-            f"{path} is a language model (data.side: {model.spec.data.side}), which translates nothing: aiayn generate "
-            "continues its text, aiayn evaluate gives its perplexity and bits per byte"
-        )
+    model.check_verb("translate", path)
     return model
 
 

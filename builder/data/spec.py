@@ -10,12 +10,12 @@ from typing import Any
 
 from aiayn.builder.data.corpus import count_lines, read_parallel
 from aiayn.builder.data.demo import generate_demo
-from aiayn.builder.data.joint import JointLayout
 from aiayn.builder.data.prepare.corpora import CORPORA
 from aiayn.builder.data.text import TextPipeline, check_not_tokenized, pipelines_of, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.data.trees import read_gold_trees
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.graph import graph_of
 from aiayn.builder.registry import registry_of
 from aiayn.schemas.data import DemoDataSpec, FilesDataSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -123,7 +123,6 @@ def make_datamodule(
     from aiayn.builder.data.datamodule import TranslationDataModule  # Lightning only when training
 
     data, emb = spec.data, spec.model.embedding
-    joint = spec.pairs_in_one_sequence
     common: dict[str, Any] = dict(
         run_dir=run_dir,
         vocab_size=emb.vocab_size,
@@ -144,7 +143,7 @@ def make_datamodule(
         source_eos=Tokenizer.eos_id if spec.model.source_eos else None,
         side=data.side,
         block_size=data.block_size,
-        joint=JointLayout(source_loss=spec.train.source_loss, prefix=spec.model.source_mask == "prefix") if joint else None,
+        joint=graph_of(spec).joint_layout(spec),  # a pair as one sequence, or None
         registry=registry_of(spec),
     )
     if isinstance(data, DemoDataSpec):

@@ -9,6 +9,7 @@ from pathlib import Path
 from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
+from aiayn.builder.decode.inference import Inference
 from aiayn.builder.decode.metrics import line_log_probs
 from aiayn.builder.decode.records import LineScore, line_record
 from aiayn.builder.decode.sampling import sampling_from, seed_argument
@@ -16,7 +17,7 @@ from aiayn.builder.errors import UserError, described, strings_argument
 from aiayn.schemas.experiment import ExperimentSpec
 
 
-class LanguageModel:
+class LanguageModel(Inference):
     """A decoder-only model of one language's text with its tokenizer and its run's settings
     (`aiayn.load_run` of a language model's run makes one).
 
@@ -26,8 +27,34 @@ class LanguageModel:
     :param checkpoint: the file the weights came from
     :param what: which model that is: "step 300", "the mean of ..." """
 
+    task = "language_model"
+    kind = "a language model"
+    endpoints = ("/generate", "/score")
+    verbs = frozenset({"generate", "score --text", "evaluate"})
+    reads_sources = False
+
     def __init__(self, model: TransformerModel, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
         self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
+
+    @property
+    def input_tokenizer(self) -> Tokenizer:
+        return self.tokenizer
+
+    @property
+    def output_tokenizer(self) -> Tokenizer:
+        return self.tokenizer
+
+    def refusal(self, verb: str, path: Path | str) -> str:
+        """Why a language model does not take `verb` (translate, score of pairs), and what to use instead.
+
+        :param verb: the verb refused
+        :param path: the model, as the command named it"""
+        if verb == "translate":
+            return (
+                f"{path} is a language model (data.side: {self.spec.data.side}), which translates nothing: aiayn generate "
+                "continues its text, aiayn evaluate gives its perplexity and bits per byte"
+            )
+        return f"{path} is a language model: score its lines with --text"
 
     def __repr__(self) -> str:
         params = sum(p.numel() for p in self.model.parameters())

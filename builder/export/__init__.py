@@ -14,6 +14,7 @@ from pathlib import Path
 from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.errors import UserError
 from aiayn.builder.export.limits import check_ctranslate2, check_marian
+from aiayn.builder.graph import graph_of
 from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import check_folder_output, staged_folder
@@ -24,24 +25,6 @@ TARGETS = {
     "ctranslate2": ("aiayn.builder.export.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
     "huggingface": ("aiayn.builder.export.to_marian", "transformers", "Hugging Face transformers", check_marian),
 }
-
-
-def _export_causal_lm(loaded: ForInference, target: str, name: str, out: Path, quantization: str | None) -> ForInference:
-    from aiayn.builder.export import to_causal_lm
-
-    if loaded.spec.task != "language_model":
-        raise UserError(
-            f"cannot export to {name}: a decoder-only translation model (<s> source <sep> target) has no counterpart there"
-        )
-    to_causal_lm.family(loaded.spec.model, name)
-    if importlib.util.find_spec("transformers") is None:
-        raise UserError(
-            f'--to {target} of a decoder-only model goes through transformers, which is not installed: pip install -e ".[export]"'
-        )
-    write = to_causal_lm.write_ctranslate2 if target == "ctranslate2" else to_causal_lm.write
-    with staged_folder(out) as folder:
-        write(loaded, folder, quantization=quantization)
-    return loaded
 
 
 def export(
@@ -69,8 +52,9 @@ def export(
             f'pip install -e ".[export]" (or pip install {package})'
         )
     loaded = load_for_inference(checkpoint, registry or default_registry())
-    if loaded.spec.model.decoder_only:  # graph: GPT-2's or Llama's family, through transformers
-        return _export_causal_lm(loaded, target, name, out, quantization)
+    graph = graph_of(loaded.spec)
+    if graph.export(loaded, target, name, out, quantization):  # a route of the graph's own (GPT-2's, Llama's family)
+        return loaded
     check(loaded.spec.model)
     module = importlib.import_module(module_name)
     # sinusoid tables cover the longest input aiayn translates plus the output it may add to it

@@ -3,6 +3,7 @@ with a message naming the YAML field to change. Specs say what they are exported
 (`export_as`): a block without a counterpart (a plugin's, say) is refused by name."""
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.graph import graph_of
 from aiayn.schemas.model import ModelSpec
 from aiayn.schemas.stacks import StackSpec
 
@@ -80,10 +81,7 @@ def check_marian(spec: ModelSpec) -> None:
 
 
 def _check_encoder_decoder(spec: ModelSpec, target: str) -> None:
-    if spec.encoder is None:  # graph: Marian's and CTranslate2's translators hold an encoder-decoder
-        raise UserError(
-            f"cannot export to {target}: model.encoder is absent (a decoder-only model); {target} holds an encoder-decoder"
-        )
+    graph_of(spec).check_translator_export(spec, target)  # Marian's and CTranslate2's translators hold an encoder-decoder
 
 
 def check_uniform(

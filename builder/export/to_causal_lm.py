@@ -23,7 +23,7 @@ from tokenizers.processors import TemplateProcessing
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from aiayn.builder.decode.checkpoint import ForInference
+from aiayn.builder.decode.for_inference import ForInference
 from aiayn.builder.decode.from_causal_lm import copy_gpt2_layers
 from aiayn.builder.errors import UserError
 from aiayn.schemas.model import ModelSpec

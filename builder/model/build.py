@@ -1,4 +1,4 @@
-"""ModelSpec -> EncoderDecoder, wired from blocks through the registry.
+"""ModelSpec -> its graph's model (builder/graphs/), wired from blocks through the registry.
 
 The pieces (`embeddings`, `layer`, `final_norm`, `position_bias`) are built by the same functions
 whether for training or, on the meta device, for counting parameters (size.py), so a count can
@@ -13,8 +13,6 @@ from torch import nn
 
 from aiayn.blocks import (
     AddNorm,
-    DecoderOnly,
-    EncoderDecoder,
     InputEmbedding,
     OutputProjection,
     Rotary,
@@ -24,6 +22,7 @@ from aiayn.blocks import (
     TransformerStack,
 )
 from aiayn.builder.errors import UserError, described
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.parts import BuildContext, StackPlan, build, registry_of
 from aiayn.schemas.attention import AttentionSpec
 from aiayn.schemas.experiment import ExperimentSpec
@@ -37,8 +36,8 @@ Side = Literal["encoder", "decoder"]
 
 
 def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str | None = None) -> TransformerGraph:
-    """The model of an experiment, initialised: an EncoderDecoder, or where the spec has no
-    encoder a DecoderOnly of the same decoder stack.
+    """The model of an experiment, initialised, as its graph (`model.graph`, builder/graphs/) wires it:
+    an EncoderDecoder, or a DecoderOnly of the same decoder stack.
 
     :param spec: an ExperimentSpec (`aiayn.load_experiment`), or its model section
     :param device: where its parameters are made ("meta" builds a big model instantly, with no memory)
@@ -49,45 +48,24 @@ def build_model(spec: ModelSpec | ExperimentSpec, *, device: torch.device | str 
         hint = "; aiayn.load_experiment(path) reads one" if isinstance(spec, (str, PathLike)) else ""
         raise UserError(f"spec: expected an ExperimentSpec or its model section, got {described(spec)}{hint}")
     with torch.device(device or "cpu"):
-        src_embed, tgt_embed, generator = embeddings(spec)
-        decoder = _stack(spec.decoder, spec.d_model, "decoder")
-        model: TransformerGraph
-        if spec.encoder is None:  # graph: what is built
-            model = DecoderOnly(
-                embed=tgt_embed,
-                decoder=decoder,
-                generator=generator,
-                pad_id=PAD_ID,
-                bos_id=BOS_ID,
-                prefix_source=spec.source_mask == "prefix",
-            )
-        else:
-            assert src_embed is not None  # an encoder's model has a source embedding
-            model = EncoderDecoder(
-                src_embed=src_embed,
-                tgt_embed=tgt_embed,
-                encoder=_stack(spec.encoder, spec.d_model, "encoder"),
-                decoder=decoder,
-                generator=generator,
-                pad_id=PAD_ID,
-                source_eos_id=EOS_ID if spec.source_eos else None,
-            )
+        model = graph_of(spec).build(spec)
         if str(device) != "meta":
             init_weights(model)
     return model
 
 
-def embeddings(spec: ModelSpec) -> tuple[InputEmbedding | None, InputEmbedding, OutputProjection]:
-    """(source input, target input, pre-softmax projection), sharing tables as `embedding.share`
-    says; a decoder-only model has one input (the source None), tied to the projection unless share: none."""
+def embeddings(spec: ModelSpec) -> tuple[dict[str, InputEmbedding], OutputProjection]:
+    """({side: its input embedding}, pre-softmax projection) for the sides the graph reads (source
+    and target, or the target alone), sharing tables as `embedding.share` says: a graph of one input
+    has one table, tied to the projection unless share: none."""
     d, emb = spec.d_model, spec.embedding
     tgt_table = nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
-    src_table: nn.Embedding | None = None
-    if spec.encoder is not None:  # graph: a source embedding where an encoder reads a source
-        src_table = tgt_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID)
+    tables = {"target": tgt_table}
+    if "source" in graph_of(spec).sides:
+        tables = {"source": tgt_table if emb.share == "all" else nn.Embedding(emb.vocab_size, d, padding_idx=PAD_ID), **tables}
     tied = cast(nn.Parameter, tgt_table.weight) if emb.share != "none" else None
     generator = OutputProjection(d_model=d, vocab_size=emb.vocab_size, bias=emb.output_bias, tied_weight=tied)
-    return None if src_table is None else _input(spec, src_table), _input(spec, tgt_table), generator
+    return {side: _input(spec, table) for side, table in tables.items()}, generator
 
 
 def _input(spec: ModelSpec, table: nn.Embedding) -> InputEmbedding:
@@ -139,7 +117,8 @@ def stack_context(
     return BuildContext(d_model, side, layer, stack_plan(spec) if plan is None else plan, registry_of(spec))
 
 
-def _stack(spec: StackSpec, d_model: int, side: Side) -> TransformerStack:
+def stack(spec: StackSpec, d_model: int, side: Side) -> TransformerStack:
+    """A stack of the model: its layers, final norm and shared bias."""
     plan = stack_plan(spec)
     layers = [layer(subs, spec, stack_context(spec, d_model, side, layer=i, plan=plan)) for i, subs in enumerate(spec.layers)]
     ctx = stack_context(spec, d_model, side, plan=plan)

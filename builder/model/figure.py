@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.parts import Registry, described_switches, registry_of
 from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
 from aiayn.builder.run.atomic import atomic_write
@@ -160,7 +161,7 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
     groups, positions = embedding_groups(spec)
     positional = _name(spec.positional, registry_of(spec)) if spec.positional.figure_name != "" else None
     decoder = Column(f"Decoder (N={spec.decoder.num_layers})")
-    encoder = spec.encoder  # graph: Figure 1 has an encoder column where the model has an encoder
+    encoder = spec.encoder if "source" in graph_of(spec).sides else None  # an encoder column where the graph reads a source
     left = None if encoder is None else Column(f"Encoder (N={encoder.num_layers})")
     notes = []
     ends = [(decoder, "target", "Inputs" if left is None else "Outputs (shifted right)")]

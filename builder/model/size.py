@@ -64,13 +64,12 @@ def embedding_groups(spec: ModelSpec) -> tuple[list[tuple[tuple[str, ...], int]]
     """([(the sides that hold one matrix: source, target, output, or "output bias"; its size)],
     the positional parameters of one side)."""
     with _on_meta():
-        src, tgt, output = embeddings(spec)
+        inputs, output = embeddings(spec)
     holders: dict[int, tuple[nn.Parameter, list[str]]] = {}
-    inputs = [("target", tgt.token)] if src is None else [("source", src.token), ("target", tgt.token)]
-    for side, module in (*inputs, ("output", output)):
+    for side, module in (*((side, one.token) for side, one in inputs.items()), ("output", output)):
         for p in module.parameters():
             holders.setdefault(id(p), (p, []))[1].append("output bias" if p is output.bias else side)
-    return [(tuple(sides), p.numel()) for p, sides in holders.values()], _numel(tgt.positional)
+    return [(tuple(sides), p.numel()) for p, sides in holders.values()], _numel(inputs["target"].positional)
 
 
 def _embedding_rows(spec: ModelSpec) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.parts import described_switches, registry_of
 from aiayn.builder.model.size import count_params, flops_per_token, frozen_count, memory_estimate, param_table
 from aiayn.schemas.experiment import ExperimentSpec
@@ -43,8 +44,7 @@ def paper_columns(spec: ExperimentSpec) -> dict[str, Any]:
         "positional": model.positional.type,
         "train_steps": spec.trainer.max_steps,
         **switches,
-        **({"graph": "decoder-only"} if model.decoder_only else {}),  # graph: the table says which
-        **({"source_mask": model.source_mask} if model.source_mask != "causal" else {}),
+        **model.graph.table3,  # the graph's columns (none for the paper's)
     }
     uniform = (
         len({stack.num_layers for stack in stacks}) == 1
@@ -89,9 +89,7 @@ def tokenizer_layout(spec: ExperimentSpec) -> str:
     over one vocabulary or over one each."""
     if spec.init_from is not None and spec.init_from.tokenizer == "source":
         return f"init_from's: the tokenizer(s) and vocabulary of {spec.init_from.path}"
-    if spec.task == "language_model":  # one side's text: no second side to share with
-        return f"{spec.data.tokenizer.layout(True).partition(',')[0]}, one model and one vocabulary of {spec.data.side} text"
-    return spec.data.tokenizer.layout(spec.model.embedding.shared_vocab)
+    return graph_of(spec).tokenizer_layout(spec) or spec.data.tokenizer.layout(spec.model.embedding.shared_vocab)
 
 
 def render(info: dict[str, Any]) -> str:

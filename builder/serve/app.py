@@ -95,9 +95,7 @@ class Service:
             listed = ", ".join(self.models)
             raise RequestError(404, f"model: no model named {name!r}{hint} (GET /models lists them: {listed})", "model")
         if endpoint not in one.info()["endpoints"]:
-            other = "/generate" if one.task == "language_model" else "/translate"
-            kind = "a language model" if one.task == "language_model" else "a translation model"
-            raise RequestError(400, f"model: {one.name!r} is {kind}: POST {other}", "model")
+            raise RequestError(400, f"model: {one.name!r} is {one.model.kind}: POST {one.model.endpoints[0]}", "model")
         return one
 
     def check_lines(self, items: Sequence[Any], field: str) -> None:
@@ -167,7 +165,7 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         """What `aiayn score` gives: `src` and `tgt` for a translation model, `text` for a language model."""
         one = service.pick(body.model, "/score")
         options = body.model_dump(exclude={"model", "src", "tgt", "text"})
-        if one.task == "language_model":
+        if not one.model.reads_sources:  # a language model's lines
             _check_text_request(one, body, options)
             assert body.text is not None
             service.check_lines(body.text, "text")

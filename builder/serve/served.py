@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiayn.builder.decode.language_model import LanguageModel
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.records import LineScore, Score, Translation
-from aiayn.builder.decode.translator import Translator, load_run
+from aiayn.builder.decode.translator import Translator
 from aiayn.builder.errors import UserError
+from aiayn.builder.graph import graph_of
 from aiayn.builder.registry import Registry
 
 
@@ -29,17 +31,17 @@ class Served:
 
     @property
     def task(self) -> str:
-        """ "translation" or "language_model"."""
-        return "language_model" if isinstance(self.model, LanguageModel) else "translation"
+        """ "translation" or "language_model": what its inference object says it does."""
+        return self.model.task
 
     def info(self) -> dict[str, Any]:
         """What GET /models says of it: its task, graph, exact parameters, tokenizer, decode settings."""
         model, spec = self.model, self.model.spec
-        tokenizer = model.tokenizer if isinstance(model, LanguageModel) else model.tgt_tokenizer
+        tokenizer = model.output_tokenizer
         return {
             "name": self.name,
             "task": self.task,
-            "graph": "encoder-decoder" if model.model.cross_attention else "decoder-only",
+            "graph": graph_of(spec).name,
             "paths": self.paths,
             "ensemble": len(self.paths) > 1,
             "parameters": sum(p.numel() for p in model.model.parameters()),
@@ -49,12 +51,12 @@ class Served:
             "tokenizer": tokenizer.describe(),
             "vocab_size": tokenizer.vocab_size,
             "decode": spec.decode.model_dump(mode="json"),
-            "endpoints": ["/generate", "/score"] if self.task == "language_model" else ["/translate", "/score"],
+            "endpoints": list(model.endpoints),
         }
 
     def tokens(self, texts: Sequence[str]) -> int:
         """The tokens of `texts` (each with its </s>): a request's cost in the batch budget."""
-        tokenizer = self.model.tokenizer if isinstance(self.model, LanguageModel) else self.model.src_tokenizer
+        tokenizer = self.model.input_tokenizer
         return sum(len(ids) + 1 for ids in tokenizer.encode_batch(list(texts)))
 
 
@@ -123,10 +125,13 @@ def hypothesis(entry: str | Translation, scores: bool, alignments: bool) -> dict
 def run_score(served: Served, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
     """Each pair's (translation) or line's (language model) numbers, as `aiayn score` gives them."""
     opts = {k: v for k, v in options.items() if v is not None}
-    if isinstance(served.model, LanguageModel):
-        return [line_score(s) for s in served.model.score(items, max_tokens=opts.get("max_tokens"))]
+    model = served.model
+    if not model.reads_sources:  # a language model scores lines, not pairs
+        assert isinstance(model, LanguageModel)
+        return [line_score(s) for s in model.score(items, max_tokens=opts.get("max_tokens"))]
+    assert isinstance(model, Translator)
     sources, targets = [s for s, _ in items], [t for _, t in items]
-    return [pair_score(s, opts.get("alignments", False)) for s in served.model.score(sources, targets, **opts)]
+    return [pair_score(s, opts.get("alignments", False)) for s in model.score(sources, targets, **opts)]
 
 
 def pair_score(s: Score, alignments: bool) -> dict[str, Any]:

@@ -22,12 +22,11 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from aiayn.builder.data.spec import check_data_files, gold_trees, make_datamodule, split_texts
+from aiayn.builder.data.spec import check_data_files, make_datamodule
 from aiayn.builder.data.tokenizer import check_vocabulary
 from aiayn.builder.decode.checkpoint import average_checkpoints, model_weights, save_checkpoint, source_model
-from aiayn.builder.decode.evalb import tree_scores
-from aiayn.builder.decode.metrics import Scoring, evaluate_texts, language_model_scores
 from aiayn.builder.errors import UserError
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.summary import identity
 from aiayn.builder.registry import registry_of
 from aiayn.builder.run.config import load_experiment, parent_of, stored_spec
@@ -203,19 +202,7 @@ def _finalise(
     """The final evaluation on the validation split: results.json, status.json, TensorBoard."""
     averaged = average_final(spec, run, trainer, task) if spec.train.average_last else None
     task.model.to(trainer.strategy.root_device)
-    if spec.task == "language_model":  # teacher-forced: loss, PPL, bits per byte; nothing to translate
-        metrics = language_model_scores(task.model, data._eval_loader("valid"), data.tokens_per_byte["valid"])
-        if spec.data.block_size is not None:  # the rows read were blocks of the sentences
-            metrics.update(n_blocks=metrics["n_sentences"], n_sentences=data.sentences["valid"], block_size=spec.data.block_size)
-        hyps, refs = None, None
-    else:
-        sources, refs, _ = split_texts(spec, "valid")
-        metrics, hyps = evaluate_texts(
-            task.model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
-        )
-        gold = gold_trees(spec.data, "valid")
-        if gold is not None:  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them, not by BLEU
-            metrics = {**{k: v for k, v in metrics.items() if k not in ("bleu", "chrf", "signature")}, **tree_scores(gold, hyps)}
+    metrics, hyps, refs = graph_of(spec).final_scores(spec, task.model, data)  # BLEU (a parser's F1), or a language model's PPL
     results = results_record(spec, metrics, steps=trainer.global_step, wall_time_s=sessions.wall_time_s)
     results["tokens_per_s"] = round(task.tokens_seen * trainer.world_size / wall, 1) if wall > 0 else None  # this process's
     results["sessions"] = sessions.all

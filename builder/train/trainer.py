@@ -19,10 +19,10 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.graph import graph_of
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.board import Board
-from aiayn.builder.train.callbacks import ValidationSamples, ValidationTranslations
 from aiayn.builder.train.checkpoints import StepCheckpoints
 from aiayn.builder.train.progress import ConsoleProgress
 from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job
@@ -143,7 +143,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
         callbacks=[
             checkpoints,
             *([RequeueAtStepEnd(checkpoints)] if slurm else []),
-            ValidationSamples() if spec.task == "language_model" else ValidationTranslations(),
+            graph_of(spec).validation_callback(spec),  # what TensorBoard shows of each validation
             *([early_stopping(stopping)] if stopping else []),
             *([ConsoleProgress()] if t.enable_progress_bar else []),
             *callbacks,

@@ -23,7 +23,7 @@ def test_validate_prints_one_line(capsys):
 def test_show_prints_config_and_block_table(capsys):
     assert main(["show", BASE, "dims.N=2"]) == 0
     out = capsys.readouterr().out
-    assert "\nmodel:\n  d_model: 512\n" in out
+    assert "\nmodel:\n  graph: {type: encoder_decoder}\n  d_model: 512\n" in out
     assert "encoder.layer[1] feed_forward" in out and "2,099,712    2     4,199,424" in out
     assert "embedding (source = target = output)         18,944,000    1    18,944,000" in out
     assert "33,656,832" in out  # 18,944,000 + 2 x (3,152,384 encoder + 4,204,032 decoder layer)

@@ -13,9 +13,9 @@ import torch
 from aiayn.builder.data.dataset import Example
 from aiayn.builder.data.joint import JointCollator, JointLayout
 from aiayn.builder.decode.forced import score_ids
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.search import beam_hypotheses, beam_search
 from aiayn.builder.decode.translate import padded
-from aiayn.builder.decode.translator import load_run
 from aiayn.builder.model.build import build_model
 from aiayn.builder.train.callbacks import attention_figures, attention_weights
 from aiayn.schemas.decode import DecodeSpec

@@ -18,8 +18,8 @@ from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.translate import padded, token_rules, translate_ids, with_source_eos
-from aiayn.builder.decode.translator import load_run
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 from tests.builder.decode.opus_mt import opus_mt_folder

@@ -5,7 +5,7 @@ setting refused by name."""
 
 import pytest
 
-from aiayn.builder.decode.translator import load_run
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.errors import UserError
 from aiayn.builder.export import export
 from tests.builder.cli.test_bad_inputs import cli

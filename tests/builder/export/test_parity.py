@@ -11,8 +11,8 @@ import torch
 
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.decode.checkpoint import load_for_inference
+from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.translate import padded, with_source_eos
-from aiayn.builder.decode.translator import load_run
 from aiayn.builder.export import export
 from tests.builder.export.runs import LEARNED, aiayn_outputs, ct2_outputs, hf_outputs, scrambled_run
 

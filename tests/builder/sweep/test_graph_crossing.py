@@ -19,7 +19,7 @@ def test_a_grid_point_crosses_every_graph_of_the_sweep():
         model = trial.spec.model
         assert (model.encoder is None) == trial.name.startswith("decoder-only")
         assert model.decoder.layer[0].qk_norm == ("qk_normtrue" in trial.name)
-        assert model.source_mask == ("prefix" if "prefix" in trial.name else "causal")
+        assert getattr(model.graph, "source_mask", "causal") == ("prefix" if "prefix" in trial.name else "causal")
 
 
 def test_the_dry_run_lists_the_crossing_with_exact_parameter_counts(tmp_path):

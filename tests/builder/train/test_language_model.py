@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from aiayn.builder.data.contiguous import BlockDataset, text_bytes
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.data.ragged import RaggedIds
-from aiayn.builder.decode.translator import load_run
+from aiayn.builder.decode.load import load_run
 from tests.builder.cli.test_bad_inputs import cli
 from tests.conftest import EXPERIMENTS
 

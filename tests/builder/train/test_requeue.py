@@ -70,16 +70,16 @@ def test_the_signal_during_the_final_evaluation_is_ignored(tmp_path, monkeypatch
     for key, value in ONE_TASK.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    from aiayn.builder.train import fit as fit_module
+    from aiayn.builder.decode import metrics
 
-    evaluate, sent = fit_module.evaluate_texts, []
+    evaluate, sent = metrics.evaluate_texts, []
 
     def signalled_evaluation(*args, **kwargs):
         sent.append(True)
         os.kill(os.getpid(), signal.SIGUSR1)  # by default it would end this process
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(fit_module, "evaluate_texts", signalled_evaluation)
+    monkeypatch.setattr(metrics, "evaluate_texts", signalled_evaluation)  # what the graph's final evaluation calls
     spec = load_experiment(DEMO, tiny(tmp_path, "trainer.max_steps=2"))
     run = RunDir(tmp_path / "runs" / "demo" / "version_0")
     before = signal.getsignal(signal.SIGUSR1)
