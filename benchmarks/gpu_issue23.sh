@@ -9,7 +9,7 @@
 #   bash benchmarks/gpu_issue23.sh base-fast      # the same with static shapes + reduce-overhead (same seed)
 #   ... tiny-default, tiny-fast: multi30k/tiny.yaml (the literature's 41.02 lowercased BLEU)
 #   bash benchmarks/gpu_issue23.sh tiny-seed 2    # tiny.yaml with train.seed=2 (issue 33: the seed's share of the gap)
-#   bash benchmarks/gpu_issue23.sh tiny-eos 1     # tiny.yaml with model.source_eos=true (fairseq's source </s>), seed 1
+#   bash benchmarks/gpu_issue23.sh tiny-no-eos 1  # tiny.yaml without fairseq's source </s> (model.source_eos=false), seed 1
 # Each writes under $OUT (default ./gpu-out): one log per command, times.txt, results-<label>.json;
 # the runs go to /tmp/runs.
 set -uo pipefail
@@ -52,9 +52,9 @@ base-fast) recipe experiments/multi30k/base.yaml base-fast "${fast[@]}" ;;
 tiny-default) recipe experiments/multi30k/tiny.yaml tiny-default ;;
 tiny-fast) recipe experiments/multi30k/tiny.yaml tiny-fast "${fast[@]}" ;;
 tiny-seed) recipe experiments/multi30k/tiny.yaml "tiny-s${2:-1}" "train.seed=${2:-1}" ;;
-tiny-eos) recipe experiments/multi30k/tiny.yaml "tiny-eos-s${2:-1}" model.source_eos=true "train.seed=${2:-1}" ;;
+tiny-no-eos) recipe experiments/multi30k/tiny.yaml "tiny-no-eos-s${2:-1}" model.source_eos=false "train.seed=${2:-1}" ;;
 *)
-    echo "usage: bash benchmarks/gpu_issue23.sh steps|static|base-default|base-fast|tiny-default|tiny-fast|tiny-seed SEED|tiny-eos SEED" >&2
+    echo "usage: bash benchmarks/gpu_issue23.sh steps|static|base-default|base-fast|tiny-default|tiny-fast|tiny-seed SEED|tiny-no-eos SEED" >&2
     exit 2
     ;;
 esac

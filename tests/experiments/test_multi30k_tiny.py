@@ -21,6 +21,9 @@ def test_tiny_is_the_literature_recipe():
     assert (t.early_stopping.monitor, t.early_stopping.patience, spec.trainer.check_val_every_n_epoch) == ("loss/valid", 10, 1)
     assert (spec.decode.beam, spec.decode.length_penalty, spec.decode.alpha, spec.decode.max_len_b) == (5, "fairseq", 1.0, 200)
     assert m.embedding.share == "all"
+    # fairseq's: LayerNorm eps 1e-5 (torch's default), sines then cosines, a source </s>, at most 200 output tokens
+    assert {stack.add_norm.norm.eps for stack in m.stacks.values()} == {1e-5} and m.positional.layout == "concatenated"
+    assert m.source_eos and (spec.decode.max_len_a, spec.decode.max_len_b) == (0, 200)
     assert [s.type for s in d.pipeline] == ["lowercase", "normalize_punctuation", "moses_tokenize"]
     assert d.pipeline[-1].escape and d.tokenizer.merges == 10000
     assert Scoring.of(d) == Scoring(tokenized=True, lowercase=True)
