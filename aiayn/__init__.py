@@ -28,7 +28,8 @@ and what a plugin needs to add a block (docs/plugins.md):
                 registry.add(..., load=) reads it back); an MBR utility's build(spec) its
                 function (candidates, references) -> scores array), GraphSpec (a graph's: its
                 registration's build(spec) returns its Graph, what the rest asks of it; graph_of(spec)
-                gives an experiment's), PositiveInt, Probability, FieldError
+                gives an experiment's), SamplingFilterSpec (a sampling filter's: its build(spec) returns a
+                function logits -> logits, -inf where a token is removed), PositiveInt, Probability, FieldError
     register    def register(registry): registry.add(SpecClass, slot=..., build=..., flops=..., activations=...,
                 label=..., load=...) (the entry point's function; registry a RegistryBuilder),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
@@ -77,6 +78,7 @@ _PUBLIC = {
     "TokenizerSpec": "aiayn.schemas.tokenizer",
     "UtilitySpec": "aiayn.schemas.utility",
     "GraphSpec": "aiayn.schemas.graph",
+    "SamplingFilterSpec": "aiayn.schemas.sampling_filter",
     "Graph": "aiayn.builder.graph",
     "graph_of": "aiayn.builder.graph",
     "TokenizerInputs": "aiayn.builder.data.make_tokenizers",
@@ -152,6 +154,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.schemas.graph import GraphSpec as GraphSpec
     from aiayn.schemas.norm import NormSpec as NormSpec
     from aiayn.schemas.positional import PositionalSpec as PositionalSpec
+    from aiayn.schemas.sampling_filter import SamplingFilterSpec as SamplingFilterSpec
     from aiayn.schemas.score import ScoreSpec as ScoreSpec
     from aiayn.schemas.slots import PluginError as PluginError
     from aiayn.schemas.stack_bias import StackBiasSpec as StackBiasSpec

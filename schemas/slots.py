@@ -5,7 +5,8 @@ A slot is a place in an experiment that a registered spec class fills: a sub-lay
 embeddings (`positional`), a score bias a stack shares among its layers (`stack_bias`), the step
 from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`), the
 tokenizer (`tokenizer`), the utility of minimum-Bayes-risk decoding (`utility`, chosen on the
-command line, not in YAML), the model's graph (`graph`). A field typed with a slot (`AnySublayer`, ...) validates as a union
+command line, not in YAML), the model's graph (`graph`), a filter of sampling
+(`sampling_filter`, chosen where sampling is: `--filter`, `filters=`). A field typed with a slot (`AnySublayer`, ...) validates as a union
 discriminated by `type` over the classes that the registry given to validation registers for the
 slot: `ExperimentSpec.model_validate(data, context=registry.context)` (builder/registry.py). The
 schemas hold no registrations and load none: builder/plugins.py makes a registry from the entry
@@ -27,6 +28,7 @@ from aiayn.schemas._base import Spec
 from aiayn.schemas.graph import GraphSpec
 from aiayn.schemas.norm import NormSpec
 from aiayn.schemas.positional import PositionalSpec
+from aiayn.schemas.sampling_filter import SamplingFilterSpec
 from aiayn.schemas.score import ScoreSpec
 from aiayn.schemas.stack_bias import StackBiasSpec
 from aiayn.schemas.sublayer import SublayerSpec
@@ -131,7 +133,11 @@ TEXT_STEP = Slot("text_step", TextStepSpec, "text pipeline step")
 TOKENIZER = Slot("tokenizer", TokenizerSpec, "tokenizer")
 UTILITY = Slot("utility", UtilitySpec, "MBR utility")
 GRAPH = Slot("graph", GraphSpec, "graph")
-SLOTS = {slot.name: slot for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER, UTILITY, GRAPH)}
+SAMPLING_FILTER = Slot("sampling_filter", SamplingFilterSpec, "sampling filter")
+SLOTS = {
+    slot.name: slot
+    for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER, UTILITY, GRAPH, SAMPLING_FILTER)
+}
 
 AnySublayer = Annotated[SublayerSpec, SUBLAYER]
 AnyNorm = Annotated[NormSpec, NORM]
@@ -142,6 +148,7 @@ AnyTextStep = Annotated[TextStepSpec, TEXT_STEP]
 AnyTokenizer = Annotated[TokenizerSpec, TOKENIZER]
 AnyUtility = Annotated[UtilitySpec, UTILITY]
 AnyGraph = Annotated[GraphSpec, GRAPH]
+AnySamplingFilter = Annotated[SamplingFilterSpec, SAMPLING_FILTER]
 
 
 def slot_of(hint: Any) -> Slot | None:

@@ -12,7 +12,9 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.run.nesting import yaml_nesting
 
 # the sampling flags, as the Python API names them
-SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "epsilon": "--epsilon"}
+SAMPLING_FLAGS = {
+    "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "epsilon": "--epsilon", "filters": "--filter",
+}  # fmt: skip
 FLAGS = {  # each setting's flag, for the messages of the rules the Python API checks too
     **SAMPLING_FLAGS, "sampling": "--sampling", "beam": "--beam", "n_best": "--n-best", "mbr": "--mbr",
     "mbr_references": "--mbr-references", "mbr_weights": "--mbr-weights",
@@ -64,15 +66,25 @@ def add_sampling_arguments(p: argparse.ArgumentParser, *, switch: bool = True) -
         "--top-p", type=float, metavar="P", help="sample among the fewest tokens whose probability reaches P (default: 1)"
     )
     g.add_argument("--epsilon", type=float, metavar="E", help="sample among the tokens of probability >= E (default: 0, all)")
+    g.add_argument(
+        "--filter",
+        dest="filters",
+        action="append",
+        metavar="SPEC",
+        help="a plugin's sampling filter, after the above (repeatable, in order): its type, or YAML with its settings "
+        "('{type: min_p, min_p: 0.1}')",
+    )
     g.add_argument("--seed", type=int, default=1, help="the sampler's seed: the same seed, the same samples (default: 1)")
 
 
 def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The sampling flags given, by their Python names, checked in the flags' words."""
     given = {name: getattr(args, name) for name in SAMPLING_FLAGS if getattr(args, name) is not None}
+    if "filters" in given:
+        given["filters"] = [spec_argument(text, "--filter", "min_p", "{type: min_p, min_p: 0.1}") for text in given["filters"]]
     seed_argument(args.seed, "--seed")
     try:
-        sampling_from(**given)
+        sampling_from(**{k: v for k, v in given.items() if k != "filters"})  # the filters: where the registry builds them
     except UserError as e:
         name = str(e).split(" ", 1)[0].rstrip(":")
         raise UserError(str(e).replace(name, SAMPLING_FLAGS.get(name, name), 1)) from None
@@ -89,16 +101,21 @@ def check_choice(args: argparse.Namespace) -> None:
         raise UserError("--alignments: MBR's choice is written without them; align it with aiayn score --alignments")
 
 
-def mbr_utility(text: str) -> Any:
-    """--mbr's value: a type name, or a YAML mapping with its settings."""
+def spec_argument(text: str, flag: str, example: str, settings: str) -> Any:
+    """A flag's registered type: its name, or a YAML mapping with its settings (`example`, `settings`: the message's)."""
     text = text.strip()
     if not text.startswith("{"):
         return text
+    how = f"give a type ({example}) or '{settings}'"
     deep = yaml_nesting(text)
     if deep is not None:
-        raise UserError(f"--mbr: {deep}; give a type (chrf) or '{{type: chrf, word_order: 2}}'")
+        raise UserError(f"{flag}: {deep}; {how}")
     try:
-        value = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError:
-        raise UserError(f"--mbr {text}: not a YAML mapping; give a type (chrf) or '{{type: chrf, word_order: 2}}'") from None
-    return value
+        raise UserError(f"{flag} {text}: not a YAML mapping; {how}") from None
+
+
+def mbr_utility(text: str) -> Any:
+    """--mbr's value: a type name, or a YAML mapping with its settings."""
+    return spec_argument(text, "--mbr", "chrf", "{type: chrf, word_order: 2}")

@@ -29,7 +29,7 @@ from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.decode.load import load_models
 from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
-from aiayn.builder.decode.sampling import Sampling
+from aiayn.builder.decode.sampling import Sampling, filters_of
 from aiayn.builder.decode.translator import Translator
 from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.graph import graph_of
@@ -245,7 +245,9 @@ def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Nam
         if args.n_best is not None:
             raise UserError("--n-best: evaluate scores one translation a line; give it with --mbr (its candidates)")
         return None
-    sampling = Sampling(**sampling_settings(args)) if args.sampling else None
+    settings = sampling_settings(args) if args.sampling else {}
+    made = filters_of(settings.pop("filters", None), args.registry, "--filter")
+    sampling = Sampling(**settings, filters=made) if args.sampling else None
     choice = None
     if args.mbr is not None:
         choice = MBRChoice(utility_spec(mbr_utility(args.mbr), args.registry, "--mbr"), args.mbr_weights, args.mbr_references)

@@ -10,6 +10,7 @@ from aiayn.builder.cli.choice import SAMPLING_FLAGS, add_sampling_arguments, sam
 from aiayn.builder.cli.translate import add_checkpoint_argument, device_of, read_input
 from aiayn.builder.decode.language_model import LanguageModel
 from aiayn.builder.decode.load import load_run
+from aiayn.builder.decode.sampling import filters_of
 from aiayn.builder.errors import UserError
 
 
@@ -30,6 +31,7 @@ def generate(args: argparse.Namespace) -> int:
     if args.greedy and sampling:
         flag = SAMPLING_FLAGS[next(iter(sampling))]
         raise UserError(f"--greedy takes the most probable token; {flag} shapes sampling: give one or the other")
+    filters_of(sampling.get("filters"), args.registry, "--filter")  # named by its flag, before the model loads
     if args.max_new_tokens < 1:  # named by its flag here; the Python API names its keyword
         raise UserError(f"--max-new-tokens (-n): give 1 or more tokens to add, got {args.max_new_tokens}")
     model = load_run(args.checkpoint, device=device_of(args), registry=args.registry)

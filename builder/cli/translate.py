@@ -31,6 +31,7 @@ from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.mbr import utility_spec
+from aiayn.builder.decode.sampling import filters_of
 from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best
 from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
@@ -190,6 +191,7 @@ def translate(args: argparse.Namespace) -> int:
         check_input_file(args.input, "--input")
     check_choice(args)
     sampling = sampling_settings(args) if args.sampling else {}
+    filters_of(sampling.get("filters"), args.registry, "--filter")  # named by its flag, before the model loads
     utility = utility_spec(mbr_utility(args.mbr), args.registry, "--mbr") if args.mbr is not None else None
     translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)

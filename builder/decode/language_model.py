@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer
@@ -12,8 +13,9 @@ from aiayn.builder.decode.generate import generate_ids
 from aiayn.builder.decode.inference import Inference
 from aiayn.builder.decode.metrics import line_log_probs
 from aiayn.builder.decode.records import LineScore, line_record
-from aiayn.builder.decode.sampling import sampling_from, seed_argument
+from aiayn.builder.decode.sampling import filters_of, sampling_from, seed_argument
 from aiayn.builder.errors import UserError, described, strings_argument
+from aiayn.builder.registry import registry_of
 from aiayn.schemas.experiment import ExperimentSpec
 
 
@@ -71,6 +73,7 @@ class LanguageModel(Inference):
         top_k: int = 0,
         top_p: float = 1.0,
         epsilon: float = 0.0,
+        filters: Sequence[Any] | None = None,
         seed: int = 1,
     ) -> list[str]:
         """Each prompt with its continuation, as one text: the tokenizer's decoding of the prompt's
@@ -85,10 +88,15 @@ class LanguageModel(Inference):
         :param top_k: draw among the k most probable tokens (0: no limit)
         :param top_p: draw among the fewest tokens whose probability reaches p (1.0: no limit)
         :param epsilon: draw among the tokens of probability >= epsilon (0: no limit)
+        :param filters: sampling filters a plugin registers, applied after those above, in order: specs as YAML writes
+            them ([{"type": "min_p", "min_p": 0.1}], or a type's name for its defaults)
         :param seed: the sampler's seed
         :returns: a text a prompt"""
         prompts = strings_argument(prompts, "prompts", one=True)
-        sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon)
+        if greedy and filters:
+            raise UserError("filters: they shape sampling, and greedy takes the most probable token: give one or the other")
+        made = filters_of(filters, registry_of(self.spec))
+        sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon, filters=made)
         seed = seed_argument(seed)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise UserError(f"max_new_tokens: expected a whole number >= 1, got {described(max_new_tokens)}")

@@ -4,7 +4,9 @@
 top_k most probable (Fan et al. 2018), then to the smallest set whose probability reaches top_p
 (nucleus, Holtzman et al. 2020), then to the tokens whose probability is at least epsilon
 (Hewitt et al. 2022), renormalised after each filter, in transformers' order of its warpers
-(temperature, top-k, top-p, epsilon); the most probable token always stays.
+(temperature, top-k, top-p, epsilon), then to what each of `filters` leaves (a plugin's, the
+`sampling_filter` slot: `filters_of` builds them from their specs); the most probable token
+always stays.
 
 `sample_hypotheses` draws `n` outputs of each source (ancestral sampling: fairseq's --sampling,
 Marian's --output-sampling), with the search's token rules and length limits. Each sample's
@@ -18,17 +20,22 @@ here; a GPU's kernels may differ in their last bits, and a draw with them).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from pydantic import TypeAdapter, ValidationError
 from torch import Tensor
 
 from aiayn.blocks import TransformerModel
 from aiayn.builder.decode.loop import Next, TokenRules, decode_sources, strip_eos
 from aiayn.builder.decode.search import Hypothesis, penalty_of
 from aiayn.builder.errors import UserError, bool_argument, described
+from aiayn.builder.registry import Registry
+from aiayn.schemas.slots import AnySamplingFilter
+
+Filter = Callable[[Tensor], Tensor]  # logits (n, V) -> logits (n, V), -inf where a token is removed
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class Sampling:
     top_k: int = 0
     top_p: float = 1.0
     epsilon: float = 0.0
+    filters: tuple[Filter, ...] = ()  # a plugin's, after aiayn's own, in order
 
     def __post_init__(self) -> None:
         if not self.temperature > 0 or not math.isfinite(self.temperature):
@@ -83,11 +91,23 @@ class Sampling:
             best = probs.argmax(-1, keepdim=True)
             low = probs < self.epsilon
             probs = probs.masked_fill(low.scatter(-1, best, False), 0.0)  # the most probable token stays
-        return probs / probs.sum(-1, keepdim=True)
+        probs = probs / probs.sum(-1, keepdim=True)
+        if self.filters:
+            logits = probs.log()  # the filters' input: logits of what aiayn's own filters left (-inf: removed)
+            for keep in self.filters:
+                logits = keep(logits)
+            probs = logits.softmax(-1)
+        return probs
 
 
 def sampling_from(
-    *, greedy: object = False, temperature: object = 1.0, top_k: object = 0, top_p: object = 1.0, epsilon: object = 0.0
+    *,
+    greedy: object = False,
+    temperature: object = 1.0,
+    top_k: object = 0,
+    top_p: object = 1.0,
+    epsilon: object = 0.0,
+    filters: tuple[Filter, ...] = (),
 ) -> Sampling:
     """The settings as a Sampling, or a UserError naming the one that is wrong (its Python name)."""
     if not isinstance(greedy, bool):
@@ -98,9 +118,40 @@ def sampling_from(
     if not isinstance(top_k, int) or isinstance(top_k, bool):
         raise UserError(f"top_k: expected a whole number, got {described(top_k)}")
     try:
-        return Sampling(greedy, float(temperature), top_k, float(top_p), float(epsilon))  # type: ignore[arg-type]
+        return Sampling(greedy, float(temperature), top_k, float(top_p), float(epsilon), filters)  # type: ignore[arg-type]
     except ValueError as e:
         raise UserError(str(e)) from None
+
+
+def filters_of(given: object, registry: Registry, name: str = "filters") -> tuple[Filter, ...]:
+    """The sampling filters `given` names, in order, each built by its registration: a list of specs
+    as YAML writes them ({"type": "min_p", "min_p": 0.1}, or "min_p" for its defaults), or of
+    registered spec objects; None or [] is none. A UserError names the one that is wrong."""
+    if given is None:
+        return ()
+    if not isinstance(given, (list, tuple)):
+        raise UserError(f"{name}: expected a list of sampling filters ({{type: ..., ...}}), got {described(given)}")
+    known = ", ".join(registry.classes("sampling_filter"))
+    if given and not known:
+        raise UserError(f"{name}[0]: no sampling filter is registered: a plugin registers one (examples/plugin's min_p)")
+    adapter: TypeAdapter[Any] = TypeAdapter(AnySamplingFilter)
+    made = []
+    for i, item in enumerate(given):
+        item = {"type": item} if isinstance(item, str) else item
+        try:
+            spec = adapter.validate_python(item, context=registry.context)
+        except ValidationError as e:
+            error = e.errors()[0]
+            parts = [str(part) for part in error["loc"] if not isinstance(part, int)]
+            where = ".".join(parts[1:] if parts[:1] == [str(spec_type(item))] else parts)  # the type's tag leads
+            raise UserError(f"{name}[{i}]: {where + ': ' if where else ''}{error['msg']} (sampling filters: {known})") from None
+        made.append(registry.registration(spec).build(spec))
+    return tuple(made)
+
+
+def spec_type(item: object) -> object:
+    """The `type` a spec given as YAML names (None for anything else)."""
+    return item.get("type") if isinstance(item, dict) else None
 
 
 MAX_SEED = 2**63 - 1
@@ -214,9 +265,12 @@ def check_sampling(sampling: bool, shaping: Sequence[str], beam: bool, names: Ma
         )
 
 
-def sampler_of(sampling: object, settings: dict[str, Any], decode: dict[str, Any]) -> Sampling | None:
-    """The sampling settings checked (None: beam search); each one given without `sampling` is refused."""
+def sampler_of(sampling: object, settings: dict[str, Any], decode: dict[str, Any], registry: Registry) -> Sampling | None:
+    """The sampling settings checked (None: beam search); each one given without `sampling` is refused;
+    `filters` (a plugin's, by spec) built from `registry`."""
     sampling = bool_argument(sampling, "sampling")
-    given = {name: value for name, value in settings.items() if value is not None}
+    given = {name: value for name, value in settings.items() if value is not None and value != []}
     check_sampling(sampling, list(given), "beam" in decode)
+    if "filters" in given:
+        given["filters"] = filters_of(given["filters"], registry)
     return sampling_from(**given) if sampling else None

@@ -112,7 +112,7 @@ class Translator(Inference):
         self, lines: Sequence[str] | str, *, n_best: int | None = None, with_scores: bool = False, alignments: bool = False,
         alignment_layer: int | None = None, detokenize: bool = False, on_batch: Progress = None, sampling: bool = False,
         temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, epsilon: float | None = None,
-        seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
+        filters: Sequence[Any] | None = None, seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
         on_choice: Progress = None, **decode: Any,
     ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
         """Each line's translation as `aiayn translate` writes it; `decode` overrides the run's decode settings (beam=5, ...).
@@ -129,6 +129,8 @@ class Translator(Inference):
         :param top_k: draw among the k most probable tokens (0 or None: no limit)
         :param top_p: draw among the fewest tokens whose probability reaches p (1 or None: no limit)
         :param epsilon: draw among the tokens of probability >= epsilon (0 or None: no limit)
+        :param filters: sampling filters a plugin registers, applied after those above, in order: specs as YAML writes
+            them ([{"type": "min_p", "min_p": 0.1}], or a type's name for its defaults)
         :param seed: the sampler's seed: the same seed, the same samples
         :param unique: each text once in a line's list (fewer may stay)
         :param mbr: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a plugin's) among n_best >= 2 candidates
@@ -139,23 +141,27 @@ class Translator(Inference):
         lines = strings_argument(lines, "lines", one=True)
         flags = bool_arguments(with_scores=with_scores, alignments=alignments, detokenize=detokenize, unique=unique)
         with_scores, alignments, detokenize, unique = flags
-        sampler = sampler_of(sampling, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon}, decode)
+        shaping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon, "filters": filters}
+        sampler = sampler_of(sampling, shaping, decode, registry_of(self.spec))
         seed = seed_argument(seed)
         settings = self.decode_spec(**decode)
         k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
         chooser = mbr_choice_of(mbr, mbr_weights, mbr_references, n_best, registry_of(self.spec))
         lines, undo = self._through_pipeline(lines, detokenize, alignments)
         if n_best is None and not (with_scores or alignments) and sampler is None:
-            hyps = translate_texts(
-                self.model, self.src_tokenizer, self.tgt_tokenizer, lines, settings, on_batch=on_batch, what="input"
-            )
-            return hyps if undo is None else [undo(h) for h in hyps]
+            return self._beam_best(lines, settings, undo, on_batch)
         choice = dict(n_best=k, sampling=sampler, seed=seed, unique=unique, mbr=chooser, on_batch=on_batch, on_choice=on_choice)
         ids, found, texts, utilities = self.decode_lines(lines, settings, **choice)  # type: ignore[arg-type]
         texts = texts if undo is None else [[undo(t) for t in group] for group in texts]
         if not (with_scores or alignments):
             return [group[0] for group in texts] if chooser is not None or n_best is None else texts
         return self._records(ids, found, texts, settings, alignments, alignment_layer, utilities)
+
+    def _beam_best(self, lines: Sequence[str], settings: DecodeSpec, undo: Any, on_batch: Progress) -> list[str]:
+        """Each line's best translation by beam search (validation's path), undone by `undo` (detokenizing) where given."""
+        src, tgt = self.src_tokenizer, self.tgt_tokenizer
+        hyps = translate_texts(self.model, src, tgt, list(lines), settings, on_batch=on_batch, what="input")
+        return hyps if undo is None else [undo(h) for h in hyps]
 
     def decode_lines(
         self,

@@ -35,6 +35,7 @@ from aiayn.builder.model.attention import (
     window_flops,
 )
 from aiayn.builder.model.parts import BuildContext, build, registry_of
+from aiayn.builder.model.sampling_filters import register_sampling_filters
 from aiayn.builder.registry import RegistryBuilder
 from aiayn.schemas.attention import CausalSelfAttentionSpec, CrossAttentionSpec, SelfAttentionSpec
 from aiayn.schemas.feed_forward import FeedForwardSpec, GatedFeedForwardSpec
@@ -69,9 +70,8 @@ def register_builtins(registry: RegistryBuilder) -> None:
     )  # fmt: skip
     registry.add(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
     registry.add(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=_sigmoid_label)
-    register_text_steps(registry.add)
-    register_tokenizers(registry.add)
-    register_utilities(registry.add)
+    for others in (register_text_steps, register_tokenizers, register_utilities, register_sampling_filters):
+        others(registry.add)  # the data's, decoding's: text steps, tokenizers, MBR utilities, sampling filters
     registry.add(
         LayerNormSpec,
         slot="norm",

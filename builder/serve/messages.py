@@ -44,6 +44,7 @@ class TranslateRequest(DecodeOptions):
     top_k: int | None = None
     top_p: float | None = None
     epsilon: float | None = None
+    filters: list[str | dict[str, Any]] | None = Field(default=None, description="a plugin's sampling filters, in order")
     seed: int = 1
     mbr: str | dict[str, Any] | None = Field(default=None, description="minimum-Bayes-risk choice with this utility")
     mbr_weights: Literal["uniform", "model"] = "uniform"
@@ -71,6 +72,7 @@ class GenerateRequest(Request):
     top_k: int = 0
     top_p: float = 1.0
     epsilon: float = 0.0
+    filters: list[str | dict[str, Any]] | None = Field(default=None, description="a plugin's sampling filters, in order")
     seed: int = 1
 
 

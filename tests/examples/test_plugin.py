@@ -108,3 +108,23 @@ def test_a_score_step_and_a_text_step_from_outside_train_and_decode(site, tmp_pa
         env={**os.environ, "PYTHONPATH": str(site), "AIAYN_PLUGINS": "aiayn-example-plugin"}, timeout=600,
     )  # fmt: skip
     assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-3000:]
+
+
+def test_a_sampling_filter_from_outside_is_taken_by_name_by_the_cli(site, tmp_path):
+    """min_p.py: a spec, a function and a registration; `--filter` on translate and generate
+    (min_p 1 keeps the most probable token alone: sampling then translates as a beam of 1)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "before-graph", runs)
+    translation, lm = runs / "prefix" / "version_0", runs / "lm" / "version_0"
+    source = str(translation / "data" / "valid.en")
+    sampled = aiayn(
+        site, tmp_path, "translate", str(translation), "-i", source, "--sampling", "--filter", "{type: min_p, min_p: 1.0}"
+    )
+    greedy = aiayn(site, tmp_path, "translate", str(translation), "-i", source, "--beam", "1")
+    assert sampled.returncode == 0 and sampled.stdout == greedy.stdout, sampled.stderr[-3000:]
+    generated = aiayn(site, tmp_path, "generate", str(lm), "-p", "a man", "--filter", "min_p", "--seed", "2", "-n", "5")
+    assert generated.returncode == 0 and generated.stdout.startswith("a man"), generated.stderr[-3000:]
+    refused = aiayn(site, tmp_path, "generate", str(lm), "-p", "a", "--filter", "{type: min_p, min_p: 3}")
+    assert (refused.returncode, refused.stderr) == (
+        2, "aiayn generate: error: --filter[0]: min_p: Input should be less than or equal to 1 (sampling filters: typical, min_p)\n"
+    )  # fmt: skip

@@ -3,7 +3,8 @@ their scores by a learned scale (a temperature per head, initialised to 1, so it
 paper's attention). It is aiayn's own attention with one more part handed in: a q/k module that
 scales each head's queries, after QK-norm and rotary where the YAML asks for them. It uses only the
 public `aiayn` API, and enters aiayn through the entry point of group `aiayn.blocks` in its
-pyproject.toml. relu_scores.py registers a score step the same way, in one small file, and nfkc.py a text step."""
+pyproject.toml. relu_scores.py registers a score step the same way, in one small file, nfkc.py a text step, and
+min_p.py a sampling filter."""
 
 from typing import Literal
 
@@ -11,7 +12,7 @@ import torch
 from torch import nn
 
 import aiayn
-from aiayn_example_plugin import nfkc, relu_scores
+from aiayn_example_plugin import min_p, nfkc, relu_scores
 
 
 class ScaledAttentionSpec(aiayn.AttentionSpec):
@@ -55,6 +56,7 @@ def build(spec: ScaledAttentionSpec, ctx: aiayn.BuildContext) -> aiayn.SelfAtten
 def register(registry: aiayn.RegistryBuilder) -> None:
     relu_scores.register(registry)  # a score step: `score: {type: relu}` on any attention
     nfkc.register(registry)  # a text step: `data.pipeline: [nfkc]`
+    min_p.register(registry)  # a sampling filter: `--filter '{type: min_p, min_p: 0.1}'`
     registry.add(
         ScaledAttentionSpec,
         slot="sublayer",

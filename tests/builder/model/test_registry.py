@@ -240,7 +240,7 @@ def test_what_registering_refuses(gated):
         gated.extended(lambda registry: registry.add(Again, slot="norm", build=build_gated))
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^Registry.extended: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph$",
+        match=r"^Registry.extended: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph, sampling_filter$",
     ):
         gated.extended(lambda registry: registry.add(Again, slot="sublayers", **fine))
     with pytest.raises(aiayn.PluginError, match=r"^registry.add\('Again', slot='sublayer'\): give flops= and activations="):
@@ -257,7 +257,7 @@ def test_what_registering_refuses(gated):
         gated.extended(lambda registry: None, owner=3)
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^Registry.extended: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph$",
+        match=r"^Registry.extended: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph, sampling_filter$",
     ):
         gated.extended(lambda registry: registry.add(Again, slot=["norm"], **fine))
     for name in ("flops", "activations", "label"):
