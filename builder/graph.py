@@ -46,6 +46,11 @@ class Graph:
         """How `aiayn show` says the text becomes ids, where the graph's reading decides it (None: the tokenizer's own)."""
         return None
 
+    def languages(self, spec: ExperimentSpec) -> tuple[str, str]:
+        """(the language of what the model reads, of what it writes): the files of a split and the text pipelines
+        are theirs (data.src_lang and data.tgt_lang by default)."""
+        return spec.data.src_lang, spec.data.tgt_lang
+
     def joint_layout(self, spec: ExperimentSpec) -> Any:
         """How a pair is one sequence (builder/data/joint.py's JointLayout), where the model reads it so; None: the
         source and the target are read apart (or there is one text)."""

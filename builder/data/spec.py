@@ -29,13 +29,16 @@ def cache_dir(spec: ExperimentSpec) -> Path:
     return Path(os.environ.get("AIAYN_CACHE", Path.home() / ".cache" / "aiayn"))
 
 
-def split_files(data: FilesDataSpec, split: str) -> tuple[Path, Path]:
-    """(source file, target file) of a split: `{dir}/{name of the split}.{lang}`; a language
-    model's (data.side) is its one file `{dir}/{name of the split}.{side}`, as both."""
+def split_files(data: FilesDataSpec, split: str, languages: tuple[str, str]) -> tuple[Path, Path]:
+    """(source file, target file) of a split: `{dir}/{name of the split}.{lang}` for the languages
+    the graph reads and writes (`Graph.languages`: a language model's one file is both)."""
     prefix = Path(data.dir) / getattr(data, split)
-    if data.side is not None:
-        return (Path(f"{prefix}.{data.side}"),) * 2
-    return Path(f"{prefix}.{data.src_lang}"), Path(f"{prefix}.{data.tgt_lang}")
+    return Path(f"{prefix}.{languages[0]}"), Path(f"{prefix}.{languages[1]}")
+
+
+def languages_of(spec: ExperimentSpec) -> tuple[str, str]:
+    """The languages of what the experiment's model reads and writes (its graph says)."""
+    return graph_of(spec).languages(spec)
 
 
 def gold_trees(data: Any, split: str) -> Path | None:
@@ -43,7 +46,7 @@ def gold_trees(data: Any, split: str) -> Path | None:
     data wsj` writes them), if the data are such files."""
     if not isinstance(data, FilesDataSpec):
         return None
-    gold = split_files(data, split)[1].with_suffix(".gold")
+    gold = split_files(data, split, (data.src_lang, data.tgt_lang))[1].with_suffix(".gold")  # a parser's: pairs
     return gold if gold.is_file() else None
 
 
@@ -60,7 +63,8 @@ def check_data_files(spec: ExperimentSpec) -> None:
         resolved(directory)  # a link that leads back to itself is named as one
         what = "is a file, not a folder" if directory.exists() else "does not exist"
         raise UserError(f"data.dir {directory} {what}; {how}")
-    missing = list(dict.fromkeys(p.name for split in SPLITS for p in split_files(data, split) if not p.is_file()))
+    languages = languages_of(spec)
+    missing = list(dict.fromkeys(p.name for split in SPLITS for p in split_files(data, split, languages) if not p.is_file()))
     if missing:
         raise UserError(
             f"data.dir {directory} has no {', '.join(missing)}; {how}, or name the splits' files (data.train, data.valid, data.test)"
@@ -68,7 +72,7 @@ def check_data_files(spec: ExperimentSpec) -> None:
     for split in ("valid", "test"):  # a parser's gold trees are read when its outputs are scored: checked before training
         gold = gold_trees(data, split)
         if gold is not None:
-            check_gold_trees(gold, split_files(data, split)[0])
+            check_gold_trees(gold, split_files(data, split, languages)[0])
 
 
 def check_gold_trees(gold: Path, source: Path) -> None:
@@ -88,7 +92,9 @@ def text_pipelines(spec: ExperimentSpec) -> tuple[TextPipeline, TextPipeline] | 
     """The (source, target) text pipelines of data.pipeline; None without one, or where the
     corpus holds their output already (`aiayn data --pipeline` wrote it)."""
     data = spec.data
-    if isinstance(data, FilesDataSpec) and check_not_tokenized(data.pipeline, split_files(data, "train")[0], Path(data.dir)):
+    if isinstance(data, FilesDataSpec) and check_not_tokenized(
+        data.pipeline, split_files(data, "train", languages_of(spec))[0], Path(data.dir)
+    ):
         return None
     return pipelines_of(spec)
 
@@ -99,16 +105,18 @@ def split_texts(spec: ExperimentSpec, split: str, *, raw: bool = False) -> tuple
     demo corpus regenerated from its sizes and seed (what training wrote)."""
     data = spec.data
     pipelines = None if raw else text_pipelines(spec)
+    reads, writes = languages_of(spec)
     if isinstance(data, DemoDataSpec):
-        sources, refs = generate_demo(data.n_train, data.n_valid, data.n_test, data.seed)[split]
-        if data.side is not None:  # a language model's text: its side's sentences, as both
-            sources = refs = sources if data.side == data.src_lang else refs
-        where = f"the demo corpus's {split} split, seed {data.seed}" + (f", its {data.side} side" if data.side else "")
+        sides = dict(
+            zip((data.src_lang, data.tgt_lang), generate_demo(data.n_train, data.n_valid, data.n_test, data.seed)[split])
+        )
+        sources, refs = sides[reads], sides[writes]  # a language model's: its side's sentences, as both
+        where = f"the demo corpus's {split} split, seed {data.seed}" + (f", its {reads} side" if reads == writes else "")
         if pipelines is not None:
             return pipelines[0].lines(sources), pipelines[1].lines(refs), f"{where}, through data.pipeline"
         return list(sources), list(refs), where
-    src, ref = split_files(data, split)
-    where = str(src) if data.side is not None else f"{src} -> {ref}"
+    src, ref = split_files(data, split, (reads, writes))
+    where = str(src) if src == ref else f"{src} -> {ref}"
     if pipelines is None:
         return *read_parallel(src, ref), where
     texts = [processed_file(path, pipeline, cache_dir(spec)) for path, pipeline in zip((src, ref), pipelines)]
@@ -148,6 +156,10 @@ def make_datamodule(
     )
     if isinstance(data, DemoDataSpec):
         return TranslationDataModule(demo=(data.n_train, data.n_valid, data.n_test), demo_seed=data.seed, **common)
+    languages = languages_of(spec)
     return TranslationDataModule(
-        train=split_files(data, "train"), valid=split_files(data, "valid"), test=split_files(data, "test"), **common
+        train=split_files(data, "train", languages),
+        valid=split_files(data, "valid", languages),
+        test=split_files(data, "test", languages),
+        **common,
     )

@@ -18,6 +18,7 @@ from typing import Any
 from aiayn.builder.data.cache import hash_file
 from aiayn.builder.data.corpus import line_blocks
 from aiayn.builder.errors import UserError
+from aiayn.builder.graph import graph_of
 from aiayn.builder.registry import Registry, registry_of
 from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.jsonfile import read_json
@@ -99,14 +100,14 @@ def parse_steps(names: Sequence[Any], registry: Registry) -> tuple[TextStep, ...
 
 def pipelines_of(spec: Any) -> tuple[TextPipeline, TextPipeline] | None:
     """The (source, target) pipelines of an experiment's `data.pipeline`, None where it has none:
-    what translate and evaluate apply to new input. A language model's are both its side's."""
+    what translate and evaluate apply to new input, each with its language's rules (the languages
+    the graph reads and writes: a language model's are both its side's)."""
     data, registry = spec.data, registry_of(spec)
     if not data.pipeline:
         return None
-    if data.side is not None:  # a language model reads its one language's text, with that language's rules
-        side = TextPipeline(data.pipeline, data.side, registry)
-        return side, side
-    return TextPipeline(data.pipeline, data.src_lang, registry), TextPipeline(data.pipeline, data.tgt_lang, registry)
+    reads, writes = graph_of(spec).languages(spec)
+    source = TextPipeline(data.pipeline, reads, registry)
+    return source, source if writes == reads else TextPipeline(data.pipeline, writes, registry)
 
 
 def processed_file(path: Path, pipeline: TextPipeline, cache: Path) -> Path:

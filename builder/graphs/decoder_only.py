@@ -49,6 +49,10 @@ class DecoderOnlyGraph(Graph):
         kind = spec.data.tokenizer.layout(True).partition(",")[0]  # one side's text: no second side to share with
         return f"{kind}, one model and one vocabulary of {spec.data.side} text"
 
+    def languages(self, spec: ExperimentSpec) -> tuple[str, str]:
+        side = spec.data.side
+        return (side, side) if side is not None else super().languages(spec)  # a language model's one language
+
     def joint_layout(self, spec: ExperimentSpec) -> JointLayout | None:
         if _language_model(spec):
             return None
