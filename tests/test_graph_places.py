@@ -39,7 +39,7 @@ REMAINING = {
     "builder/decode/ensemble.py": 5,
     "builder/decode/language_model.py": 1,  # a language model names its language in a refusal  # the members' memory: the prompt or the encoder's
     "builder/decode/metrics.py": 4,  # validation loss of a pair read as one sequence
-    "builder/train/callbacks.py": 2,  # validation samples: the side read, the prompt and output as one sequence
+    "builder/train/callbacks.py": 1,  # attention maps of the prompt and the output as one sequence
 }
 
 
@@ -72,7 +72,7 @@ def test_outside_the_graph_files_nobody_asks_which_graph_they_hold():
     assert not excess(found), "ask the graph (builder/graph.py's graph_of) or the inference object:\n" + "\n".join(excess(found))
     shrunk = {name: len(found.get(name, [])) for name, allowed in REMAINING.items() if len(found.get(name, [])) < allowed}
     assert not shrunk, f"fewer lines ask now: lower REMAINING to {shrunk}"
-    assert sum(REMAINING.values()) == 34  # the lines left to move (57 before the graph became a value)
+    assert sum(REMAINING.values()) == 33  # the lines left to move (57 before the graph became a value)
 
 
 def test_a_line_that_asks_is_caught(tmp_path):

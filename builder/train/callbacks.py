@@ -102,8 +102,7 @@ class ValidationSamples(ValidationTranslations):
         experiment = getattr(trainer.logger, "experiment", None)
         if experiment is None:
             return
-        data_spec = task.spec.data
-        text = self.sources if data_spec.side == data_spec.src_lang else self.refs  # the side the model reads
+        text = self.sources  # a language model's split: its side's sentences, as both (split_texts)
         if self.maps_due(settings):
             probe = settings.probe_sentence or text[0]
             for tag, figure in text_attention_figures(task.model, data.tgt_tokenizer, probe).items():

@@ -343,3 +343,22 @@ def test_the_plugin_docs_gated_attention_registers_and_is_counted(write, capsys)
     assert info["params"] == sum(
         p.numel() for p in build_model(load_experiment(path, TINY, registry=gated_docs).model).parameters()
     )
+
+
+def test_an_install_made_before_the_graphs_entry_point_is_told_to_install_again(monkeypatch):
+    """An editable install made before aiayn registered its graphs (pyproject.toml's aiayn-graphs)
+    lacks that entry point until it is installed again: one line that says so, not a TypeError."""
+    from aiayn.builder import plugins
+
+    real = plugins.entry_points
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [ep for ep in real(group=group) if ep.name != "aiayn-graphs"])
+    plugins.load_registry.cache_clear()
+    try:
+        with pytest.raises(aiayn.PluginError) as raised:
+            plugins.load_registry("")
+    finally:
+        plugins.load_registry.cache_clear()
+    assert str(raised.value) == (
+        "aiayn's graphs are not registered: its entry point aiayn-graphs in group aiayn.blocks is missing, so this aiayn "
+        "was installed before it; install it again (pip install -e . in its repository)"
+    )
