@@ -3,6 +3,8 @@ fairseq's transformer_lm; Raffel et al. 2020's prefix LM)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -48,7 +50,6 @@ class DecoderOnly(TransformerGraph):
         self.prefix_source = prefix_source  # a bidirectional prefix (model.source_mask: prefix)
 
     equal_length_prompts = True  # batches whose prompts have one length: a padded prompt would leave holes
-    memory_is_prompt = True  # `<s> x <sep> y` is one sequence: the "memory" is the prompt's ids
     cross_attention = False  # no layer attends a memory: no alignments to read
 
     def forward(
@@ -122,3 +123,6 @@ class DecoderOnly(TransformerGraph):
 
     def first_output_id(self, bos_id: int, sep_id: int | None) -> int | None:
         return sep_id  # the output follows `<s> x <sep>`
+
+    def decoder_queries(self, source: list[Any], output: list[Any]) -> list[Any]:
+        return [*source, *output]  # `<s> x <sep> y` is one sequence

@@ -7,6 +7,8 @@ graph (either), with the parts an ensemble has not: a decoder stack, an output p
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
 from aiayn.blocks.embedding import OutputProjection
@@ -25,21 +27,19 @@ class TransformerModel(nn.Module):
 
     - `pad_id`; `source_bos_id` / `source_eos_id`: the tokens a source is read between (None: none);
     - `equal_length_prompts`: sources of one length a batch (a padded prompt would leave holes);
-    - `memory_is_prompt`: the memory is the source's token ids themselves, read in one sequence
-      with the output (`<s> x <sep> y`), not an encoder's output: members of an ensemble share it,
-      attention maps span both, and training reads a pair as one row;
     - `cross_attention`: whether decoder layers attend a memory (alignments are read from it);
     - `prefix_source`: the source is read bidirectionally, as a prefix every query sees;
     - `source_extra`: the positions a source takes besides its tokens, and `source_positions()`
       the positions of the table that reads sources (None: sinusoids and rotary never end);
-    - `first_output_id(bos_id, sep_id)`: the token every output follows.
+    - `first_output_id(bos_id, sep_id)`: the token every output follows;
+    - `decoder_queries(source, output)`: what the decoder's positions hold, of a source's and an
+      output's items: the output (a decoder-only model's: the source, then the output, one sequence).
     """
 
     pad_id: int
     source_bos_id: int | None = None
     source_eos_id: int | None = None
     equal_length_prompts: bool = False
-    memory_is_prompt: bool = False
     cross_attention: bool = True
     prefix_source: bool = False
 
@@ -77,6 +77,10 @@ class TransformerModel(nn.Module):
     def first_output_id(self, bos_id: int, sep_id: int | None) -> int | None:
         """The token every output follows, of a tokenizer's <s> and <sep> (None: it needs the one it lacks)."""
         return bos_id
+
+    def decoder_queries(self, source: list[Any], output: list[Any]) -> list[Any]:
+        """What the decoder's positions hold of a `source` and the `output` after it (tokens, ids): the output."""
+        return output
 
     def graph(self) -> TransformerGraph | None:
         """The one graph this model is, whose layers can be read (None: an ensemble, of several)."""

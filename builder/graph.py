@@ -51,9 +51,10 @@ class Graph:
         are theirs (data.src_lang and data.tgt_lang by default)."""
         return spec.data.src_lang, spec.data.tgt_lang
 
-    def joint_layout(self, spec: ExperimentSpec) -> Any:
-        """How a pair is one sequence (builder/data/joint.py's JointLayout), where the model reads it so; None: the
-        source and the target are read apart (or there is one text)."""
+    def reading(self, spec: ExperimentSpec) -> Any:
+        """What the model reads of a split's files and how its batches hold it (builder/data/reading.py's Reading:
+        the DataModule's datasets, collators, token budget and static shapes, the teacher-forced scores' batches).
+        None: the data layer's default Reading, a pair read apart (the source by an encoder, `<s> y` by a decoder)."""
         return None
 
     def inference(self, loaded: Any) -> Any:

@@ -94,8 +94,8 @@ def evaluate(args: argparse.Namespace) -> int:
     with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
         hyps = chosen(loaded, sources, decode, args, on_batch=bar.update)
         metrics, hyps = evaluate_texts(
-            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode, scoring=scoring, on_batch=bar.update,
-            hyps=hyps,
+            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode,
+            reading=graph_of(loaded.spec).reading(loaded.spec), scoring=scoring, on_batch=bar.update, hyps=hyps,
         )  # fmt: skip
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))

@@ -12,6 +12,7 @@
     sampler.py     TokenBatchSampler                     token-budget batches, ranks, resume
     dataset.py     TranslationDataset, Example
     collate.py     TranslationCollator, Batch            src, tgt_in = bos+y, tgt_out = y+eos, their non-pad rows
+    reading.py     Reading                               what a graph's model reads: datasets, collators, budgets
     datamodule.py  TranslationDataModule                 all of it for Lightning
     loaders.py     eval_loader                           every pair once, in length order
     spec.py        split_texts, make_datamodule          the experiment's data section -> files, texts, DataModule

@@ -23,7 +23,7 @@ class Batch(NamedTuple):
     # padding positions after them, or None: every position, the padding masked)
     src_rows: torch.Tensor | None
     # (B,): each row's prefix read both ways (a decoder-only translation's `<s> x <sep>` under
-    # model.source_mask: prefix; builder/data/joint.py); None: causal throughout
+    # model.source_mask: prefix; builder/graphs/joint.py); None: causal throughout
     prefix: torch.Tensor | None = None
 
 

@@ -22,30 +22,25 @@ from typing import Any
 import numpy as np
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_only
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from aiayn.builder.data.buckets import BucketShape
 from aiayn.builder.data.cache import encode_cached
 from aiayn.builder.data.collate import Batch
-from aiayn.builder.data.contiguous import BlockCollator, BlockDataset, text_bytes
-from aiayn.builder.data.corpus import count_parallel, filter_by_length, read_lines, sampled_lines
-from aiayn.builder.data.dataset import TranslationDataset
+from aiayn.builder.data.corpus import count_parallel, filter_by_length, sampled_lines
 from aiayn.builder.data.demo import write_demo
-from aiayn.builder.data.joint import JointCollator
 from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
 from aiayn.builder.data.make_tokenizers import make_tokenizers
 from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.data.reading import Reading, SplitPaths
 from aiayn.builder.data.sampler import TokenBatchSampler
-from aiayn.builder.data.static_sequences import static_batches
 from aiayn.builder.data.text import TextPipeline, processed_file
-from aiayn.builder.data.tokenizer import SEP, Tokenizer, load_run_tokenizers, training_sample
+from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
 from aiayn.builder.errors import UserError
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.rundir import RunDir
 from aiayn.schemas.data import StaticShapesSpec
 from aiayn.schemas.tokenizer import BpeTokenizerSpec, TokenizerSpec
-
-SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
 
 say = rank_zero_only(print)  # what the user should know about their data, once per job
 
@@ -63,6 +58,8 @@ class TranslationDataModule(LightningDataModule):
     `prepare_tokenizers`) `vocab_size` is its actual size. `max_tokens` bounds the padded size of
     a training batch on one device (`eval_max_tokens` of an evaluation batch, default the same).
     `source_eos`: the token every source ends with (model.source_eos), counted in its length.
+    `reading`: what the model reads of the files and how its batches are laid out (its graph's
+    `Graph.reading`; by default a pair read apart, the encoder-decoder's).
     """
 
     def __init__(
@@ -72,19 +69,17 @@ class TranslationDataModule(LightningDataModule):
         tokenizers: tuple[Tokenizer, Tokenizer] | None = None, cache_dir: Path | None = None, max_tokens: int,
         eval_max_tokens: int | None = None, max_len: int = 256, min_len: int = 1, seed: int = 0, num_workers: int = 0,
         pin_memory: bool = False, pad_to_multiple: int = 1, static_shapes: StaticShapesSpec | None = None, source_eos: int | None = None,
-        side: str | None = None, block_size: int | None = None, joint: Any = None, registry: Registry,
+        reading: Reading | None = None, registry: Registry,
     ) -> None:  # fmt: skip
         super().__init__()
         self.registry = registry  # the tokenizer types' registrations
         self.run_dir = Path(run_dir)
         self.run = RunDir(self.run_dir)
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
-        self.side, self.block_size = side, block_size  # a language model's text, and its blocks (None: sentences)
-        self.joint = joint  # a decoder-only translation's sequences (a JointLayout), or None
-        if side is not None:  # one side's file is both: the tokenizer, the cache and the lengths read it as a pair
-            self.paths = {split: (_side(paths, side),) * 2 for split, paths in self.paths.items()}
-        self.tokens_per_byte: dict[str, float] = {}  # a language model's evaluation splits: bits per byte from nats per token
-        self.sentences: dict[str, int] = {}  # a language model's evaluation splits: the sentences their blocks hold
+        self.reading = reading if reading is not None else Reading()
+        self.paths = {split: self.reading.files(paths) for split, paths in self.paths.items()}
+        self.tokens_per_byte: dict[str, float] = {}  # evaluation splits of text: bits per byte from nats per token
+        self.sentences: dict[str, int] = {}  # evaluation splits of text: the sentences their rows hold
         if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
             raise UserError(
                 "data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space"
@@ -109,7 +104,7 @@ class TranslationDataModule(LightningDataModule):
 
         self.src_tokenizer: Tokenizer | None = None
         self.tgt_tokenizer: Tokenizer | None = None
-        self.datasets: dict[str, TranslationDataset | BlockDataset] = {}
+        self.datasets: dict[str, Dataset] = {}
         self.filter_counts: dict[str, int] = {}
         self._train_loader: TrainLoader | None = None
 
@@ -133,11 +128,7 @@ class TranslationDataModule(LightningDataModule):
         if not joint_file.is_file() and not (src_file.is_file() and tgt_file.is_file()):
             self._save(*self._make_tokenizers())
         self.src_tokenizer, self.tgt_tokenizer = load_run_tokenizers(self.run, self.registry)
-        if self.joint is not None and self.tgt_tokenizer.sep_id is None:
-            raise UserError(
-                f"data: a decoder-only model translates <s> source {SEP} target, and the tokenizer has no {SEP}; train one "
-                f"here (aiayn's tokenizers add it), or give data.tokenizer a file whose vocabulary has {SEP}"
-            )
+        self.reading.check_tokenizer(self.tgt_tokenizer)
         return self.src_tokenizer, self.tgt_tokenizer
 
     def _make_tokenizers(self) -> tuple[Tokenizer, Tokenizer, str]:
@@ -156,7 +147,7 @@ class TranslationDataModule(LightningDataModule):
             shared_vocab=self.shared_vocab,
             src=partial(sampled_lines, src_path, n, keep),
             tgt=partial(sampled_lines, tgt_path, n, keep),
-            specials=(SEP,) if self.joint is not None else (),
+            specials=self.reading.specials,
         )
 
     def _save(self, src: Tokenizer, tgt: Tokenizer, what: str) -> None:
@@ -188,52 +179,23 @@ class TranslationDataModule(LightningDataModule):
             if split not in self.datasets:
                 self.datasets[split] = self._build(split)
 
-    def _build(self, split: str) -> TranslationDataset | BlockDataset:
+    def _build(self, split: str) -> Dataset:
         src, tgt = self._encode(split)
-        if self.side is not None:
-            return self._build_text(split, tgt)
-        if split != "train":  # evaluation scores every pair with a source to attend to
-            return TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=self.source_eos)
+        return self.reading.dataset(self, split, src, tgt)
+
+    def length_filtered(self, src: RaggedIds, tgt: RaggedIds, what: str, said: Callable[[dict[str, int]], str]) -> np.ndarray:
+        """The training examples max_len and min_len keep (their ids), as `said` of the filter's counts says;
+        training needs one."""
         kept, counts = filter_by_length(src, tgt, max_len=self.max_len, min_len=self.min_len)
         self.filter_counts = counts
-        say(
-            f"train pairs: kept {counts['kept']} of {len(src)}; removed {counts['too_long']} with a side "
-            f"longer than max_len={self.max_len} tokens, {counts['too_short']} shorter than min_len={self.min_len}"
-        )
-        self._check_kept(counts, len(src), "pairs")
-        return TranslationDataset(src, tgt, kept, source_eos=self.source_eos)
-
-    def _check_kept(self, counts: dict[str, int], total: int, what: str) -> None:
-        """Training needs one pair (or sentence) that the length filter keeps."""
+        say(said(counts))
         if counts["kept"] == 0:
             raise UserError(
-                f"data: the length filter removed all {total} training {what} of {self.paths['train'][0]} "
+                f"data: the length filter removed all {len(src)} training {what} of {self.paths['train'][0]} "
                 f"({counts['too_long']} longer than max_len={self.max_len}, {counts['too_short']} shorter "
                 f"than min_len={self.min_len} tokens); raise max_len or lower min_len"
             )
-
-    def _build_text(self, split: str, text: RaggedIds) -> TranslationDataset | BlockDataset:
-        """A language model's split: its sentences (evaluation: every one with a token; training:
-        those max_len and min_len keep), or its blocks; the tokens it predicts per byte of text."""
-        if self.block_size is not None:
-            dataset: TranslationDataset | BlockDataset = BlockDataset(
-                text, self.block_size, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id
-            )
-            predicted = dataset.predicted  # type: ignore[union-attr]
-        elif split != "train":
-            dataset = TranslationDataset(text, text, np.flatnonzero(text.lengths > 0), source=False)
-            predicted = int(dataset.tgt_lengths.sum()) + len(dataset)  # each sentence's tokens and its </s>
-        else:
-            kept, counts = filter_by_length(text, text, max_len=self.max_len, min_len=self.min_len)
-            self.filter_counts = counts
-            say(f"train sentences: kept {counts['kept']} of {len(text)} (max_len={self.max_len}, min_len={self.min_len})")
-            self._check_kept(counts, len(text), "sentences")
-            return TranslationDataset(text, text, kept, source=False)
-        lines = read_lines(self.texts(split)[1])
-        covered = lines if isinstance(dataset, BlockDataset) else [lines[i] for i in dataset.ids]  # blocks: every line
-        self.tokens_per_byte[split] = predicted / max(text_bytes(covered), 1)
-        self.sentences[split] = sum(1 for line in covered if line.strip())
-        return dataset
+        return kept
 
     @property
     def vocab_size(self) -> int:
@@ -260,7 +222,7 @@ class TranslationDataModule(LightningDataModule):
         trainer = self.trainer
         return (1, 0) if trainer is None else (trainer.world_size, trainer.global_rank)
 
-    def _dataset(self, split: str) -> TranslationDataset | BlockDataset:
+    def _dataset(self, split: str) -> Dataset:
         if split not in self.datasets:
             raise UserError(f"data: no {split} split was given")
         return self.datasets[split]
@@ -268,8 +230,8 @@ class TranslationDataModule(LightningDataModule):
     def train_dataloader(self) -> "TrainLoader":
         ds = self._dataset("train")
         world, rank = self._world()
-        # a pair's lengths as the encoder-decoder reads them, and the same budget: a decoder-only
-        # translation's batches (<s> x <sep> y a row) hold the very pairs an encoder-decoder's would
+        # a pair's lengths as the encoder-decoder reads them, and the same budget, whatever the reading: a
+        # decoder-only translation's batches (<s> x <sep> y a row) hold the very pairs an encoder-decoder's would
         src, tgt = ds.src_lengths, ds.tgt_lengths + 1
         options = self._options()
         if self.static_shapes is None:
@@ -277,17 +239,13 @@ class TranslationDataModule(LightningDataModule):
                 src, tgt, max_tokens=self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank
             )
         else:
-            sequences = self.joint is not None or self.side is not None  # a decoder-only model's rows
-            sep = self.prepare_tokenizers()[1].sep_id if self.joint is not None else None
-            sampler, self.shapes, collate = static_batches(
+            sampler, self.shapes, collate = self.reading.static_batches(
                 src,
                 tgt,
                 self.static_shapes,
                 max_tokens=self.max_tokens,
                 multiple=self.pad_to_multiple,
-                sequences=sequences,
-                joint=self.joint,
-                sep_id=sep,
+                tokenizer=self.prepare_tokenizers()[1],
                 seed=self.seed,
                 num_replicas=world,
                 rank=rank,
@@ -310,24 +268,14 @@ class TranslationDataModule(LightningDataModule):
 
     def _eval_loader(self, split: str) -> DataLoader:
         world, rank = self._world()
-        return eval_loader(
-            self._dataset(split),
-            self.eval_max_tokens,
-            num_replicas=world,
-            rank=rank,
-            joint=self.joint is not None,
-            **self._options(),
-        )
+        dataset = self._dataset(split)
+        lengths = self.reading.eval_lengths(dataset)
+        return eval_loader(dataset, self.eval_max_tokens, num_replicas=world, rank=rank, lengths=lengths, **self._options())
 
     def _options(self) -> dict[str, Any]:
-        """The loaders' options: blocks and a decoder-only translation's sequences have collators of their own."""
-        if self.joint is not None:
-            sep = self.prepare_tokenizers()[1].sep_id
-            assert sep is not None  # prepare_tokenizers checked it
-            return {**self.options, "collate_fn": JointCollator(self.joint, sep_id=sep, pad_to_multiple=self.pad_to_multiple)}
-        if self.block_size is None:
-            return self.options
-        return {**self.options, "collate_fn": BlockCollator(pad_id=Tokenizer.pad_id, pad_to_multiple=self.pad_to_multiple)}
+        """The loaders' options: the reading's collator where it has its own."""
+        collate = self.reading.collate(self.prepare_tokenizers()[1], self.pad_to_multiple)
+        return self.options if collate is None else {**self.options, "collate_fn": collate}
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Counts the training batches that reach the model: with workers, the sampler itself
@@ -350,11 +298,6 @@ def _split_paths(run: RunDir, given: dict[str, SplitPaths | None], demo: tuple[i
     return {split: (run.data / f"{split}.en", run.data / f"{split}.de") for split in ("train", "valid", "test")}
 
 
-def _side(paths: SplitPaths, side: str) -> Path:
-    """The file of `paths` in language `side` ({split}.{side})."""
-    return next(p for p in paths if p.suffix == f".{side}")
-
-
 class TrainLoader(DataLoader):
     """The training DataLoader; stateful, so Lightning saves its place in an epoch with every
     checkpoint and restores it on resume (before it iterates).
@@ -365,7 +308,7 @@ class TrainLoader(DataLoader):
 
     def __init__(
         self,
-        dataset: TranslationDataset | BlockDataset,
+        dataset: Dataset,
         sampler: TokenBatchSampler,
         *,
         global_step: Callable[[], int],

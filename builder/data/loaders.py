@@ -3,6 +3,7 @@ validation loop and `aiayn evaluate` (outside Lightning) read the same batches f
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -29,14 +30,21 @@ def loader_options(num_workers: int, pin_memory: bool, pad_to_multiple: int = 1)
 
 
 def eval_loader(
-    dataset: Any, max_tokens: int, *, num_replicas: int = 1, rank: int = 0, joint: bool = False, **options: Any
+    dataset: Any,
+    max_tokens: int,
+    *,
+    num_replicas: int = 1,
+    rank: int = 0,
+    lengths: tuple[np.ndarray, np.ndarray] | None = None,
+    **options: Any,
 ) -> DataLoader:
     """Batches of at most `max_tokens` padded tokens a side, longest pairs together; rank r of
-    `num_replicas` gets its own share (`joint`: a pair is one sequence, `<s> x <sep> y`). `Batch.ids`
+    `num_replicas` gets its own share. `lengths`: each row's (source, target) lengths as the budget
+    counts them (a reading's `eval_lengths`; by default the source's and `<s> y`'s). `Batch.ids`
     restores the input order."""
-    src, tgt = dataset.src_lengths, dataset.tgt_lengths + 1  # tgt_in / tgt_out carry bos / eos
-    if joint:
-        src, tgt = src * 0, src + tgt + 1
+    src, tgt = (
+        lengths if lengths is not None else (dataset.src_lengths, dataset.tgt_lengths + 1)
+    )  # tgt_in / tgt_out carry bos / eos
     sampler = TokenBatchSampler(
         src,
         tgt,

@@ -149,9 +149,7 @@ def make_datamodule(
         static_shapes=data.static_shapes,
         tokenizers=tokenizers,
         source_eos=Tokenizer.eos_id if spec.model.source_eos else None,
-        side=data.side,
-        block_size=data.block_size,
-        joint=graph_of(spec).joint_layout(spec),  # a pair as one sequence, or None
+        reading=graph_of(spec).reading(spec),  # what its model reads of the files, and how a batch holds it
         registry=registry_of(spec),
     )
     if isinstance(data, DemoDataSpec):

@@ -43,7 +43,7 @@ class Ensemble(TransformerModel):
                 )
         if len({m.prefix_source for m in models}) > 1:
             raise ValueError("the members of an ensemble read their inputs alike: some read the source as a prefix, some not")
-        if len({(m.memory_is_prompt, m.cross_attention, m.source_extra) for m in models}) > 1:
+        if len({type(m) for m in models}) > 1:
             raise ValueError("the members of an ensemble are of one graph: encoder-decoder models, or decoder-only models")
         unique: list[TransformerGraph] = []
         for m in models:  # a model given twice counts twice, but runs once (a DecoderState keys its caches by module)
@@ -53,21 +53,21 @@ class Ensemble(TransformerModel):
         self.models = unique  # the same, typed: each member once
         self.counts = [sum(m is u for m in models) for u in unique]
         self.pad_id, self.source_eos_id, self.source_bos_id = first.pad_id, first.source_eos_id, first.source_bos_id
-        self.equal_length_prompts, self.memory_is_prompt = first.equal_length_prompts, first.memory_is_prompt
+        self.equal_length_prompts = first.equal_length_prompts
         self.cross_attention, self.prefix_source = first.cross_attention, first.prefix_source
-        self._widths = [0 if self.memory_is_prompt else int(m.generator.d_model) for m in unique]
+        self._shapes: list[torch.Size] = []  # each member's memory past (B, S), as the last encode made them
 
     def encode(self, src: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """src (B, S) -> every member's memory side by side (B, S, sum of d_model) and the padding (B, S)."""
-        if self.memory_is_prompt:  # the prompt itself, the same for all
-            return src, src.eq(self.pad_id)
+        """src (B, S) -> every member's memory side by side (B, S, their widths summed) and the padding (B, S).
+        A member's memory is whatever its graph's encode makes (an encoder's output, or the prompt itself),
+        each flattened past (B, S) to its width, and given back to it as it was (`_memories`)."""
         memories = [m.encode(src)[0] for m in self.models]
-        return torch.cat(memories, dim=-1), src.eq(self.pad_id)
+        self._shapes = [memory.shape[2:] for memory in memories]
+        return torch.cat([memory.reshape(*memory.shape[:2], -1) for memory in memories], dim=-1), src.eq(self.pad_id)
 
     def _memories(self, memory: Tensor) -> list[Tensor]:
-        if self.memory_is_prompt:
-            return [memory] * len(self.models)
-        return list(memory.split(self._widths, dim=-1))
+        parts = memory.split([math.prod(shape) for shape in self._shapes], dim=-1)
+        return [part.reshape(*part.shape[:2], *shape) for part, shape in zip(parts, self._shapes)]
 
     def decode(
         self, tgt: Tensor, memory: Tensor, memory_padding_mask: Tensor | None, state: DecoderState | None = None

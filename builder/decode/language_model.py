@@ -15,6 +15,7 @@ from aiayn.builder.decode.metrics import line_log_probs
 from aiayn.builder.decode.records import LineScore, line_record
 from aiayn.builder.decode.sampling import filters_of, sampling_from, seed_argument
 from aiayn.builder.errors import UserError, described, strings_argument
+from aiayn.builder.graph import graph_of
 from aiayn.builder.registry import registry_of
 from aiayn.schemas.experiment import ExperimentSpec
 
@@ -52,8 +53,9 @@ class LanguageModel(Inference):
         :param verb: the verb refused
         :param path: the model, as the command named it"""
         if verb == "translate":
+            language = graph_of(self.spec).languages(self.spec)[1]  # the one it reads and writes
             return (
-                f"{path} is a language model (data.side: {self.spec.data.side}), which translates nothing: aiayn generate "
+                f"{path} is a language model of {language} text, which translates nothing: aiayn generate "
                 "continues its text, aiayn evaluate gives its perplexity and bits per byte"
             )
         return f"{path} is a language model: score its lines with --text"

@@ -18,9 +18,10 @@ from aiayn.blocks import TransformerModel
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.loaders import eval_loader
 from aiayn.builder.data.ragged import RaggedIds
+from aiayn.builder.data.reading import Reading
 from aiayn.builder.data.scoring import DETOKENIZED, Scoring
 from aiayn.builder.data.tokenizer import Tokenizer
-from aiayn.builder.decode.translate import check_lengths, evaluating, output_start, translate_texts
+from aiayn.builder.decode.translate import check_lengths, evaluating, translate_texts
 from aiayn.builder.model.loss import label_smoothed_nll, prefix_of
 from aiayn.schemas.decode import DecodeSpec
 
@@ -95,22 +96,21 @@ def teacher_forced(
     max_tokens: int,
     *,
     source_eos: int | None = None,
-    joint: Any = None,
+    reading: Reading | None = None,
+    tokenizer: Tokenizer | None = None,
 ) -> Any:
-    """The evaluation batches of these pairs (each source followed by `source_eos`, if given);
-    pairs with an empty source are left out (the encoder would have nothing to attend to), as in
-    the validation loop. `joint`: (JointLayout, <sep>'s id) of a decoder-only model, whose pairs
-    are one sequence each."""
-    src, tgt = RaggedIds.from_lists(src_ids), RaggedIds.from_lists(tgt_ids)
-    dataset = TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=source_eos)
-    if joint is None:
-        return eval_loader(dataset, max_tokens)
-    from aiayn.builder.data.joint import JointCollator
+    """The evaluation batches of these pairs (each source followed by `source_eos`, if given), as
+    `reading` lays them out (a graph's; None: read apart, the encoder-decoder's) with `tokenizer`'s
+    specials; pairs with an empty source are left out (the encoder would have nothing to attend
+    to), as in the validation loop."""
     from aiayn.builder.data.loaders import loader_options
 
-    layout, sep = joint
-    options = {**loader_options(0, False), "collate_fn": JointCollator(layout, sep_id=sep)}
-    return eval_loader(dataset, max_tokens, joint=True, **options)
+    src, tgt = RaggedIds.from_lists(src_ids), RaggedIds.from_lists(tgt_ids)
+    dataset = TranslationDataset(src, tgt, np.flatnonzero(src.lengths > 0), source_eos=source_eos)
+    reading = reading if reading is not None else Reading()
+    collate = reading.collate(tokenizer, 1) if tokenizer is not None else None
+    options = loader_options(0, False) if collate is None else {**loader_options(0, False), "collate_fn": collate}
+    return eval_loader(dataset, max_tokens, lengths=reading.eval_lengths(dataset), **options)
 
 
 def evaluate_texts(
@@ -121,12 +121,14 @@ def evaluate_texts(
     refs: Sequence[str],
     decode: DecodeSpec,
     *,
+    reading: Reading | None,
     scoring: Scoring = DETOKENIZED,
     on_batch: Callable[[int], None] | None = None,
     hyps: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """({n_sentences, bleu, chrf, signatures, ppl}, the translations) of `sources` against `refs`
-    (`hyps`: translations chosen otherwise, scored as they are)."""
+    (`hyps`: translations chosen otherwise, scored as they are); the perplexity is of the targets
+    as the model's `reading` lays out a pair (its graph's `Graph.reading`)."""
     hyps = (
         list(hyps)
         if hyps is not None
@@ -135,12 +137,11 @@ def evaluate_texts(
     src_ids = src_tokenizer.encode_batch([s if s.strip() else "" for s in sources])
     tgt_ids = tgt_tokenizer.encode_batch(list(refs))
     check_lengths(model, [len(t) + 1 for t in tgt_ids], "reference")
-    joint = None
-    if model.memory_is_prompt:  # its pairs are one sequence each; the loss is the target's
-        from aiayn.builder.data.joint import JointLayout
-
-        joint = (JointLayout(prefix=model.prefix_source), output_start(model, tgt_tokenizer))
-    ppl = perplexity(model, teacher_forced(src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id, joint=joint))
+    on_target = (reading if reading is not None else Reading()).on_target()  # the loss of the target alone
+    batches = teacher_forced(
+        src_ids, tgt_ids, decode.max_tokens, source_eos=model.source_eos_id, reading=on_target, tokenizer=tgt_tokenizer
+    )
+    ppl = perplexity(model, batches)
     return {"n_sentences": len(refs), **score(hyps, refs, scoring), "ppl": round(ppl, 4)}, hyps
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.blocks import DecoderOnly
-from aiayn.builder.data.joint import JointLayout
 from aiayn.builder.errors import UserError
 from aiayn.builder.graph import Graph
+from aiayn.builder.graphs.joint import JointLayout
+from aiayn.builder.graphs.readings import JointReading, TextReading
 from aiayn.builder.graphs.translation import translation_scores, translator, validation_translations
 from aiayn.builder.model.build import BOS_ID, PAD_ID, embeddings, stack
 from aiayn.schemas.experiment import ExperimentSpec
@@ -53,10 +54,10 @@ class DecoderOnlyGraph(Graph):
         side = spec.data.side
         return (side, side) if side is not None else super().languages(spec)  # a language model's one language
 
-    def joint_layout(self, spec: ExperimentSpec) -> JointLayout | None:
-        if _language_model(spec):
-            return None
-        return JointLayout(source_loss=spec.train.source_loss, prefix=self.spec.source_mask == "prefix")
+    def reading(self, spec: ExperimentSpec) -> JointReading | TextReading:
+        if spec.data.side is not None:  # a language model's text
+            return TextReading(spec.data.side, spec.data.block_size)
+        return JointReading(JointLayout(source_loss=spec.train.source_loss, prefix=self.spec.source_mask == "prefix"))
 
     def inference(self, loaded: Any) -> Any:
         if not _language_model(loaded.spec):

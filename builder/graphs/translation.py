@@ -30,7 +30,14 @@ def translation_scores(spec: ExperimentSpec, model: Any, data: Any) -> tuple[dic
 
     sources, refs, _ = split_texts(spec, "valid")
     metrics, hyps = evaluate_texts(
-        model, data.src_tokenizer, data.tgt_tokenizer, sources, refs, spec.decode, scoring=Scoring.of(spec.data)
+        model,
+        data.src_tokenizer,
+        data.tgt_tokenizer,
+        sources,
+        refs,
+        spec.decode,
+        reading=data.reading,
+        scoring=Scoring.of(spec.data),
     )
     gold = gold_trees(spec.data, "valid")
     if gold is not None:  # a parsing experiment (`aiayn data wsj`): its trees scored as EVALB scores them, not by BLEU

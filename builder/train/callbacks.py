@@ -150,10 +150,9 @@ def _figures(
 ) -> dict[str, Figure]:
     src_tokens = [src_tokenizer.id_to_token(i) for i in src_ids]
     tgt_tokens = [tgt_tokenizer.id_to_token(i) for i in tgt_in]
-    one_sequence = model.memory_is_prompt  # the prompt and the output, one sequence
     figures = {}
     for (stack, i, name), (w, reads_memory) in attention_weights(model, src_ids, tgt_in).items():
-        queries = src_tokens if stack == "encoder" else [*src_tokens, *tgt_tokens] if one_sequence else tgt_tokens
+        queries = src_tokens if stack == "encoder" else model.decoder_queries(src_tokens, tgt_tokens)
         keys = src_tokens if stack == "encoder" or reads_memory else queries
         figures[f"valid/attention/{stack}.layer{i}.{name}"] = _heads_figure(w[0].float().cpu(), queries, keys)
     return figures

@@ -1,4 +1,4 @@
-"""Static shapes for a decoder-only model's rows (builder/data/static_sequences.py): a decoder-only
+"""Static shapes for a decoder-only model's rows (builder/graphs/static_sequences.py): a decoder-only
 translation's `<s> x <sep> y` (the source read causally or as a prefix, its loss or not) and a
 language model's sentences take a few fixed shapes, and each batch's loss is the loss of the same
 examples batched without them; fillers and padded loss rows count nothing."""
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from aiayn.builder.data.collate import TranslationCollator
-from aiayn.builder.data.joint import JointCollator
 from aiayn.builder.data.spec import make_datamodule
+from aiayn.builder.graphs.joint import JointCollator
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.loss import batch_loss, smoothed_nll_fusable
 from aiayn.builder.train.compiled import StaticStepLoss
@@ -38,12 +38,11 @@ def test_each_static_batch_takes_a_bucket_shape_and_the_loss_of_its_examples(ove
     torch.manual_seed(0)
     model = build_model(spec).eval()
     ds, seen = data.datasets["train"], 0
-    dynamic = JointCollator(data.joint, sep_id=data.tgt_tokenizer.sep_id) if data.joint is not None else None
+    layout = getattr(data.reading, "layout", None)  # a translation's JointLayout; a language model has none
+    dynamic = JointCollator(layout, sep_id=data.tgt_tokenizer.sep_id) if layout is not None else None
     for indices, batch in zip(loader.batches.epoch_batches(), loader):
         assert shapes[tuple(batch.tgt_in.shape)] == len(batch.tgt_rows) and batch.src.shape == (len(batch.ids), 0)
-        assert (batch.ids >= 0).sum() == len(indices) and (batch.prefix is not None) == (
-            data.joint is not None and data.joint.prefix
-        )
+        assert (batch.ids >= 0).sum() == len(indices) and (batch.prefix is not None) == (layout is not None and layout.prefix)
         examples = ds[indices]  # the same examples batched as without static shapes
         alone = dynamic(examples) if dynamic is not None else TranslationCollator(pad_id=0, bos_id=1, eos_id=2)(examples)
         with torch.no_grad():

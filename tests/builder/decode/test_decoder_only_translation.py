@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from aiayn.builder.data.dataset import Example
-from aiayn.builder.data.joint import JointCollator, JointLayout
 from aiayn.builder.decode.forced import score_ids
 from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.search import beam_hypotheses, beam_search
 from aiayn.builder.decode.translate import padded
+from aiayn.builder.graphs.joint import JointCollator, JointLayout
 from aiayn.builder.model.build import build_model
 from aiayn.builder.train.callbacks import attention_figures, attention_weights
 from aiayn.schemas.decode import DecodeSpec
@@ -181,7 +181,8 @@ def test_a_decoder_only_translations_batches_hold_the_pairs_an_encoder_decoders_
     for module in (joint, pairwise):
         module.setup("fit")
         batches.append(module.train_dataloader().batches.epoch_batches())
-    assert joint.joint is not None and pairwise.joint is None and joint.max_tokens == pairwise.max_tokens == 1000
+    assert type(joint.reading).__name__ == "JointReading" and type(pairwise.reading).__name__ == "Reading"
+    assert joint.max_tokens == pairwise.max_tokens == 1000
     assert len(batches[0]) > 10 and batches[0] == batches[1]
     rows = next(iter(joint.train_dataloader()))
     assert (rows.tgt_in == SEP).sum(dim=1).tolist() == [1] * len(batches[0][0])  # each row one pair

@@ -125,3 +125,28 @@ def test_members_that_read_differently_are_refused():
         ValueError, match=r"^the members of an ensemble read their inputs alike: their vocab_size differ \(\['13', '14'\]\)$"
     ):
         Ensemble([member(1), other.double()])
+
+
+@torch.no_grad()
+def test_an_ensembles_memory_gives_each_member_its_own():
+    """Members of any graph: the ensemble's memory holds each member's, whatever its shape (an
+    encoder's output of its own width, or a decoder-only model's prompt ids), and its next-token
+    distribution is the mean of the members' on their own memories."""
+    from tests.builder.decode.test_decoder_only_translation import model as decoder_only
+    from tests.builder.decode.test_decoder_only_translation import prompts
+
+    encoder_decoders = [member(6), member(7, d_model=12)]
+    source = torch.tensor([[5, 6, 7], [8, 9, PAD]])
+    prompt = prompts(2)
+    decoder_onlys = [decoder_only("causal"), decoder_only("causal")]
+    with torch.no_grad():
+        decoder_onlys[1].generator.bias.normal_()  # two different members
+    for members, given, tgt in ((encoder_decoders, source, torch.tensor([[BOS, 5], [BOS, 9]])), (decoder_onlys, prompt, prompt)):
+        pair = Ensemble(members).eval()
+        memory, padding = pair.encode(given)
+        alone = []
+        for m in members:
+            own, own_padding = m.encode(given)
+            alone.append(m.decode(tgt, own, own_padding).double().log_softmax(-1))
+        torch.testing.assert_close(pair.decode(tgt, memory, padding).double(), mean_of_probabilities(alone))
+        assert [part.shape for part in pair._memories(memory)] == [m.encode(given)[0].shape for m in members]

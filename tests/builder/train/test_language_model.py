@@ -103,7 +103,7 @@ def test_evaluate_scores_a_split_as_training_did_and_translate_refuses(run):
         text.write_text(lines)
         assert cli("evaluate", run, "--ref", text)[::2] == (2, f"aiayn evaluate: error: {message}\n")
     assert cli("translate", run)[::2] == (
-        2, f"aiayn translate: error: {run} is a language model (data.side: en), which translates nothing: aiayn generate "
+        2, f"aiayn translate: error: {run} is a language model of en text, which translates nothing: aiayn generate "
         "continues its text, aiayn evaluate gives its perplexity and bits per byte\n",
     )  # fmt: skip
 

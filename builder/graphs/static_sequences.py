@@ -20,28 +20,16 @@ import torch
 from aiayn.builder.data.buckets import (
     PACKED_MULTIPLE,
     BucketShape,
-    StaticCollator,
     bucket_of,
     bucket_rows,
-    bucket_shapes,
     bucket_widths,
     shape_for,
 )
 from aiayn.builder.data.collate import Batch, padded
 from aiayn.builder.data.dataset import Example
-from aiayn.builder.data.joint import JointLayout, sequences_of
 from aiayn.builder.data.sampler import TokenBatchSampler
+from aiayn.builder.graphs.joint import JointLayout, sequences_of
 from aiayn.schemas.data import StaticShapesSpec
-
-
-def sequence_widths(src: np.ndarray, tgt: np.ndarray, joint: JointLayout | None) -> np.ndarray:
-    """Each row's width: `<s> x <sep> y` for a translation, `<s> y` for a language model's sentence."""
-    return src + tgt + 2 if joint is not None else tgt + 1
-
-
-def loss_counts(src: np.ndarray, tgt: np.ndarray, joint: JointLayout | None) -> np.ndarray:
-    """The tokens each row's loss counts: y and `</s>` (and x and `<sep>` with train.source_loss)."""
-    return src + tgt + 2 if joint is not None and joint.source_loss else tgt + 1
 
 
 def sequence_shapes(
@@ -111,43 +99,32 @@ class StaticSequenceCollator:
         )
 
 
-def static_batches(
-    src: np.ndarray,
-    tgt: np.ndarray,
+def static_sequence_batches(
+    lengths: np.ndarray,
+    losses: np.ndarray,
     static: StaticShapesSpec,
     *,
     max_tokens: int,
     multiple: int,
-    sequences: bool,
     joint: JointLayout | None,
     sep_id: int | None,
     seed: int,
     num_replicas: int,
     rank: int,
-) -> tuple[TokenBatchSampler, tuple[BucketShape, ...], StaticCollator | StaticSequenceCollator]:
-    """The training sampler, the buckets' shapes and the collator under static shapes, for the
-    encoder-decoder's pairs (`src`, `tgt`: the source's and `<s> y`'s lengths) or, `sequences`,
-    a decoder-only model's rows (`joint`: a translation's layout; None: a language model's)."""
-    if not sequences:
-        widths, budget = np.maximum(src, tgt), max_tokens
-    else:
-        widths, budget = sequence_widths(src, tgt - 1, joint), 2 * max_tokens if joint is not None else max_tokens
-    buckets = bucket_widths(widths, num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=multiple)
-    if not sequences:
-        sampler = TokenBatchSampler(
-            src, tgt, max_tokens=budget, shuffle=True, buckets=buckets, seed=seed, num_replicas=num_replicas, rank=rank
-        )
-        shapes = bucket_shapes(sampler.batches, src, tgt, buckets, budget, packed=static.packed)
-        return sampler, shapes, StaticCollator(shapes, pad_id=0, bos_id=1, eos_id=2)
+) -> tuple[TokenBatchSampler, tuple[BucketShape, ...], StaticSequenceCollator]:
+    """The training sampler, the buckets' shapes and the collator under static shapes for a
+    decoder-only model's rows: `lengths` each row's width, `losses` the tokens its loss counts,
+    `max_tokens` the budget of a batch (`joint`: a translation's layout; None: a language model's)."""
+    buckets = bucket_widths(lengths, num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=multiple)
     sampler = TokenBatchSampler(
-        np.zeros_like(widths),
-        widths,
-        max_tokens=budget,
+        np.zeros_like(lengths),
+        lengths,
+        max_tokens=max_tokens,
         shuffle=True,
         buckets=buckets,
         seed=seed,
         num_replicas=num_replicas,
         rank=rank,
     )
-    shapes = sequence_shapes(sampler.batches, widths, loss_counts(src, tgt - 1, joint), buckets, budget, packed=static.packed)
+    shapes = sequence_shapes(sampler.batches, lengths, losses, buckets, max_tokens, packed=static.packed)
     return sampler, shapes, StaticSequenceCollator(shapes, joint, sep_id=sep_id)
