@@ -64,6 +64,22 @@ def _chose(directory: Path, search: Any) -> str:
     )
 
 
+def _check_directory(directory: Path) -> None:
+    """DIR is a folder of runs, not a run, and the table's files can be written into it."""
+    if not directory.is_dir():
+        resolved(directory)  # a link that leads back to itself is named as one
+        raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
+    run = run_of(directory)
+    if run is not None:
+        raise UserError(
+            f"{directory} is {'a run directory' if run == resolved(directory) else 'part of the run ' + str(run)}, which only its "
+            f"training writes, and the table is written into DIR; give the folder of its runs, {run.parent}"
+        )
+    for name in ("results.md", "results.csv", "results.png"):
+        if (directory / name).is_dir():
+            raise UserError(f"{directory / name}: a folder, where aiayn results writes the table's {name}; move it away")
+
+
 def write_results(
     directory: Path,
     base: str | None = None,
@@ -78,15 +94,7 @@ def write_results(
     missing (default: test for a sweep that searched, whose settings the validation split chose;
     else valid); `registry`: what reads the runs (default: aiayn.load_registry())."""
     registry = registry if registry is not None else default_registry()
-    if not directory.is_dir():
-        resolved(directory)  # a link that leads back to itself is named as one
-        raise UserError(f"{directory}: not a directory; give a sweep's or a run root's directory, e.g. runs/table3")
-    run = run_of(directory)
-    if run is not None:
-        raise UserError(
-            f"{directory} is {'a run directory' if run == resolved(directory) else 'part of the run ' + str(run)}, which only its "
-            f"training writes, and the table is written into DIR; give the folder of its runs, {run.parent}"
-        )
+    _check_directory(directory)
     runs = collect(directory)
     if not runs:
         raise UserError(

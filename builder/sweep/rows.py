@@ -3,6 +3,7 @@ pooled, in Table 3's group order (base first, big last), the paper's numbers bes
 the row ΔBLEU is measured from (the paper's base, else the sweep's own)."""
 
 import collections
+import os
 import re
 import statistics
 from collections.abc import Sequence
@@ -57,7 +58,7 @@ def collect(directory: Path) -> list[dict[str, Any]]:
     trial.json names counts: older runs there had another config."""
     runs = []
     searched = directory / SEARCH_DIR  # a search's trials: the study's, not rows
-    for path in sorted(directory.rglob("results.json")):
+    for path in results_files(directory):
         run_dir = path.parent
         if searched in run_dir.parents:
             continue
@@ -70,6 +71,24 @@ def collect(directory: Path) -> list[dict[str, Any]]:
         results["config"] = _flat_config(run_dir / "config.yaml")
         runs.append(results)
     return runs
+
+
+def results_files(directory: Path) -> list[Path]:
+    """Every results.json under `directory`, sorted, at any depth: an iterative walk (Path.rglob recurses, and a
+    tree a thousand folders deep ends it in a RecursionError) that follows no link to a folder."""
+    found, todo = [], [directory]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # unreadable, or gone meanwhile: nothing of it is a finished run
+            continue
+        for entry in entries:
+            if entry.name == "results.json":  # a folder so named too: read_results names it
+                found.append(Path(entry.path))
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(Path(entry.path))
+    return sorted(found)
 
 
 def read_results(path: Path) -> dict[str, Any]:

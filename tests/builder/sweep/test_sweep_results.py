@@ -285,6 +285,32 @@ def test_broken_results_file(tmp_path):
     )
 
 
+def test_a_results_file_any_depth_down_is_found_and_a_folder_in_an_outputs_place_is_one_line(sweep_dir, tmp_path, capsys):
+    deep = tmp_path / "deep"
+    folder = deep
+    for _ in range(1100):  # Path.rglob recurses a frame or more a level: a RecursionError past 1,000
+        folder = folder / "d"
+        folder.mkdir(parents=folder.parent == deep)
+    (folder / "results.json").write_text('{"name": "r"}')
+    try:
+        with pytest.raises(UserError) as info:
+            write_results(deep)
+    finally:  # bottom up: shutil.rmtree (pytest's clean-up of old temporary folders) recurses too
+        (folder / "results.json").unlink()
+        while folder != deep:
+            folder.rmdir()
+            folder = folder.parent
+    assert str(info.value).startswith(f"{deep.joinpath(*['d'] * 1100) / 'results.json'}: not a results.json of `aiayn train`:")
+    (sweep_dir / "results.md").mkdir()
+    before = sorted(p.name for p in sweep_dir.iterdir())
+    assert main(["results", str(sweep_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"aiayn results: error: {sweep_dir / 'results.md'}: a folder, where aiayn results writes the table's results.md; "
+        "move it away\n"
+    )
+    assert sorted(p.name for p in sweep_dir.iterdir()) == before  # nothing written
+
+
 def test_settings_the_rows_differ_in_get_a_column_and_uneven_layers_a_mark(tmp_path):
     root = tmp_path / "runs" / "norms"
     config = {"name": "x", "model": {"d_model": 512, "encoder": {"add_norm": {"placement": "post", "dropout": 0.1}, "num_layers": 6}},

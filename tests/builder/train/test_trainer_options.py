@@ -71,14 +71,14 @@ def test_gradient_clipping_changes_the_update_as_clip_grad_norm_does(tmp_path, m
 
 def test_max_time_stops_a_run_that_then_counts_as_finished(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = tiny(tmp_path, "trainer.max_steps=100000", "trainer.max_time=00:00:00:02", "trainer.val_check_interval=null",
+    # the steps and the status say max_time stopped it, not the seconds it took (a loaded machine's are any number):
+    # two seconds hold tens to hundreds of the tiny model's steps, never the 5,000 that would end it otherwise
+    args = tiny(tmp_path, "trainer.max_steps=5000", "trainer.max_time=00:00:00:02", "trainer.val_check_interval=null",
                 "train.checkpoint.every_n_train_steps=1000", "train.lr_schedule.warmup_steps=10")  # fmt: skip
-    start = time.monotonic()
     assert main(["train", DEMO, *args]) == 0
-    assert time.monotonic() - start < 60
     run = tmp_path / "runs" / "demo" / "version_0"
     steps = json.loads((run / "results.json").read_text())["steps"]
-    assert 0 < steps < 100000 and json.loads((run / "status.json").read_text())["status"] == "finished"
+    assert 0 < steps < 5000 and json.loads((run / "status.json").read_text())["status"] == "finished"
     assert (run / "checkpoints" / f"step{steps:08d}.ckpt").is_file()  # the step max_time stopped at is saved
 
 
