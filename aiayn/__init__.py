@@ -14,6 +14,9 @@ For a notebook or a script (docs/python.md):
                                           `aiayn generate` gives; a list of runs: their ensemble
     load_ensemble(runs)                   two or more translation models as one Translator (the
                                           mean of their next-token probabilities; one tokenizer)
+    Decoding(strategy, n_best, ...)       how a translate call finds and chooses its candidates, as
+                                          one value (translate(lines, decoding=...)); its strategy
+                                          BeamSearch(), Sampled(Sampling(top_p=0.9)), a plugin's
     load_registry(selection=None)         the registrations: aiayn's own blocks and the installed
                                           plugins' (a Registry; each function above takes one as
                                           registry=, default this); Registry.extended(function)
@@ -29,7 +32,9 @@ and what a plugin needs to add a block (docs/plugins.md):
                 function (candidates, references) -> scores array), GraphSpec (a graph's: its
                 registration's build(spec) returns its Graph, what the rest asks of it; graph_of(spec)
                 gives an experiment's), SamplingFilterSpec (a sampling filter's: its build(spec) returns a
-                function logits -> logits, -inf where a token is removed), PositiveInt, Probability, FieldError
+                function logits -> logits, -inf where a token is removed), StrategySpec (a decoding strategy's:
+                its build(spec) returns a Strategy, which finds each source's candidates), PositiveInt,
+                Probability, FieldError
     register    def register(registry): registry.add(SpecClass, slot=..., build=..., flops=..., activations=...,
                 label=..., load=...) (the entry point's function; registry a RegistryBuilder),
                 BuildContext (what build receives; its StackPlan, what a stack's blocks share),
@@ -79,6 +84,12 @@ _PUBLIC = {
     "UtilitySpec": "aiayn.schemas.utility",
     "GraphSpec": "aiayn.schemas.graph",
     "SamplingFilterSpec": "aiayn.schemas.sampling_filter",
+    "StrategySpec": "aiayn.schemas.strategy",
+    "Strategy": "aiayn.builder.decode.strategy",
+    "BeamSearch": "aiayn.builder.decode.strategy",
+    "Sampled": "aiayn.builder.decode.strategy",
+    "Decoding": "aiayn.builder.decode.strategy",
+    "Sampling": "aiayn.builder.decode.sampling",
     "Graph": "aiayn.builder.graph",
     "graph_of": "aiayn.builder.graph",
     "TokenizerInputs": "aiayn.builder.data.make_tokenizers",
@@ -131,6 +142,11 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.decode.records import LineScore as LineScore
     from aiayn.builder.decode.records import Score as Score
     from aiayn.builder.decode.records import Translation as Translation
+    from aiayn.builder.decode.sampling import Sampling as Sampling
+    from aiayn.builder.decode.strategy import BeamSearch as BeamSearch
+    from aiayn.builder.decode.strategy import Decoding as Decoding
+    from aiayn.builder.decode.strategy import Sampled as Sampled
+    from aiayn.builder.decode.strategy import Strategy as Strategy
     from aiayn.builder.decode.translator import Translator as Translator
     from aiayn.builder.errors import UserError as UserError
     from aiayn.builder.graph import Graph as Graph
@@ -158,6 +174,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.schemas.score import ScoreSpec as ScoreSpec
     from aiayn.schemas.slots import PluginError as PluginError
     from aiayn.schemas.stack_bias import StackBiasSpec as StackBiasSpec
+    from aiayn.schemas.strategy import StrategySpec as StrategySpec
     from aiayn.schemas.sublayer import SublayerSpec as SublayerSpec
     from aiayn.schemas.text_step import TextStepSpec as TextStepSpec
     from aiayn.schemas.tokenizer import TokenizerSpec as TokenizerSpec

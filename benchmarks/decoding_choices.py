@@ -29,6 +29,7 @@ from aiayn.builder.data.spec import split_texts
 from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, score
 from aiayn.builder.decode.sampling import Sampling
+from aiayn.builder.decode.strategy import Decoding, Sampled
 
 
 def main() -> None:
@@ -53,22 +54,22 @@ def main() -> None:
     models = {"beam": first, "last": aiayn.load_run(Path(args.runs[0]) / "checkpoints" / "last.ckpt", device="cpu")}
     models.update({f"seed {i + 1}": aiayn.load_run(run, device="cpu") for i, run in enumerate(args.runs[1:], start=1)})
     ensemble = aiayn.load_run(list(args.runs), device="cpu") if len(args.runs) > 1 else None
-    plans = [(name, model, settings, {}) for name, model in models.items()]
+    plans = [(name, model, settings, Decoding()) for name, model in models.items()]
     if ensemble is not None:
-        plans.append(("ensemble", ensemble, settings, {}))
+        plans.append(("ensemble", ensemble, settings, Decoding()))
     plans += [
-        ("mbr-beam", first, wide, dict(n_best=args.k, mbr=chrf)),
-        ("mbr-samples", first, settings, dict(n_best=args.k, sampling=Sampling(), seed=1, mbr=chrf)),
+        ("mbr-beam", first, wide, Decoding(n_best=args.k, mbr=chrf)),
+        ("mbr-samples", first, settings, Decoding(Sampled(Sampling()), n_best=args.k, seed=1, mbr=chrf)),
     ]
     if ensemble is not None:
-        plans.append(("mbr-ensemble", ensemble, wide, dict(n_best=args.k, mbr=chrf)))
+        plans.append(("mbr-ensemble", ensemble, wide, Decoding(n_best=args.k, mbr=chrf)))
 
     print(f"{data}: {len(sources)} sentences; {', '.join(str(r) for r in args.runs)}; {args.threads} thread(s)")
     print(f"{'':14} {'BLEU':>6} {'chrF':>6} {'s/1000 sent':>12} {'x beam':>7}")
     rows, base = [], None
-    for name, model, decode, choice in plans:
+    for name, model, decode, decoding in plans:
         start = time.perf_counter()
-        _, _, texts, _ = model.decode_lines(sources, decode, **choice)
+        _, _, texts, _ = model.decode_lines(sources, decode, decoding)
         wall = (time.perf_counter() - start) * 1000 / len(sources)
         base = base or wall
         scores = score([group[0] for group in texts], refs, scoring)

@@ -49,11 +49,12 @@ def load_registry(selection: str | None = None) -> Registry:
     registry = Registry()
     for ep in found:
         registry = _register_from(ep, registry)
-    if "encoder_decoder" not in registry.classes("graph"):
-        raise PluginError(
-            f"aiayn's graphs are not registered: its entry point aiayn-graphs in group {GROUP} is missing, so this "
-            "aiayn was installed before it; install it again (pip install -e . in its repository)"
-        )
+    for slot, tag, entry in (("graph", "encoder_decoder", "aiayn-graphs"), ("strategy", "beam", "aiayn-strategies")):
+        if tag not in registry.classes(slot):
+            raise PluginError(
+                f"aiayn's {slot} types are not registered: its entry point {entry} in group {GROUP} is missing, so this "
+                "aiayn was installed before it; install it again (pip install -e . in its repository)"
+            )
     return Registry(registry.entries, selection)
 
 

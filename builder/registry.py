@@ -65,7 +65,7 @@ class Registry:
         """The classes registered for `slot`, by type tag, in registration order.
 
         :param slot: a slot's name: sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph,
-            sampling_filter"""
+            sampling_filter, strategy"""
         return {entry.type: entry.spec for entry in self.entries if entry.slot == slot}
 
     def registration(self, spec: Spec | type[Spec]) -> Registration:
@@ -183,16 +183,16 @@ class RegistryBuilder:
     ) -> None:
         """Register a spec class with the function that builds its part (a type registered twice is a PluginError).
 
-        :param spec: a subclass of the slot's base (SublayerSpec, NormSpec, PositionalSpec, StackBiasSpec, ScoreSpec,
-            TextStepSpec, TokenizerSpec, UtilitySpec, GraphSpec or SamplingFilterSpec) with a `type: Literal["name"]` field
+        :param spec: a subclass of the slot's base (SublayerSpec, ..., StrategySpec: schemas/slots.py) with a `type` tag
         :param slot: where a YAML file may use it: sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility,
-            graph, sampling_filter
+            graph, sampling_filter, strategy
         :param build: build(spec, ctx) -> its part: a sub-layer an aiayn.Sublayer (forward(x, ctx)), a norm a module mapping
             (..., d_model) to the same shape, positions forward(length, offset) -> (length, d_model), a stack bias
             forward(T, S) -> (h or 1, T, S), a score step an aiayn.ScoreStep; a text step's build(spec, lang) a function
             of a line; a tokenizer's build(spec, TokenizerInputs) its tokenizers; a utility's build(spec) a function
             (candidates, references) -> array of scores; a graph's build(spec) its aiayn.Graph (builder/graph.py); a
-            sampling filter's build(spec) a function logits (n, V) -> logits, -inf where a token is removed
+            sampling filter's build(spec) a function logits (n, V) -> logits, -inf where a token is removed; a
+            strategy's build(spec) an aiayn.Strategy (builder/decode/strategy.py)
         :param flops: flops(spec, d_model, length): forward FLOPs per token (2 per multiply-add) with `length` tokens of
             context; a sub-layer's is required
         :param activations: activations(spec, d_model): values per token kept for backward; a sub-layer's is required

@@ -5,6 +5,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from aiayn.schemas._base import FieldError, Float32, PositiveInt, Spec
+from aiayn.schemas.slots import AnyStrategy
+from aiayn.schemas.strategies import BeamSearchSpec
 
 
 class DecodeSpec(Spec):
@@ -19,7 +21,11 @@ class DecodeSpec(Spec):
     forced_eos ends a hypothesis that reaches the length limit with </s>, scored 0 (its
     forced_eos_token_id); suppress lists tokens never generated besides <pad> (bad_words_ids of
     one token, suppress_tokens); renormalize makes the log-probabilities sum to 1 over the tokens
-    left (renormalize_logits), which changes the scores an n-best list prints."""
+    left (renormalize_logits), which changes the scores an n-best list prints.
+
+    strategy: how aiayn translate, evaluate, serve and the Python API find candidates where the call
+    names none (a registered `strategy`: beam, sampling with its settings, a plugin's); validation and
+    results.json translate by beam search whatever it says, so that runs compare."""
 
     beam: PositiveInt = 4
     alpha: Float32 = Field(default=0.6, ge=0.0)
@@ -32,6 +38,7 @@ class DecodeSpec(Spec):
     renormalize: bool = False
     max_tokens: PositiveInt = 4000  # source tokens per decoding batch
     max_input_len: PositiveInt = 1024  # longer input lines are refused (the output may be max_len_b longer)
+    strategy: AnyStrategy = BeamSearchSpec()
 
     @model_validator(mode="after")
     def _some_output(self) -> "DecodeSpec":

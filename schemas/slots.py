@@ -6,7 +6,8 @@ embeddings (`positional`), a score bias a stack shares among its layers (`stack_
 from an attention's scores to its weights (`score`), a step of the text pipeline (`text_step`), the
 tokenizer (`tokenizer`), the utility of minimum-Bayes-risk decoding (`utility`, chosen on the
 command line, not in YAML), the model's graph (`graph`), a filter of sampling
-(`sampling_filter`, chosen where sampling is: `--filter`, `filters=`). A field typed with a slot (`AnySublayer`, ...) validates as a union
+(`sampling_filter`, chosen where sampling is: `--filter`, `filters=`), the decoding strategy (`strategy`:
+`decode.strategy`, `--strategy`, `strategy=`). A field typed with a slot (`AnySublayer`, ...) validates as a union
 discriminated by `type` over the classes that the registry given to validation registers for the
 slot: `ExperimentSpec.model_validate(data, context=registry.context)` (builder/registry.py). The
 schemas hold no registrations and load none: builder/plugins.py makes a registry from the entry
@@ -31,6 +32,7 @@ from aiayn.schemas.positional import PositionalSpec
 from aiayn.schemas.sampling_filter import SamplingFilterSpec
 from aiayn.schemas.score import ScoreSpec
 from aiayn.schemas.stack_bias import StackBiasSpec
+from aiayn.schemas.strategy import StrategySpec
 from aiayn.schemas.sublayer import SublayerSpec
 from aiayn.schemas.text_step import TextStepSpec
 from aiayn.schemas.tokenizer import TokenizerSpec
@@ -134,9 +136,10 @@ TOKENIZER = Slot("tokenizer", TokenizerSpec, "tokenizer")
 UTILITY = Slot("utility", UtilitySpec, "MBR utility")
 GRAPH = Slot("graph", GraphSpec, "graph")
 SAMPLING_FILTER = Slot("sampling_filter", SamplingFilterSpec, "sampling filter")
+STRATEGY = Slot("strategy", StrategySpec, "decoding strategy")
 SLOTS = {
     slot.name: slot
-    for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER, UTILITY, GRAPH, SAMPLING_FILTER)
+    for slot in (SUBLAYER, NORM, POSITIONAL, STACK_BIAS, SCORE, TEXT_STEP, TOKENIZER, UTILITY, GRAPH, SAMPLING_FILTER, STRATEGY)
 }
 
 AnySublayer = Annotated[SublayerSpec, SUBLAYER]
@@ -149,6 +152,7 @@ AnyTokenizer = Annotated[TokenizerSpec, TOKENIZER]
 AnyUtility = Annotated[UtilitySpec, UTILITY]
 AnyGraph = Annotated[GraphSpec, GRAPH]
 AnySamplingFilter = Annotated[SamplingFilterSpec, SAMPLING_FILTER]
+AnyStrategy = Annotated[StrategySpec, STRATEGY]
 
 
 def slot_of(hint: Any) -> Slot | None:

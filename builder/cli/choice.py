@@ -6,8 +6,9 @@ from typing import Any
 
 import yaml
 
-from aiayn.builder.decode.mbr import WEIGHTS, check_mbr
-from aiayn.builder.decode.sampling import check_sampling, sampling_from, seed_argument
+from aiayn.builder.decode.mbr import WEIGHTS, MBRChoice, check_mbr, utility_spec
+from aiayn.builder.decode.sampling import Sampling, check_sampling, filters_of, sampling_from, seed_argument
+from aiayn.builder.decode.strategy import Decoding, Sampled, Strategy, strategy_of
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.nesting import yaml_nesting
 
@@ -28,6 +29,12 @@ def add_choice_arguments(p: argparse.ArgumentParser, *, n_best: bool = False) ->
         p.add_argument(
             "--n-best", type=int, metavar="K", help="with --mbr: choose among K candidates (the beam's K best, or K samples)"
         )
+    p.add_argument(
+        "--strategy",
+        metavar="SPEC",
+        help="how to find the candidates, a registered strategy: beam, sampling, a plugin's, or one with settings as YAML "
+        "('{type: sampling, top_p: 0.9}') (default: the run's decode.strategy)",
+    )
     add_sampling_arguments(p)
     g = p.add_argument_group(
         "minimum-Bayes-risk decoding: of each line's --n-best K candidates (a beam's, or samples), the one that agrees most "
@@ -96,9 +103,28 @@ def check_choice(args: argparse.Namespace) -> None:
     seed_argument(args.seed, "--seed")  # named by its flag (the Python API names its keyword)
     shaping = [name for name in SAMPLING_FLAGS if getattr(args, name) is not None]
     check_sampling(args.sampling, shaping, args.beam is not None, FLAGS)  # the API's rules, in the flags' names
+    if args.strategy is not None and args.sampling:
+        raise UserError("--strategy: it says how to decode, and so does --sampling; give one of them")
     check_mbr(args.mbr is not None, args.n_best, args.mbr_references, args.mbr_weights, FLAGS)
     if args.mbr is not None and getattr(args, "alignments", False):
         raise UserError("--alignments: MBR's choice is written without them; align it with aiayn score --alignments")
+
+
+def decoding_from(args: argparse.Namespace) -> Decoding:
+    """The Decoding the flags ask for, built once (check_choice has checked what goes with what): a plugin's filter or
+    utility that does not validate is named by its flag."""
+    strategy: Strategy | None = None  # the run's decode.strategy
+    if args.sampling:
+        settings = sampling_settings(args)
+        made = filters_of(settings.pop("filters", None), args.registry, "--filter")
+        strategy = Sampled(Sampling(**settings, filters=made))
+    elif args.strategy is not None:
+        spec = spec_argument(args.strategy, "--strategy", "sampling", "{type: sampling, top_p: 0.9}")
+        strategy = strategy_of(spec, args.registry, "--strategy")
+    mbr = None
+    if args.mbr is not None:
+        mbr = MBRChoice(utility_spec(mbr_utility(args.mbr), args.registry, "--mbr"), args.mbr_weights, args.mbr_references)
+    return Decoding(strategy, n_best=args.n_best or 1, unique=getattr(args, "unique", False), mbr=mbr, seed=args.seed)
 
 
 def spec_argument(text: str, flag: str, example: str, settings: str) -> Any:

@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
+from aiayn.builder.cli.choice import (
+    add_choice_arguments,
+    check_choice,
+    decoding_from,
+    mbr_utility,
+    sampling_settings,
+    spec_argument,
+)
 from aiayn.builder.cli.translate import add_checkpoint_argument, add_decode_arguments, decode_spec, device_of, progress_bar
 from aiayn.builder.data.corpus import check_not_blank, read_lines, read_parallel
 from aiayn.builder.data.spec import gold_trees, split_texts
@@ -27,9 +34,9 @@ from aiayn.builder.data.text import check_raw, pipelines_of
 from aiayn.builder.decode.checkpoint import HF_MODEL_TYPES, hf_model_type
 from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.decode.load import load_models
-from aiayn.builder.decode.mbr import MBRChoice, utility_spec
+from aiayn.builder.decode.mbr import utility_spec
 from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
-from aiayn.builder.decode.sampling import Sampling, filters_of
+from aiayn.builder.decode.strategy import BeamSearch
 from aiayn.builder.decode.translator import Translator
 from aiayn.builder.errors import UserError, check_input_file
 from aiayn.builder.graph import graph_of
@@ -60,6 +67,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--hyps", type=Path, help="also write the translations to this file (the text BLEU scores)")
     p.add_argument(
+        "--hyps-from",
+        type=Path,
+        metavar="FILE",
+        help="score these outputs (one a line, as aiayn translate writes them for this run) instead of translating: "
+        "BLEU, chrF, PPL of the references, EVALB's F1 for a parser, exactly as the model's own",
+    )
+    p.add_argument(
+        "--against",
+        type=Path,
+        metavar="FILE",
+        help="another system's outputs of the same sentences: the BLEU difference with a paired bootstrap interval",
+    )
+    p.add_argument(
         "--pipeline",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -71,14 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    if args.src is not None and args.ref is None:
-        raise UserError("--src needs --ref: give both, or neither to evaluate a split of the experiment")
-    for flag, path in (("--src", args.src), ("--ref", args.ref)):
-        if path is not None:
-            check_input_file(path, flag)
-    if args.hyps is not None:
-        check_writable(args.hyps, "--hyps")
-        check_output(args.hyps, "--hyps", inputs=[p for p in (*args.checkpoint, args.src, args.ref) if p is not None])
+    _check_files(args)
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
     _check_splits(args)
     loaded = load_models(args.checkpoint, args.registry)
@@ -86,27 +99,49 @@ def evaluate(args: argparse.Namespace) -> int:
         return _evaluate_language_model(args, loaded)
     if args.ref is not None and args.src is None:
         raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")
+    result = _evaluate_translations(args, loaded, pair)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    """The files the flags name, before anything loads: inputs that exist, outputs that can be written."""
+    if args.src is not None and args.ref is None:
+        raise UserError("--src needs --ref: give both, or neither to evaluate a split of the experiment")
+    for flag, path in (("--src", args.src), ("--ref", args.ref), ("--hyps-from", args.hyps_from), ("--against", args.against)):
+        if path is not None:
+            check_input_file(path, flag)
+    if args.hyps_from is not None:
+        given = [f for f, on in (("--sampling", args.sampling), ("--mbr", args.mbr), ("--strategy", args.strategy)) if on]
+        if given or args.n_best is not None:
+            raise UserError(f"{(given or ['--n-best'])[0]}: --hyps-from's outputs are scored as they are; drop one of them")
+    if args.hyps is not None:
+        check_writable(args.hyps, "--hyps")
+        check_output(args.hyps, "--hyps", inputs=[p for p in (*args.checkpoint, args.src, args.ref) if p is not None])
+
+
+def _evaluate_translations(args: argparse.Namespace, loaded: Any, pair: tuple[list[str], list[str]] | None) -> dict[str, Any]:
+    """evaluate's result for a translation model: its own outputs (or --hyps-from's) scored against the references."""
     pipelines = pipelines_of(loaded.spec)
     sources, refs, raw_refs, data = _texts(args, loaded.spec, pipelines, pair)
+    given = _outputs(args.hyps_from, "--hyps-from", len(refs))
+    against = _outputs(args.against, "--against", len(refs))
     decode = decode_spec(loaded.spec, args)
     loaded.model.to(device_of(args))
     scoring = Scoring.of(loaded.spec.data)
-    with progress_bar(sources, enabled=sys.stderr.isatty()) as bar:
-        hyps = chosen(loaded, sources, decode, args, on_batch=bar.update)
+    with progress_bar(sources, enabled=sys.stderr.isatty() and given is None) as bar:
+        hyps = given if given is not None else chosen(loaded, sources, decode, args, on_batch=bar.update)
         metrics, hyps = evaluate_texts(
             loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode,
             reading=graph_of(loaded.spec).reading(loaded.spec), scoring=scoring, on_batch=bar.update, hyps=hyps,
         )  # fmt: skip
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
+    outputs = {} if given is None else {"outputs": str(args.hyps_from)}
     result: dict[str, Any] = {
-        "checkpoint": str(loaded.checkpoint),
-        "model": loaded.what,
-        "data": data,
-        **metrics,
-        "decode": decode.model_dump(),
-        **choice_record(args),
-    }
+        "checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **outputs, **metrics,
+        "decode": decode.model_dump(), **choice_record(args),
+    }  # fmt: skip
     if scoring.tokenized and raw_refs is not None and pipelines is not None:
         result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))
     if args.tok_bleu:
@@ -115,10 +150,36 @@ def evaluate(args: argparse.Namespace) -> int:
         result.update(literature_bleu(hyps, refs, loaded.spec.data.tgt_lang))
     gold = gold_trees(loaded.spec.data, args.split) if pair is None else None
     if gold is not None:  # a parsing experiment's split: its trees scored as EVALB scores them, not by BLEU
+        if against is not None:
+            raise UserError("--against compares BLEU; a parsing experiment's outputs are scored by their brackets (EVALB)")
         result = {k: v for k, v in result.items() if k not in ("bleu", "signature", "chrf", "chrf_signature")}
         result.update(tree_scores(gold, hyps))
-    print(json.dumps(result, indent=2) if args.json else render(result))
-    return 0
+    if against is not None:
+        result["against"] = compared_outputs(hyps, against, refs, scoring, str(args.against))
+    return result
+
+
+def _outputs(path: Path | None, flag: str, count: int) -> list[str] | None:
+    """A file of outputs, one a line, as many as the references (None: no file given)."""
+    if path is None:
+        return None
+    lines = read_lines(path)
+    if len(lines) != count:
+        raise UserError(f"{flag} {path} has {len(lines)} lines, and there are {count} references: give one output a line")
+    return lines
+
+
+def compared_outputs(hyps: list[str], other: list[str], refs: list[str], scoring: Scoring, name: str) -> dict[str, Any]:
+    """BLEU of `hyps` minus BLEU of `other` on the same references, with the paired bootstrap's 95% interval and
+    p-value over the sentences (sacreBLEU's paired test: 1,000 resamples, its seed)."""
+    from aiayn.builder.sweep.significance import SAMPLES, corpus_bleu, paired_bootstrap, sentence_stats
+
+    mine, theirs = sentence_stats(hyps, refs, scoring), sentence_stats(other, refs, scoring)
+    difference = paired_bootstrap([(theirs, mine)])
+    return {
+        "file": name, "bleu": round(corpus_bleu(theirs.sum(0)), 2), "delta_bleu": round(difference.delta, 2),
+        "interval": [round(difference.low, 2), round(difference.high, 2)], "p": round(difference.p, 4), "samples": SAMPLES,
+    }  # fmt: skip
 
 
 def _texts(
@@ -157,6 +218,9 @@ def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
         raise UserError(
             f"{args.checkpoint[0]} is a language model: it reads no sources; give --ref FILE alone for its text, or a --split"
         )
+    for flag, path in (("--hyps-from", args.hyps_from), ("--against", args.against)):
+        if path is not None:
+            raise UserError(f"{flag}: {args.checkpoint[0]} is a language model, whose evaluation scores its text, not outputs")
     spec = loaded.spec
     if args.ref is not None:
         lines, data = read_lines(args.ref), str(args.ref)
@@ -202,7 +266,9 @@ def render(r: dict[str, Any]) -> str:
     lines = [
         f"checkpoint  {r['checkpoint']} ({r['model']})",
         f"data        {r['data']} ({r['n_sentences']} sentences)",
-        f"decoding    {_search(r)}, {d['length_penalty']} length penalty alpha {d['alpha']}, max length {length_limit(d)}",
+        f"outputs     {r['outputs']}, scored as given (not translated)"
+        if "outputs" in r
+        else f"decoding    {_search(r)}, {d['length_penalty']} length penalty alpha {d['alpha']}, max length {length_limit(d)}",
     ]
     if "parse_f1" in r:  # a parser is scored by its trees' brackets (EVALB), as the parsing literature scores it
         lines += [
@@ -234,6 +300,12 @@ def render(r: dict[str, Any]) -> str:
             f"lc. BLEU    {r['lc_bleu']:6.2f}  lowercased, Moses-tokenized, as the Multi30k literature reports; "
             f"not comparable to sacreBLEU ({r['lc_bleu_signature']})"
         )
+    if "against" in r:
+        a = r["against"]
+        lines.append(
+            f"against     {a['file']}: BLEU {a['bleu']:.2f}; this minus it {a['delta_bleu']:+.2f}, 95% interval "
+            f"[{a['interval'][0]:+.2f}, {a['interval'][1]:+.2f}], p = {a['p']:.4f} (paired bootstrap, {a['samples']} resamples)"
+        )
     return "\n".join(lines)
 
 
@@ -241,28 +313,22 @@ def chosen(loaded: Any, lines: list[str], decode: DecodeSpec, args: argparse.Nam
     """evaluate's translations of `lines` (through the run's pipeline already) where --sampling or
     --mbr chooses them (None: beam search's best, as validation translates)."""
     check_choice(args)
-    if not args.sampling and args.mbr is None:
+    decoding = decoding_from(args).resolved(decode, args.registry)
+    if decoding.strategy == BeamSearch() and args.mbr is None:
         if args.n_best is not None:
             raise UserError("--n-best: evaluate scores one translation a line; give it with --mbr (its candidates)")
         return None
-    settings = sampling_settings(args) if args.sampling else {}
-    made = filters_of(settings.pop("filters", None), args.registry, "--filter")
-    sampling = Sampling(**settings, filters=made) if args.sampling else None
-    choice = None
-    if args.mbr is not None:
-        choice = MBRChoice(utility_spec(mbr_utility(args.mbr), args.registry, "--mbr"), args.mbr_weights, args.mbr_references)
     translator = Translator(loaded.model, loaded.spec, loaded.src_tokenizer, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
-    k = args.n_best or 1
-    with progress_bar(lines, enabled=choice is not None and sys.stderr.isatty(), what="MBR") as bar:
-        _, _, texts, _ = translator.decode_lines(
-            lines, decode, n_best=k, sampling=sampling, seed=args.seed, mbr=choice, on_batch=on_batch, on_choice=bar.update
-        )
+    with progress_bar(lines, enabled=decoding.mbr is not None and sys.stderr.isatty(), what="MBR") as bar:
+        _, _, texts, _ = translator.decode_lines(lines, decode, decoding, on_batch=on_batch, on_choice=bar.update)
     return [group[0] for group in texts]
 
 
 def choice_record(args: argparse.Namespace) -> dict[str, Any]:
     """What chose evaluate's translations besides the decode section, for its result."""
     record: dict[str, Any] = {}
+    if args.strategy is not None:
+        record["strategy"] = spec_argument(args.strategy, "--strategy", "sampling", "{type: sampling, top_p: 0.9}")
     if args.sampling:
         record["sampling"] = {"seed": args.seed, **sampling_settings(args)}
     if args.mbr is not None:

@@ -36,6 +36,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("request limits")
     g.add_argument("--max-lines", type=int, default=256, metavar="N", help="lines (pairs, prompts) a request (default: 256)")
     g.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N", help="bytes a request body (default: 1048576)")
+    g.add_argument("--max-beam", type=int, default=16, metavar="N", help="the widest beam a request may ask for (default: 16)")
+    g.add_argument(
+        "--max-n-best",
+        type=int,
+        default=16,
+        metavar="N",
+        help="candidates a line: n-best, samples, MBR's references (default: 16)",
+    )
+    g.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=256,
+        metavar="N",
+        help="tokens an output at most: a translation's max_len_b, a continuation's max_new_tokens (default: 256)",
+    )
+    g.add_argument(
+        "--max-input-len", type=int, default=1024, metavar="N", help="tokens a request may let an input line have (default: 1024)"
+    )
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="info")
 
@@ -51,7 +69,9 @@ def serve(args: argparse.Namespace) -> int:
     from aiayn.builder.serve.served import load_served
 
     for flag, value in (("--max-batch-tokens", args.max_batch_tokens), ("--max-lines", args.max_lines),
-                        ("--max-request-bytes", args.max_request_bytes)):  # fmt: skip
+                        ("--max-request-bytes", args.max_request_bytes), ("--max-beam", args.max_beam),
+                        ("--max-n-best", args.max_n_best), ("--max-new-tokens", args.max_new_tokens),
+                        ("--max-input-len", args.max_input_len)):  # fmt: skip
         if value < 1:
             raise UserError(f"{flag}: give 1 or more, got {value}")
     if not 0 <= args.max_queue_delay_ms <= 10_000:
@@ -60,7 +80,8 @@ def serve(args: argparse.Namespace) -> int:
     served = load_served(args.models, device=device_of(args), registry=args.registry)
     limits = Limits(
         max_lines=args.max_lines, max_request_bytes=args.max_request_bytes, max_batch_tokens=args.max_batch_tokens,
-        max_queue_delay_ms=args.max_queue_delay_ms, batching=not args.no_batching,
+        max_queue_delay_ms=args.max_queue_delay_ms, batching=not args.no_batching, max_beam=args.max_beam,
+        max_n_best=args.max_n_best, max_new_tokens=args.max_new_tokens, max_input_len=args.max_input_len,
     )  # fmt: skip
     app = create_app(served, limits)
     host, port = sock.getsockname()[:2]

@@ -24,16 +24,16 @@ import torch
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from aiayn.builder.cli.choice import add_choice_arguments, check_choice, mbr_utility, sampling_settings
+from aiayn.builder.cli.choice import add_choice_arguments, check_choice, decoding_from
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.text import check_raw
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import alignment_layers
 from aiayn.builder.decode.load import load_run
-from aiayn.builder.decode.mbr import utility_spec
-from aiayn.builder.decode.sampling import filters_of
-from aiayn.builder.decode.translator import Translator, check_alignment_layer, check_n_best
+from aiayn.builder.decode.strategy import check_n_best
+from aiayn.builder.decode.translator import Translator, check_alignment_layer
 from aiayn.builder.errors import UserError, check_input_file
+from aiayn.builder.registry import registry_of
 from aiayn.builder.run.atomic import check_writable, write_bytes_atomic
 from aiayn.builder.run.outputs import check_output
 from aiayn.schemas.decode import DecodeSpec
@@ -124,7 +124,7 @@ def decode_spec(spec: ExperimentSpec, args: argparse.Namespace) -> DecodeSpec:
     """The experiment's decode section with the command-line overrides, validated."""
     overrides = {field: getattr(args, field) for field in DECODE_FLAGS if getattr(args, field, None) is not None}
     try:
-        return DecodeSpec.model_validate({**spec.decode.model_dump(), **overrides})
+        return DecodeSpec.model_validate({**spec.decode.model_dump(), **overrides}, context=registry_of(spec).context)
     except ValidationError as e:
         error = e.errors()[0]
         field = str(error["loc"][0])
@@ -190,9 +190,7 @@ def translate(args: argparse.Namespace) -> int:
     if args.input is not None and str(args.input) != "-":
         check_input_file(args.input, "--input")
     check_choice(args)
-    sampling = sampling_settings(args) if args.sampling else {}
-    filters_of(sampling.get("filters"), args.registry, "--filter")  # named by its flag, before the model loads
-    utility = utility_spec(mbr_utility(args.mbr), args.registry, "--mbr") if args.mbr is not None else None
+    decoding = decoding_from(args)  # a filter or utility named by its flag, before the model loads
     translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)
     check_n_best(args.n_best, None if args.sampling else decode.beam, "--n-best", "--beam")
@@ -202,17 +200,23 @@ def translate(args: argparse.Namespace) -> int:
     lines = read_input(args.input)  # stdin is read once everything else checked out
     progress = args.input is not None and str(args.input) != "-" and sys.stderr.isatty()
     records = args.scores or args.alignments
-    settings = decode.model_dump(exclude={"beam"} if args.sampling else set())
+    settings = decode.model_dump(exclude={"strategy", "beam"} if args.sampling else {"strategy"})  # decoding says how
     with (
         progress_bar(lines, enabled=progress) as bar,
-        progress_bar(lines, enabled=progress and utility is not None, what="MBR") as mbr,
+        progress_bar(lines, enabled=progress and decoding.mbr is not None, what="MBR") as mbr,
     ):
         found = translator.translate(
-            lines, n_best=args.n_best if (args.n_best or records or args.sampling) else None, with_scores=args.scores,
-            alignments=args.alignments, alignment_layer=args.alignment_layer, detokenize=args.detokenize, on_batch=bar.update,
-            sampling=args.sampling, seed=args.seed, unique=args.unique, mbr=utility, mbr_weights=args.mbr_weights,
-            mbr_references=args.mbr_references, on_choice=mbr.update, **sampling, **settings,
-        )  # fmt: skip
+            lines,
+            n_best=args.n_best if (args.n_best or records or args.sampling) else None,
+            with_scores=args.scores,
+            alignments=args.alignments,
+            alignment_layer=args.alignment_layer,
+            detokenize=args.detokenize,
+            decoding=decoding,
+            on_batch=bar.update,
+            on_choice=mbr.update,
+            **settings,
+        )
     text = "".join(line + "\n" for line in output_lines(found, args))
     if args.output is not None:
         write_bytes_atomic(args.output, text.encode("utf-8"))

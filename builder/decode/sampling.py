@@ -33,6 +33,7 @@ from aiayn.builder.decode.loop import Next, TokenRules, decode_sources, strip_eo
 from aiayn.builder.decode.search import Hypothesis, penalty_of
 from aiayn.builder.errors import UserError, bool_argument, described
 from aiayn.builder.registry import Registry
+from aiayn.schemas._base import FLOAT32_MAX, FLOAT32_TINY
 from aiayn.schemas.slots import AnySamplingFilter
 
 Filter = Callable[[Tensor], Tensor]  # logits (n, V) -> logits (n, V), -inf where a token is removed
@@ -40,10 +41,16 @@ Filter = Callable[[Tensor], Tensor]  # logits (n, V) -> logits (n, V), -inf wher
 
 @dataclass(frozen=True)
 class Sampling:
-    """How the next token is chosen: `greedy` (the most probable: generation then searches with a
-    beam of 1, generate.py; `choose` draws nothing), else drawn from the filtered
-    distribution (see the module's text): temperature > 0, top_k >= 0 (0: all), top_p in (0, 1]
-    (1: all), epsilon in [0, 1) (0: all)."""
+    """How the next token is chosen: the most probable, or drawn from the filtered distribution
+    (see the module's text).
+
+    :param greedy: the most probable token (generation then searches with a beam of 1, generate.py;
+        `choose` draws nothing)
+    :param temperature: divide the logits by it (> 0)
+    :param top_k: draw among the k most probable tokens (>= 0; 0: all)
+    :param top_p: then among the fewest whose probability reaches p (in (0, 1]; 1: all)
+    :param epsilon: then among those of probability >= epsilon (in [0, 1); 0: all)
+    :param filters: a plugin's filters after those, in order (functions logits -> logits; `filters_of` builds them)"""
 
     greedy: bool = False
     temperature: float = 1.0
@@ -55,6 +62,11 @@ class Sampling:
     def __post_init__(self) -> None:
         if not self.temperature > 0 or not math.isfinite(self.temperature):
             raise ValueError(f"temperature ({self.temperature}) must be > 0; for the most probable token take greedy")
+        if not FLOAT32_TINY <= self.temperature <= FLOAT32_MAX:  # 0 or infinite as the float32 the logits are in
+            raise ValueError(
+                f"temperature ({self.temperature}) must be between {FLOAT32_TINY:.2g} and {FLOAT32_MAX:.2g} (float32's range, "
+                "which the logits are divided in); for the most probable token take greedy"
+            )
         if self.top_k < 0:
             raise ValueError(f"top_k ({self.top_k}) must be >= 0 (0: no limit)")
         if not 0 < self.top_p <= 1:
@@ -141,12 +153,17 @@ def filters_of(given: object, registry: Registry, name: str = "filters") -> tupl
         try:
             spec = adapter.validate_python(item, context=registry.context)
         except ValidationError as e:
-            error = e.errors()[0]
-            parts = [str(part) for part in error["loc"] if not isinstance(part, int)]
-            where = ".".join(parts[1:] if parts[:1] == [str(spec_type(item))] else parts)  # the type's tag leads
-            raise UserError(f"{name}[{i}]: {where + ': ' if where else ''}{error['msg']} (sampling filters: {known})") from None
+            raise UserError(f"{name}[{i}]: {spec_error(e, item)} (sampling filters: {known})") from None
         made.append(registry.registration(spec).build(spec))
     return tuple(made)
+
+
+def spec_error(error: ValidationError, item: object) -> str:
+    """The first of a registered spec's validation errors, as `field: message` (the field inside the spec)."""
+    first = error.errors()[0]
+    parts = [str(part) for part in first["loc"] if not isinstance(part, int)]
+    where = ".".join(parts[1:] if parts[:1] == [str(spec_type(item))] else parts)  # the type's tag leads
+    return f"{where + ': ' if where else ''}{first['msg']}"
 
 
 def spec_type(item: object) -> object:

@@ -16,8 +16,8 @@ from aiayn.blocks import TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.loop import TokenRules
-from aiayn.builder.decode.sampling import Sampling, sample_hypotheses
-from aiayn.builder.decode.search import Hypothesis, beam_hypotheses
+from aiayn.builder.decode.search import Hypothesis
+from aiayn.builder.decode.strategy import BeamSearch, Strategy
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 
@@ -172,14 +172,14 @@ def translate_hypotheses(
     n_best: int = 1,
     on_batch: Callable[[int], None] | None = None,
     rules: TokenRules = TokenRules(),
-    sampling: Sampling | None = None,
+    strategy: Strategy = BeamSearch(),
     seed: int = 1,
 ) -> list[list[Hypothesis]]:
     """`translate_ids` with the `n_best` best hypotheses of each source and their scores, best
-    first. An empty source is not decoded: one empty hypothesis, score 0. With `sampling`,
-    `n_best` samples of each source instead (sampling.py), drawn from a generator seeded with `seed`."""
+    first, as `strategy` finds them (strategy.py: the beam search, or samples drawn from a
+    generator seeded with `seed`). An empty source is not decoded: one empty hypothesis, score 0."""
     device = next(model.parameters()).device
-    generator = torch.Generator(device).manual_seed(seed) if sampling is not None else None
+    generator = torch.Generator(device).manual_seed(seed) if strategy.draws else None
     sources = with_source_eos(model, sources)
     lengths = np.array([len(s) for s in sources], dtype=np.int64)
     order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
@@ -187,26 +187,9 @@ def translate_hypotheses(
     with evaluating(model):
         for chunk in batches(model, order, lengths, decode.max_tokens):
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
-            if sampling is not None:
-                found = sample_hypotheses(
-                    model, src, bos_id=bos_id, eos_id=eos_id, n=n_best, sampling=sampling, generator=generator, rules=rules,
-                    max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, alpha=decode.alpha, length_penalty=decode.length_penalty,
-                )  # fmt: skip
-            else:
-                found = beam_hypotheses(
-                    model,
-                    src,
-                    bos_id=bos_id,
-                    eos_id=eos_id,
-                    beam=decode.beam,
-                    n_best=n_best,
-                    early_stopping=decode.early_stopping,
-                    rules=rules,
-                    max_len_a=decode.max_len_a,
-                    max_len_b=decode.max_len_b,
-                    alpha=decode.alpha,
-                    length_penalty=decode.length_penalty,
-                )
+            found = strategy.hypotheses(
+                model, src, decode, n=n_best, bos_id=bos_id, eos_id=eos_id, rules=rules, generator=generator
+            )
             for i, hyps in zip(chunk, found):
                 results[i] = hyps
             if on_batch is not None:

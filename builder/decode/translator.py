@@ -7,7 +7,7 @@ each overridable by name), with n-best lists, scores and alignments on request, 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from pydantic import ValidationError
@@ -18,10 +18,12 @@ from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import alignment_layers, score_ids
 from aiayn.builder.decode.inference import Inference
-from aiayn.builder.decode.mbr import MBRChoice, make_utility, mbr_choice, mbr_choice_of
+from aiayn.builder.decode.mbr import make_utility, mbr_choice
+from aiayn.builder.decode.options import decoding_of
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
-from aiayn.builder.decode.sampling import MAX_SEED, Sampling, sampler_of, seed_argument
+from aiayn.builder.decode.sampling import MAX_SEED
 from aiayn.builder.decode.search import Hypothesis
+from aiayn.builder.decode.strategy import BeamSearch, Decoding, Strategy, unique_texts
 from aiayn.builder.decode.translate import (
     check_lengths,
     encode_sources,
@@ -35,9 +37,6 @@ from aiayn.builder.registry import registry_of
 from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.experiment import ExperimentSpec
-
-if TYPE_CHECKING:
-    pass
 
 Progress = Callable[[int], None] | None
 
@@ -104,18 +103,26 @@ class Translator(Inference):
         :param overrides: decode settings by name (beam=5, alpha=1.0, length_penalty="fairseq", ...)
         :raises UserError: a setting that does not validate, by name"""
         try:
-            return DecodeSpec.model_validate({**self.spec.decode.model_dump(), **overrides})
+            given = {**self.spec.decode.model_dump(), **overrides}
+            return DecodeSpec.model_validate(given, context=registry_of(self.spec).context)
         except ValidationError as e:
             raise UserError("decode: " + "; ".join(format_validation_error(e, root=DecodeSpec))) from None
 
     def translate(
-        self, lines: Sequence[str] | str, *, n_best: int | None = None, with_scores: bool = False, alignments: bool = False,
-        alignment_layer: int | None = None, detokenize: bool = False, on_batch: Progress = None, sampling: bool = False,
-        temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, epsilon: float | None = None,
-        filters: Sequence[Any] | None = None, seed: int = 1, unique: bool = False, mbr: Any = None, mbr_weights: str = "uniform", mbr_references: int | None = None,
-        on_choice: Progress = None, **decode: Any,
-    ) -> list[str] | list[list[str]] | list[list[Translation]]:  # fmt: skip
-        """Each line's translation as `aiayn translate` writes it; `decode` overrides the run's decode settings (beam=5, ...).
+        self,
+        lines: Sequence[str] | str,
+        *,
+        n_best: int | None = None,
+        with_scores: bool = False,
+        alignments: bool = False,
+        alignment_layer: int | None = None,
+        detokenize: bool = False,
+        decoding: Decoding | None = None,
+        on_batch: Progress = None,
+        on_choice: Progress = None,
+        **options: Any,
+    ) -> list[str] | list[list[str]] | list[list[Translation]]:
+        """Each line's translation as `aiayn translate` writes it.
 
         :param lines: the source lines (a str: that one line)
         :param n_best: each line's k best translations, best first, a list per line (k <= the beam; sampled, any k)
@@ -123,38 +130,33 @@ class Translator(Inference):
         :param alignments: records with word pairs from the cross-attention (Pharaoh i-j)
         :param alignment_layer: the decoder layer that aligns (default: the penultimate of more than two, else the last)
         :param detokenize: plain text from a run trained on tokenized text (Moses' rules)
+        :param decoding: how the candidates are found and chosen, as one value (a `Decoding`: its strategy, n_best,
+            unique, MBR choice and seed), instead of the options below that build one
         :param on_batch: called with the number of lines of each batch decoded (a progress bar)
-        :param sampling: k samples of each line instead of the search, sorted by score
-        :param temperature: divide the logits by it before drawing (default 1)
-        :param top_k: draw among the k most probable tokens (0 or None: no limit)
-        :param top_p: draw among the fewest tokens whose probability reaches p (1 or None: no limit)
-        :param epsilon: draw among the tokens of probability >= epsilon (0 or None: no limit)
-        :param filters: sampling filters a plugin registers, applied after those above, in order: specs as YAML writes
-            them ([{"type": "min_p", "min_p": 0.1}], or a type's name for its defaults)
-        :param seed: the sampler's seed: the same seed, the same samples
-        :param unique: each text once in a line's list (fewer may stay)
-        :param mbr: minimum-Bayes-risk decoding with that utility ("chrf", "bleu", a plugin's) among n_best >= 2 candidates
-        :param mbr_weights: "uniform", or "model": each candidate weighted by P(Y | X)
-        :param mbr_references: use the first N candidates as the references (default: all)
         :param on_choice: called with 1 after each line MBR chose for (a progress bar)
+        :param options: the run's decode settings to override (beam=5, alpha=1.0, length_penalty="fairseq", ...), and
+            what builds the decoding: `sampling` (k samples of each line instead of the search, sorted by score);
+            what shapes it: `temperature` (divide the logits by it, default 1), `top_k` (the k most probable tokens;
+            0: no limit), `top_p` (the fewest tokens whose probability reaches p; 1: no limit), `epsilon` (the tokens
+            of probability >= epsilon; 0: no limit), `filters` (a plugin's sampling filters after those, in order,
+            as YAML writes them: [{"type": "min_p", "min_p": 0.1}], or a type's name); `seed` (the sampler's: the
+            same seed, the same samples); `unique` (each text once in a line's list; fewer may stay); `mbr`
+            (minimum-Bayes-risk decoding with that utility, "chrf", "bleu" or a plugin's, among n_best >= 2
+            candidates), `mbr_weights` ("uniform", or "model": each candidate weighted by P(Y | X)),
+            `mbr_references` (draw N samples as the references; default: the candidates)
         :returns: a string a line; with `n_best`, a list a line; with scores or alignments, records (MBR's: `utility`)"""
         lines = strings_argument(lines, "lines", one=True)
-        flags = bool_arguments(with_scores=with_scores, alignments=alignments, detokenize=detokenize, unique=unique)
-        with_scores, alignments, detokenize, unique = flags
-        shaping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon, "filters": filters}
-        sampler = sampler_of(sampling, shaping, decode, registry_of(self.spec))
-        seed = seed_argument(seed)
-        settings = self.decode_spec(**decode)
-        k = check_n_best(n_best, settings.beam if sampler is None else None, "n_best", "beam")
-        chooser = mbr_choice_of(mbr, mbr_weights, mbr_references, n_best, registry_of(self.spec))
+        with_scores, alignments, detokenize = bool_arguments(
+            with_scores=with_scores, alignments=alignments, detokenize=detokenize
+        )
+        decoding, settings = decoding_of(decoding, n_best, options, registry_of(self.spec), self.decode_spec)
         lines, undo = self._through_pipeline(lines, detokenize, alignments)
-        if n_best is None and not (with_scores or alignments) and sampler is None:
+        if n_best is None and not (with_scores or alignments) and decoding.strategy == BeamSearch() and decoding.mbr is None:
             return self._beam_best(lines, settings, undo, on_batch)
-        choice = dict(n_best=k, sampling=sampler, seed=seed, unique=unique, mbr=chooser, on_batch=on_batch, on_choice=on_choice)
-        ids, found, texts, utilities = self.decode_lines(lines, settings, **choice)  # type: ignore[arg-type]
+        ids, found, texts, utilities = self.decode_lines(lines, settings, decoding, on_batch=on_batch, on_choice=on_choice)
         texts = texts if undo is None else [[undo(t) for t in group] for group in texts]
         if not (with_scores or alignments):
-            return [group[0] for group in texts] if chooser is not None or n_best is None else texts
+            return [group[0] for group in texts] if decoding.mbr is not None or n_best is None else texts
         return self._records(ids, found, texts, settings, alignments, alignment_layer, utilities)
 
     def _beam_best(self, lines: Sequence[str], settings: DecodeSpec, undo: Any, on_batch: Progress) -> list[str]:
@@ -167,12 +169,8 @@ class Translator(Inference):
         self,
         lines: Sequence[str],
         settings: DecodeSpec,
+        decoding: Decoding,
         *,
-        n_best: int = 1,
-        sampling: Sampling | None = None,
-        seed: int = 1,
-        unique: bool = False,
-        mbr: MBRChoice | None = None,
         on_batch: Progress = None,
         on_choice: Progress = None,
     ) -> tuple[list[list[int]], list[list[Hypothesis]], list[list[str]], list[float] | None]:
@@ -180,19 +178,19 @@ class Translator(Inference):
 
         :param lines: the source lines, through the run's text pipeline
         :param settings: checked decode settings (`decode_spec`)
-        :param n_best: candidates a line
-        :param sampling: draw them (a Sampling) instead of the beam search
-        :param seed: the sampler's seed
-        :param unique: each text once in a line's list
-        :param mbr: the MBR choice to make among a line's candidates (None: none)
+        :param decoding: how the candidates are found and chosen (a `Decoding`)
         :param on_batch: called with the number of lines of each batch decoded
         :param on_choice: called with 1 after each line MBR chose for
         :returns: (source ids, each line's hypotheses, their texts, the MBR choices' expected utilities)"""
+        decoding = decoding.resolved(settings, registry_of(self.spec))
+        assert decoding.strategy is not None
         ids = encode_sources(self.model, self.src_tokenizer, lines, settings, "input")
-        found, texts = self._candidates(ids, settings, n_best, sampling, seed, on_batch, unique=unique)
-        if mbr is None:
+        found, texts = self._candidates(ids, settings, decoding.strategy, decoding.n_best, decoding.seed, on_batch)
+        if decoding.unique:
+            found, texts = unique_texts(found, texts)
+        if decoding.mbr is None:
             return ids, found, texts, None
-        return ids, *self._mbr(ids, found, texts, settings, mbr, sampling, seed, on_choice)
+        return ids, *self._mbr(ids, found, texts, settings, decoding, on_choice)
 
     def _through_pipeline(
         self, lines: Sequence[str], detokenize: bool, alignments: bool
@@ -213,17 +211,9 @@ class Translator(Inference):
         return pipelines
 
     def _candidates(
-        self,
-        ids: list[list[int]],
-        settings: DecodeSpec,
-        k: int,
-        sampler: Sampling | None,
-        seed: int,
-        on_batch: Progress,
-        *,
-        unique: bool = False,
+        self, ids: list[list[int]], settings: DecodeSpec, strategy: Strategy, k: int, seed: int, on_batch: Progress
     ) -> tuple[list[list[Hypothesis]], list[list[str]]]:
-        """Each source's k best hypotheses (or k samples) and their texts; `unique`: each text once."""
+        """Each source's k candidates as `strategy` finds them (drawing from `seed` where it draws), and their texts."""
         found = translate_hypotheses(
             self.model,
             ids,
@@ -233,11 +223,10 @@ class Translator(Inference):
             n_best=k,
             on_batch=on_batch,
             rules=token_rules(settings, self.tgt_tokenizer),
-            sampling=sampler,
+            strategy=strategy,
             seed=seed,
         )
-        texts = [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
-        return unique_texts(found, texts) if unique else (found, texts)
+        return found, [self.tgt_tokenizer.decode_batch([h.ids for h in hyps]) for hyps in found]
 
     def _mbr(
         self,
@@ -245,17 +234,16 @@ class Translator(Inference):
         found: list[list[Hypothesis]],
         texts: list[list[str]],
         settings: DecodeSpec,
-        chooser: MBRChoice,
-        sampler: Sampling | None,
-        seed: int,
+        decoding: Decoding,
         on_choice: Progress = None,
     ) -> tuple[list[list[Hypothesis]], list[list[str]], list[float]]:
         """Each source's MBR choice among its candidates, and its expected utility."""
+        chooser = decoding.mbr
+        assert chooser is not None
         references: tuple[list[list[Hypothesis]], list[list[str]]] = (found, texts)
         if chooser.references is not None:  # pseudo-references drawn apart from the candidates
-            references = self._candidates(
-                ids, settings, chooser.references, sampler or Sampling(), (seed + 1) % (MAX_SEED + 1), None
-            )
+            seed = (decoding.seed + 1) % (MAX_SEED + 1)
+            references = self._candidates(ids, settings, decoding.references(), chooser.references, seed, None)
         utility, chosen, values = make_utility(chooser.utility, registry_of(self.spec)), [], []
         for hyps, group, ref_hyps, refs, source in zip(found, texts, *references, ids):
             if not source:  # a blank line: its one empty translation
@@ -370,31 +358,8 @@ class Translator(Inference):
         return self
 
 
-def check_n_best(n_best: object, beam: int | None, name: str, beam_name: str) -> int:
-    """`n_best` (None: 1) as a count within the beam (None: no beam, any count), or a UserError in the words of `name`."""
-    if n_best is None:
-        return 1
-    if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
-        raise UserError(f"{name}: expected a whole number >= 1, got {described(n_best)}")
-    if beam is not None and n_best > beam:
-        raise UserError(
-            f"{name} ({n_best}) is more than the beam size ({beam}): a search keeps {beam} hypotheses a sentence; "
-            f"raise {beam_name} to at least {n_best}"
-        )
-    return n_best
-
-
 def check_alignment_layer(layer: object, n_layers: int, name: str = "alignment_layer") -> None:
     if layer is None:
         return
     if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
         raise UserError(f"{name}: the decoder's layers are 0 to {n_layers - 1}, got {described(layer)}")
-
-
-def unique_texts(found: list[list[Hypothesis]], texts: list[list[str]]) -> tuple[list[list[Hypothesis]], list[list[str]]]:
-    """Each line's hypotheses with each text once: the first, the best (they come best first),
-    where two token sequences (two segmentations, say) give one string."""
-    kept = [[i for i, t in enumerate(group) if t not in group[:i]] for group in texts]
-    return [[hyps[i] for i in keep] for hyps, keep in zip(found, kept)], [
-        [group[i] for i in keep] for group, keep in zip(texts, kept)
-    ]

@@ -49,13 +49,35 @@ class Limits:
     :param max_batch_tokens: tokens a merged batch holds at most (Triton's preferred batch, in tokens)
     :param max_queue_delay_ms: how long the oldest request waits for others to join it (Triton's
         max_queue_delay_microseconds, LitServe's batch_timeout), in milliseconds
-    :param batching: False: each request alone, in turn"""
+    :param batching: False: each request alone, in turn
+    :param max_beam: the widest beam a request may ask for
+    :param max_n_best: the most candidates (n-best, samples, MBR's references) a line
+    :param max_new_tokens: the most tokens an output may have (a translation's max_len_b, a continuation's)
+    :param max_input_len: the most tokens an input line may have"""
 
     max_lines: int = 256
     max_request_bytes: int = 1 << 20
     max_batch_tokens: int = 4096
     max_queue_delay_ms: float = 5.0
     batching: bool = True
+    max_beam: int = 16
+    max_n_best: int = 16
+    max_new_tokens: int = 256
+    max_input_len: int = 1024
+
+    def exceeded(self, body: Any) -> tuple[str, str] | None:
+        """(the field, the message) of the first setting of a request above this server's limit, or None: a request
+        may ask for less than the server allows, never more."""
+        for field, limit, flag in (
+            ("beam", self.max_beam, "--max-beam"), ("n_best", self.max_n_best, "--max-n-best"),
+            ("mbr_references", self.max_n_best, "--max-n-best"), ("max_len_b", self.max_new_tokens, "--max-new-tokens"),
+            ("max_new_tokens", self.max_new_tokens, "--max-new-tokens"), ("max_input_len", self.max_input_len, "--max-input-len"),
+            ("max_tokens", self.max_batch_tokens, "--max-batch-tokens"),
+        ):  # fmt: skip
+            value = getattr(body, field, None)
+            if value is not None and value > limit:
+                return field, f"{field}: {value} is more than this server allows ({limit}; aiayn serve {flag})"
+        return None
 
 
 class RequestError(Exception):
@@ -75,6 +97,8 @@ class Service:
     def __init__(self, served: Sequence[Served], limits: Limits) -> None:
         self.served, self.limits = list(served), limits
         self.models = {s.name: s for s in served}
+        for one in served:
+            check_own_settings(one, limits)
         self.batcher = Batcher(
             self.run, max_batch_tokens=limits.max_batch_tokens, max_queue_delay=limits.max_queue_delay_ms / 1000,
             enabled=limits.batching,
@@ -98,6 +122,17 @@ class Service:
             raise RequestError(400, f"model: {one.name!r} is {one.model.kind}: POST {one.model.endpoints[0]}", "model")
         return one
 
+    def check_limits(self, body: Any, one: Served) -> None:
+        """A request's settings within the server's limits, and its output no longer than the model's own allows."""
+        over = self.limits.exceeded(body)
+        if over is not None:
+            raise RequestError(400, over[1], over[0])
+        a, run = getattr(body, "max_len_a", None), one.model.spec.decode.max_len_a
+        if a is not None and a > run:
+            raise RequestError(
+                400, f"max_len_a: {a} is more than the model's decode.max_len_a ({run}); a request may lower it only", "max_len_a"
+            )
+
     def check_lines(self, items: Sequence[Any], field: str) -> None:
         if len(items) > self.limits.max_lines:
             raise RequestError(
@@ -118,6 +153,20 @@ class Service:
             if await request.is_disconnected():
                 task.cancel()
                 raise RequestError(499, "the client closed the connection")
+
+
+def check_own_settings(one: Served, limits: Limits) -> None:
+    """A served run's own decode settings, which a request that names none uses, within the server's limits."""
+    decode = one.model.spec.decode
+    for setting, value, limit, flag in (
+        ("beam", decode.beam, limits.max_beam, "--max-beam"), ("max_len_b", decode.max_len_b, limits.max_new_tokens, "--max-new-tokens"),
+        ("max_input_len", decode.max_input_len, limits.max_input_len, "--max-input-len"),
+    ):  # fmt: skip
+        if one.model.reads_sources and value > limit:
+            raise UserError(
+                f"{one.name}: its decode.{setting} is {value}, more than this server allows ({limit}): raise {flag}, or "
+                f"serve it with a lower one (aiayn serve reads the run's decode section)"
+            )
 
 
 CALLS: dict[str, Callable[[Served, list[Any], dict[str, Any]], list[Any]]] = {
@@ -154,8 +203,10 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         by default)."""
         one = service.pick(body.model, "/translate")
         service.check_lines(body.lines, "lines")
+        service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "lines"})
-        alone = body.sampling or body.mbr_references is not None  # its draws come from one generator over its batch
+        # a strategy that draws takes one generator over its batch: its lines alone, not beside another request's
+        alone = body.sampling or body.mbr_references is not None or body.strategy is not None or one.draws
         found = await service.queue(request, one, "translate", body.lines, body.lines, options, alone)
         words = [f["words"] for f in found] if body.alignments else None
         return {"model": one.name, "translations": [f["hypotheses"] for f in found], "source_words": words}
@@ -164,6 +215,7 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
     async def score(body: ScoreRequest, request: Request) -> Any:
         """What `aiayn score` gives: `src` and `tgt` for a translation model, `text` for a language model."""
         one = service.pick(body.model, "/score")
+        service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "src", "tgt", "text"})
         if not one.model.reads_sources:  # a language model's lines
             _check_text_request(one, body, options)
@@ -202,6 +254,7 @@ def _add_language_model_routes(app: FastAPI, service: Service) -> None:
         a generator of its own: batching changes no sample)."""
         one = service.pick(body.model, "/generate")
         service.check_lines(body.prompts, "prompts")
+        service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "prompts"})
         texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options)
         return {"model": one.name, "texts": texts}

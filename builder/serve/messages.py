@@ -4,11 +4,30 @@ coerced ("4" is no beam), and an unknown field is refused by name. The options a
 API's keywords (`Translator.translate`, `Translator.score`, `LanguageModel.generate` and
 `.score`), which are the flags of `aiayn translate`, `score` and `generate` with `_` for `-`."""
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 MODEL = "the model's name (GET /models); default: the first model served"
+NOT_TEXT = re.compile("[\ud800-\udfff\x00-\x08\x0a-\x1f\x7f]")  # lone surrogates; control characters but the tab
+
+
+def _text_line(text: str) -> str:
+    """A line of text: no lone surrogate (JSON's \\ud800 alone, which no UTF-8 holds) and no control character."""
+    found = NOT_TEXT.search(text)
+    if found is not None:
+        code, at = ord(found.group()), found.start()
+        what = "a lone surrogate" if 0xD800 <= code <= 0xDFFF else "a control character"
+        raise PydanticCustomError(
+            "not_text", "{what} (U+{code}) at character {at}: a line is text, one sentence; drop it",
+            {"what": what, "code": f"{code:04X}", "at": at},
+        )  # fmt: skip
+    return text
+
+
+Line = Annotated[str, AfterValidator(_text_line)]
 
 
 class Request(BaseModel):
@@ -29,7 +48,7 @@ class DecodeOptions(Request):
 class TranslateRequest(DecodeOptions):
     """POST /translate: what `aiayn translate` does, one line of `lines` a source sentence."""
 
-    lines: list[str] = Field(min_length=1, description="the source sentences (a blank one: an empty translation)")
+    lines: list[Line] = Field(min_length=1, description="the source sentences (a blank one: an empty translation)")
     beam: int | None = Field(default=None, ge=1, description="beam size (paper: 4)")
     max_len_a: float | None = Field(default=None, ge=0)
     max_len_b: int | None = Field(default=None, ge=0)
@@ -39,6 +58,9 @@ class TranslateRequest(DecodeOptions):
     alignment_layer: int | None = None
     detokenize: bool = False
     unique: bool = False
+    strategy: str | dict[str, Any] | None = Field(
+        default=None, description="a registered decoding strategy: beam, sampling, a plugin's (default: decode.strategy)"
+    )
     sampling: bool = Field(default=False, description="draw n_best samples instead of searching")
     temperature: float | None = None
     top_k: int | None = None
@@ -55,9 +77,9 @@ class ScoreRequest(DecodeOptions):
     """POST /score: forced decoding of `tgt` given `src` (a translation model), or the
     log-probability of each line of `text` (a language model), as `aiayn score` gives them."""
 
-    src: list[str] | None = Field(default=None, min_length=1, description="source sentences (a translation model)")
-    tgt: list[str] | None = Field(default=None, min_length=1, description="one target a source")
-    text: list[str] | None = Field(default=None, min_length=1, description="a language model's lines")
+    src: list[Line] | None = Field(default=None, min_length=1, description="source sentences (a translation model)")
+    tgt: list[Line] | None = Field(default=None, min_length=1, description="one target a source")
+    text: list[Line] | None = Field(default=None, min_length=1, description="a language model's lines")
     alignments: bool = False
     alignment_layer: int | None = None
 
@@ -65,7 +87,7 @@ class ScoreRequest(DecodeOptions):
 class GenerateRequest(Request):
     """POST /generate: what `aiayn generate` does, a language model's continuation of each prompt."""
 
-    prompts: list[str] = Field(min_length=1)
+    prompts: list[Line] = Field(min_length=1)
     max_new_tokens: int = Field(default=50, ge=1)
     greedy: bool = False
     temperature: float = 1.0

@@ -11,10 +11,11 @@ from typing import Any
 from aiayn.builder.decode.language_model import LanguageModel
 from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.records import LineScore, Score, Translation
+from aiayn.builder.decode.strategy import strategy_of
 from aiayn.builder.decode.translator import Translator
 from aiayn.builder.errors import UserError
 from aiayn.builder.graph import graph_of
-from aiayn.builder.registry import Registry
+from aiayn.builder.registry import Registry, registry_of
 
 
 @dataclass
@@ -28,6 +29,12 @@ class Served:
     name: str
     paths: list[str]
     model: Translator | LanguageModel
+
+    @property
+    def draws(self) -> bool:
+        """Whether its run's decode.strategy draws (sampling): its requests are decoded alone."""
+        spec = self.model.spec
+        return self.model.reads_sources and strategy_of(spec.decode.strategy, registry_of(spec)).draws
 
     @property
     def task(self) -> str:

@@ -15,7 +15,7 @@ import aiayn
 from aiayn import UtilitySpec, load_run
 from aiayn.builder.cli import main
 from aiayn.builder.decode.search import Hypothesis
-from aiayn.builder.decode.translator import unique_texts
+from aiayn.builder.decode.strategy import unique_texts
 from aiayn.builder.errors import UserError
 from tests.builder.decode.test_checkpoint import make_run
 from tests.conftest import registry

@@ -240,7 +240,7 @@ def test_what_registering_refuses(gated):
         gated.extended(lambda registry: registry.add(Again, slot="norm", build=build_gated))
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^Registry.extended: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph, sampling_filter$",
+        match=r"^Registry.extended: slot 'sublayers' is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph, sampling_filter, strategy$",
     ):
         gated.extended(lambda registry: registry.add(Again, slot="sublayers", **fine))
     with pytest.raises(aiayn.PluginError, match=r"^registry.add\('Again', slot='sublayer'\): give flops= and activations="):
@@ -257,7 +257,7 @@ def test_what_registering_refuses(gated):
         gated.extended(lambda registry: None, owner=3)
     with pytest.raises(
         aiayn.PluginError,
-        match=r"^Registry.extended: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph, sampling_filter$",
+        match=r"^Registry.extended: slot \['norm'\] is not one of sublayer, norm, positional, stack_bias, score, text_step, tokenizer, utility, graph, sampling_filter, strategy$",
     ):
         gated.extended(lambda registry: registry.add(Again, slot=["norm"], **fine))
     for name in ("flops", "activations", "label"):
@@ -345,13 +345,15 @@ def test_the_plugin_docs_gated_attention_registers_and_is_counted(write, capsys)
     )
 
 
-def test_an_install_made_before_the_graphs_entry_point_is_told_to_install_again(monkeypatch):
-    """An editable install made before aiayn registered its graphs (pyproject.toml's aiayn-graphs)
-    lacks that entry point until it is installed again: one line that says so, not a TypeError."""
+@pytest.mark.parametrize(("entry", "what"), [("aiayn-graphs", "graph"), ("aiayn-strategies", "strategy")])
+def test_an_install_made_before_an_entry_point_of_aiayns_is_told_to_install_again(monkeypatch, entry, what):
+    """An editable install made before aiayn registered its graphs (pyproject.toml's aiayn-graphs) or
+    its decoding strategies (aiayn-strategies) lacks that entry point until it is installed again:
+    one line that says so, not a TypeError."""
     from aiayn.builder import plugins
 
     real = plugins.entry_points
-    monkeypatch.setattr(plugins, "entry_points", lambda group: [ep for ep in real(group=group) if ep.name != "aiayn-graphs"])
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [ep for ep in real(group=group) if ep.name != entry])
     plugins.load_registry.cache_clear()
     try:
         with pytest.raises(aiayn.PluginError) as raised:
@@ -359,6 +361,6 @@ def test_an_install_made_before_the_graphs_entry_point_is_told_to_install_again(
     finally:
         plugins.load_registry.cache_clear()
     assert str(raised.value) == (
-        "aiayn's graphs are not registered: its entry point aiayn-graphs in group aiayn.blocks is missing, so this aiayn "
+        f"aiayn's {what} types are not registered: its entry point {entry} in group aiayn.blocks is missing, so this aiayn "
         "was installed before it; install it again (pip install -e . in its repository)"
     )

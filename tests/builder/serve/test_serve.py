@@ -61,6 +61,8 @@ CASES = [  # (the request's options, the command's flags, how the command writes
     ({"scores": True, "alignments": True, "beam": 2}, ["--scores", "--alignments", "--beam", "2"], {"scores": True, "alignments": True}),
     ({"sampling": True, "n_best": 4, "top_k": 10, "seed": 3, "scores": True},
      ["--sampling", "--n-best", "4", "--top-k", "10", "--seed", "3", "--scores"], {"scores": True, "listed": True}),
+    ({"strategy": {"type": "sampling", "top_k": 10}, "n_best": 4, "seed": 3, "scores": True},
+     ["--sampling", "--n-best", "4", "--top-k", "10", "--seed", "3", "--scores"], {"scores": True, "listed": True}),
     ({"mbr": "chrf", "n_best": 4, "scores": True}, ["--mbr", "chrf", "--n-best", "4", "--scores"], {"scores": True, "mbr": True}),
     ({"alpha": 1.0, "length_penalty": "fairseq", "n_best": 2}, ["--alpha", "1.0", "--length-penalty", "fairseq", "--n-best", "2"],
      {"listed": True}),
@@ -169,6 +171,29 @@ BAD = [  # (endpoint, body, status, the answer)
      {"error": "text: 'base' is a translation model: give src and tgt, one target a source", "field": "text"}),
     ("/score", {"model": "lm", "text": ["a"], "alignments": True}, 422,
      {"error": "alignments: a language model scores its lines alone (text, max_tokens)", "field": "alignments"}),
+    # the server's own limits (issue 74): a request asks for less, never more
+    ("/translate", {"lines": ["a"], "beam": 1000000000}, 400,
+     {"error": "beam: 1000000000 is more than this server allows (16; aiayn serve --max-beam)", "field": "beam"}),
+    ("/translate", {"lines": ["a"], "sampling": True, "n_best": 17}, 400,
+     {"error": "n_best: 17 is more than this server allows (16; aiayn serve --max-n-best)", "field": "n_best"}),
+    ("/translate", {"lines": ["a"], "max_input_len": 20000}, 400,
+     {"error": "max_input_len: 20000 is more than this server allows (1024; aiayn serve --max-input-len)", "field": "max_input_len"}),
+    ("/translate", {"lines": ["a"], "max_len_b": 5000}, 400,
+     {"error": "max_len_b: 5000 is more than this server allows (256; aiayn serve --max-new-tokens)", "field": "max_len_b"}),
+    ("/translate", {"lines": ["a"], "max_len_a": 100.0}, 400,
+     {"error": "max_len_a: 100.0 is more than the model's decode.max_len_a (1.0); a request may lower it only", "field": "max_len_a"}),
+    ("/score", {"src": ["a"], "tgt": ["b"], "max_tokens": 10**9}, 400,
+     {"error": "max_tokens: 1000000000 is more than this server allows (4096; aiayn serve --max-batch-tokens)", "field": "max_tokens"}),
+    ("/generate", {"prompts": ["a"], "model": "lm", "max_new_tokens": 100000}, 400,
+     {"error": "max_new_tokens: 100000 is more than this server allows (256; aiayn serve --max-new-tokens)", "field": "max_new_tokens"}),
+    # no 500 from any input: what is not text, and a temperature the logits cannot be divided by
+    ("/translate", {"lines": ["a\ud800"]}, 422,
+     {"error": "lines.0: a lone surrogate (U+D800) at character 1: a line is text, one sentence; drop it", "field": "lines.0"}),
+    ("/score", {"src": ["a"], "tgt": ["b\u0000"]}, 422,
+     {"error": "tgt.0: a control character (U+0000) at character 1: a line is text, one sentence; drop it", "field": "tgt.0"}),
+    ("/generate", {"prompts": ["a"], "model": "lm", "temperature": 1e-320}, 400,
+     {"error": "temperature (1e-320) must be between 1.2e-38 and 3.4e+38 (float32's range, which the logits are divided in); "
+      "for the most probable token take greedy", "field": "temperature"}),
 ]  # fmt: skip
 
 
@@ -311,6 +336,10 @@ def test_startup_errors_are_messages(runs):
     assert cli("serve", f"x={runs['base']}", f"x={runs['variant']}", "--port", "0")[::2] == (
         2, "aiayn serve: error: two models are named 'x': name each as NAME=PATH (aiayn serve base=runs/a variant=runs/b)\n")  # fmt: skip
     assert cli("serve", runs["base"], "--max-lines", "0")[::2] == (2, "aiayn serve: error: --max-lines: give 1 or more, got 0\n")
+    assert cli("serve", runs["base"], "--max-beam", "0")[::2] == (2, "aiayn serve: error: --max-beam: give 1 or more, got 0\n")
+    code, _, err = cli("serve", f"base={runs['base']}", "--max-beam", "2", "--port", "0")  # the run's own beam is 4
+    assert (code, err) == (2, "aiayn serve: error: base: its decode.beam is 4, more than this server allows (2): raise --max-beam, or "
+                              "serve it with a lower one (aiayn serve reads the run's decode section)\n")  # fmt: skip
     code, _, err = cli("serve", "no/such/run", "--port", "0")
     assert code == 2 and err.startswith("aiayn serve: error: no/such/run") and "\n" == err[-1] and err.count("\n") == 1
 

@@ -1,0 +1,198 @@
+"""How a source's candidates are found: a decoding strategy is a value handed to the loop (fairseq2's
+generator per algorithm), built once from the CLI's flags, the API's arguments or a server request,
+and never re-spelled as keyword arguments on the way down.
+
+A `Strategy` answers what the callers ask: the widest n-best list it can give (`n_best_limit`:
+a beam's width, or any number of samples), whether it draws from a seeded generator (`draws`),
+and each source's `hypotheses`, best first. aiayn's two are the paper's `BeamSearch` (its
+settings are the decode section's: beam, alpha, length_penalty, early_stopping) and `Sampled`
+(ancestral sampling with a `Sampling`: sampling.py). `Decoding` is what one translate call asks
+for: the strategy, how many candidates a line, each text once, the MBR choice among them and the
+seed of whatever draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from pydantic import TypeAdapter, ValidationError
+from torch import Tensor
+
+from aiayn.blocks import TransformerModel
+from aiayn.builder.decode.loop import TokenRules
+from aiayn.builder.decode.mbr import MBRChoice
+from aiayn.builder.decode.sampling import Sampling, sample_hypotheses, spec_error
+from aiayn.builder.decode.search import Hypothesis, beam_hypotheses
+from aiayn.builder.errors import UserError, described
+from aiayn.builder.registry import Registry
+from aiayn.schemas.decode import DecodeSpec
+from aiayn.schemas.slots import AnyStrategy
+from aiayn.schemas.strategy import StrategySpec
+
+
+class Strategy:
+    """A way to find each source's candidates (a value: frozen, compared by its settings)."""
+
+    draws = False  # whether it draws from a generator seeded with the call's seed
+
+    def n_best_limit(self, decode: DecodeSpec) -> int | None:
+        """The most candidates a source it can give under `decode` (None: any number)."""
+        return None
+
+    def hypotheses(
+        self,
+        model: TransformerModel,
+        src: Tensor,
+        decode: DecodeSpec,
+        *,
+        n: int,
+        bos_id: int,
+        eos_id: int,
+        rules: TokenRules,
+        generator: torch.Generator | None,
+    ) -> list[list[Hypothesis]]:
+        """The `n` candidates of each sentence of src (B, S), best first, under `decode`'s length limits
+        and `rules`; a strategy that `draws` draws from `generator`."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BeamSearch(Strategy):
+    """The paper's beam search (Sec. 6.1): decode.beam hypotheses, length-penalised by decode.alpha."""
+
+    def n_best_limit(self, decode: DecodeSpec) -> int | None:
+        return decode.beam
+
+    def hypotheses(
+        self,
+        model: TransformerModel,
+        src: Tensor,
+        decode: DecodeSpec,
+        *,
+        n: int,
+        bos_id: int,
+        eos_id: int,
+        rules: TokenRules,
+        generator: torch.Generator | None,
+    ) -> list[list[Hypothesis]]:
+        return beam_hypotheses(
+            model,
+            src,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            beam=decode.beam,
+            n_best=n,
+            early_stopping=decode.early_stopping,
+            rules=rules,
+            max_len_a=decode.max_len_a,
+            max_len_b=decode.max_len_b,
+            alpha=decode.alpha,
+            length_penalty=decode.length_penalty,
+        )
+
+
+@dataclass(frozen=True)
+class Sampled(Strategy):
+    """`n` samples of each source, scored as a beam's hypotheses are, sorted by score.
+
+    :param sampling: how each token is drawn"""
+
+    sampling: Sampling = Sampling()
+    draws = True
+
+    def hypotheses(
+        self,
+        model: TransformerModel,
+        src: Tensor,
+        decode: DecodeSpec,
+        *,
+        n: int,
+        bos_id: int,
+        eos_id: int,
+        rules: TokenRules,
+        generator: torch.Generator | None,
+    ) -> list[list[Hypothesis]]:
+        return sample_hypotheses(
+            model,
+            src,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            n=n,
+            sampling=self.sampling,
+            generator=generator,
+            rules=rules,
+            max_len_a=decode.max_len_a,
+            max_len_b=decode.max_len_b,
+            alpha=decode.alpha,
+            length_penalty=decode.length_penalty,
+        )
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """What a translate call asks for, as one value (frozen: `dataclasses.replace(decoding, seed=2)` is another).
+
+    :param strategy: what finds each line's candidates (None: the one the run's decode.strategy names)
+    :param n_best: the candidates a line (within the strategy's `n_best_limit`)
+    :param unique: each text once in a line's list (fewer may stay)
+    :param mbr: the minimum-Bayes-risk choice among them (None: all of them, best first)
+    :param seed: the seed of whatever draws (the strategy, MBR's pseudo-references)"""
+
+    strategy: Strategy | None = None  # None: the one the run's decode.strategy names
+    n_best: int = 1
+    unique: bool = False
+    mbr: MBRChoice | None = None
+    seed: int = 1
+
+    def resolved(self, settings: DecodeSpec, registry: Registry) -> Decoding:
+        """This decoding with a strategy: its own, or the one `settings.strategy` (decode.strategy) names."""
+        if self.strategy is not None:
+            return self
+        return replace(self, strategy=strategy_of(settings.strategy, registry))
+
+    def references(self) -> Strategy:
+        """What draws MBR's pseudo-references apart from the candidates: the strategy where it draws, else sampling."""
+        return self.strategy if self.strategy is not None and self.strategy.draws else Sampled()
+
+
+def strategy_of(given: object, registry: Registry, name: str = "strategy") -> Strategy:
+    """The Strategy a registered strategy's spec builds: a spec as YAML writes it ({"type": "sampling", "top_p": 0.9},
+    or "beam" for its defaults), or a spec object validated against `registry`. A UserError names what is wrong."""
+    if isinstance(given, StrategySpec):
+        spec = given
+    else:
+        item = {"type": given} if isinstance(given, str) else given
+        if not isinstance(item, dict):
+            raise UserError(f"{name}: expected a decoding strategy ({{type: ..., ...}}), got {described(given)}")
+        try:
+            spec = TypeAdapter(AnyStrategy).validate_python(item, context=registry.context)
+        except ValidationError as e:
+            raise UserError(f"{name}: {spec_error(e, item)} (strategies: {', '.join(registry.classes('strategy'))})") from None
+    made = registry.registration(spec).build(spec)
+    if not isinstance(made, Strategy):
+        raise UserError(f"{name}: the registration of {spec.type!r} built {type(made).__name__}, not an aiayn Strategy")
+    return made
+
+
+def check_n_best(n_best: object, beam: int | None, name: str, beam_name: str) -> int:
+    """`n_best` (None: 1) as a count within the beam (None: no beam, any count), or a UserError in the words of `name`."""
+    if n_best is None:
+        return 1
+    if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
+        raise UserError(f"{name}: expected a whole number >= 1, got {described(n_best)}")
+    if beam is not None and n_best > beam:
+        raise UserError(
+            f"{name} ({n_best}) is more than the beam size ({beam}): a search keeps {beam} hypotheses a sentence; "
+            f"raise {beam_name} to at least {n_best}"
+        )
+    return n_best
+
+
+def unique_texts(found: list[list[Hypothesis]], texts: list[list[str]]) -> tuple[list[list[Hypothesis]], list[list[str]]]:
+    """Each line's hypotheses with each text once: the first, the best (they come best first),
+    where two token sequences (two segmentations, say) give one string."""
+    kept = [[i for i, t in enumerate(group) if t not in group[:i]] for group in texts]
+    return [[hyps[i] for i in keep] for hyps, keep in zip(found, kept)], [
+        [group[i] for i in keep] for group, keep in zip(texts, kept)
+    ]
