@@ -89,6 +89,7 @@ _PUBLIC = {
     "BeamSearch": "aiayn.builder.decode.strategy",
     "Sampled": "aiayn.builder.decode.strategy",
     "Decoding": "aiayn.builder.decode.strategy",
+    "Wanted": "aiayn.builder.decode.strategy",
     "Sampling": "aiayn.builder.decode.sampling",
     "Graph": "aiayn.builder.graph",
     "graph_of": "aiayn.builder.graph",
@@ -147,6 +148,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.decode.strategy import Decoding as Decoding
     from aiayn.builder.decode.strategy import Sampled as Sampled
     from aiayn.builder.decode.strategy import Strategy as Strategy
+    from aiayn.builder.decode.strategy import Wanted as Wanted
     from aiayn.builder.decode.translator import Translator as Translator
     from aiayn.builder.errors import UserError as UserError
     from aiayn.builder.graph import Graph as Graph

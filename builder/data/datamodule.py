@@ -32,7 +32,7 @@ from aiayn.builder.data.demo import write_demo
 from aiayn.builder.data.loaders import eval_loader, loader_options, own_generator
 from aiayn.builder.data.make_tokenizers import make_tokenizers
 from aiayn.builder.data.ragged import RaggedIds
-from aiayn.builder.data.reading import Reading, SplitPaths
+from aiayn.builder.data.reading import Batching, Reading, SplitPaths
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.data.text import TextPipeline, processed_file
 from aiayn.builder.data.tokenizer import Tokenizer, load_run_tokenizers, training_sample
@@ -104,7 +104,7 @@ class TranslationDataModule(LightningDataModule):
 
         self.src_tokenizer: Tokenizer | None = None
         self.tgt_tokenizer: Tokenizer | None = None
-        self.datasets: dict[str, Dataset] = {}
+        self.datasets: dict[str, Any] = {}  # each split's, as the reading made it
         self.filter_counts: dict[str, int] = {}
         self._train_loader: TrainLoader | None = None
 
@@ -179,7 +179,7 @@ class TranslationDataModule(LightningDataModule):
             if split not in self.datasets:
                 self.datasets[split] = self._build(split)
 
-    def _build(self, split: str) -> Dataset:
+    def _build(self, split: str) -> Any:
         src, tgt = self._encode(split)
         return self.reading.dataset(self, split, src, tgt)
 
@@ -222,7 +222,7 @@ class TranslationDataModule(LightningDataModule):
         trainer = self.trainer
         return (1, 0) if trainer is None else (trainer.world_size, trainer.global_rank)
 
-    def _dataset(self, split: str) -> Dataset:
+    def _dataset(self, split: str) -> Any:
         if split not in self.datasets:
             raise UserError(f"data: no {split} split was given")
         return self.datasets[split]
@@ -239,16 +239,9 @@ class TranslationDataModule(LightningDataModule):
                 src, tgt, max_tokens=self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank
             )
         else:
+            batching = Batching(self.max_tokens, self.pad_to_multiple, self.seed, num_replicas=world, rank=rank)
             sampler, self.shapes, collate = self.reading.static_batches(
-                src,
-                tgt,
-                self.static_shapes,
-                max_tokens=self.max_tokens,
-                multiple=self.pad_to_multiple,
-                tokenizer=self.prepare_tokenizers()[1],
-                seed=self.seed,
-                num_replicas=world,
-                rank=rank,
+                src, tgt, self.static_shapes, batching, self.prepare_tokenizers()[1]
             )
             options = {**options, "collate_fn": collate}
             say(

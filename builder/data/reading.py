@@ -11,6 +11,7 @@ builder/graphs/; a plugin's graph hands the DataModule a reading of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,31 @@ from aiayn.schemas.data import StaticShapesSpec
 
 SplitPaths = tuple[Path, Path]  # (source file, target file), line-aligned
 StaticBatches = tuple[TokenBatchSampler, tuple[BucketShape, ...], Callable[..., Any]]  # sampler, shapes, collate_fn
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How the training batches are drawn: at most `max_tokens` padded tokens a side, widths padded to a
+    `multiple`, shuffled with `seed`, rank `rank` of `num_replicas` taking its own share."""
+
+    max_tokens: int
+    multiple: int = 1
+    seed: int = 0
+    num_replicas: int = 1
+    rank: int = 0
+
+    def sampler(self, src: np.ndarray, tgt: np.ndarray, buckets: list[int], max_tokens: int | None = None) -> TokenBatchSampler:
+        """The sampler of rows of these (source, target) lengths in `buckets` (`max_tokens`: another budget)."""
+        return TokenBatchSampler(
+            src,
+            tgt,
+            max_tokens=max_tokens or self.max_tokens,
+            shuffle=True,
+            buckets=buckets,
+            seed=self.seed,
+            num_replicas=self.num_replicas,
+            rank=self.rank,
+        )
 
 
 class Reading:
@@ -65,27 +91,16 @@ class Reading:
         return dataset.src_lengths, dataset.tgt_lengths + 1
 
     def static_batches(
-        self,
-        src: np.ndarray,
-        tgt: np.ndarray,
-        static: StaticShapesSpec,
-        *,
-        max_tokens: int,
-        multiple: int,
-        tokenizer: Tokenizer,
-        seed: int,
-        num_replicas: int,
-        rank: int,
+        self, src: np.ndarray, tgt: np.ndarray, static: StaticShapesSpec, batching: Batching, tokenizer: Tokenizer
     ) -> StaticBatches:
         """The training sampler, its buckets' shapes and the collator under static shapes (buckets.py):
         `src`, `tgt` the lengths of the source and of `<s> y`, each side padded to its bucket's width."""
+        widths = np.maximum(src, tgt)
         buckets = bucket_widths(
-            np.maximum(src, tgt), num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=multiple
+            widths, num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=batching.multiple
         )
-        sampler = TokenBatchSampler(
-            src, tgt, max_tokens=max_tokens, shuffle=True, buckets=buckets, seed=seed, num_replicas=num_replicas, rank=rank
-        )
-        shapes = bucket_shapes(sampler.batches, src, tgt, buckets, max_tokens, packed=static.packed)
+        sampler = batching.sampler(src, tgt, buckets)
+        shapes = bucket_shapes(sampler.batches, src, tgt, buckets, batching.max_tokens, packed=static.packed)
         return sampler, shapes, StaticCollator(shapes, pad_id=Tokenizer.pad_id, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)
 
     def on_target(self) -> Reading:

@@ -33,9 +33,9 @@ from aiayn.builder.decode.loop import Next, TokenRules, decode_sources, strip_eo
 from aiayn.builder.decode.search import Hypothesis, penalty_of
 from aiayn.builder.errors import UserError, bool_argument, described
 from aiayn.builder.registry import Registry
-from aiayn.schemas._base import FLOAT32_MAX, FLOAT32_TINY
 from aiayn.schemas.slots import AnySamplingFilter
 
+FLOAT32_SMALLEST = 1.401298464324817e-45  # the smallest float32 above 0 (a subnormal one): a temperature's least
 Filter = Callable[[Tensor], Tensor]  # logits (n, V) -> logits (n, V), -inf where a token is removed
 
 
@@ -62,10 +62,10 @@ class Sampling:
     def __post_init__(self) -> None:
         if not self.temperature > 0 or not math.isfinite(self.temperature):
             raise ValueError(f"temperature ({self.temperature}) must be > 0; for the most probable token take greedy")
-        if not FLOAT32_TINY <= self.temperature <= FLOAT32_MAX:  # 0 or infinite as the float32 the logits are in
+        if float(torch.tensor(self.temperature, dtype=torch.float32)) == 0:  # the logits are divided in float32
             raise ValueError(
-                f"temperature ({self.temperature}) must be between {FLOAT32_TINY:.2g} and {FLOAT32_MAX:.2g} (float32's range, "
-                "which the logits are divided in); for the most probable token take greedy"
+                f"temperature ({self.temperature}) is 0 in float32, which the logits are divided in: give "
+                f"{FLOAT32_SMALLEST:.2g} or more; for the most probable token take greedy"
             )
         if self.top_k < 0:
             raise ValueError(f"top_k ({self.top_k}) must be >= 0 (0: no limit)")

@@ -14,6 +14,7 @@ seed of whatever draws.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from pydantic import TypeAdapter, ValidationError
@@ -31,6 +32,23 @@ from aiayn.schemas.slots import AnyStrategy
 from aiayn.schemas.strategy import StrategySpec
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """What a strategy is asked for besides the model, the sources and the decode settings.
+
+    :param n: candidates a source
+    :param bos_id: the token every output follows
+    :param eos_id: the token that ends one
+    :param rules: what the search does to the next-token log-probabilities (loop.py's TokenRules)
+    :param generator: what a strategy that draws draws from (seeded with the call's seed)"""
+
+    n: int
+    bos_id: int
+    eos_id: int
+    rules: TokenRules = TokenRules()
+    generator: torch.Generator | None = None
+
+
 class Strategy:
     """A way to find each source's candidates (a value: frozen, compared by its settings)."""
 
@@ -40,20 +58,8 @@ class Strategy:
         """The most candidates a source it can give under `decode` (None: any number)."""
         return None
 
-    def hypotheses(
-        self,
-        model: TransformerModel,
-        src: Tensor,
-        decode: DecodeSpec,
-        *,
-        n: int,
-        bos_id: int,
-        eos_id: int,
-        rules: TokenRules,
-        generator: torch.Generator | None,
-    ) -> list[list[Hypothesis]]:
-        """The `n` candidates of each sentence of src (B, S), best first, under `decode`'s length limits
-        and `rules`; a strategy that `draws` draws from `generator`."""
+    def hypotheses(self, model: TransformerModel, src: Tensor, decode: DecodeSpec, wanted: Wanted) -> list[list[Hypothesis]]:
+        """The `wanted.n` candidates of each sentence of src (B, S), best first, under `decode`'s length limits."""
         raise NotImplementedError
 
 
@@ -64,31 +70,17 @@ class BeamSearch(Strategy):
     def n_best_limit(self, decode: DecodeSpec) -> int | None:
         return decode.beam
 
-    def hypotheses(
-        self,
-        model: TransformerModel,
-        src: Tensor,
-        decode: DecodeSpec,
-        *,
-        n: int,
-        bos_id: int,
-        eos_id: int,
-        rules: TokenRules,
-        generator: torch.Generator | None,
-    ) -> list[list[Hypothesis]]:
+    def hypotheses(self, model: TransformerModel, src: Tensor, decode: DecodeSpec, wanted: Wanted) -> list[list[Hypothesis]]:
         return beam_hypotheses(
             model,
             src,
-            bos_id=bos_id,
-            eos_id=eos_id,
+            bos_id=wanted.bos_id,
+            eos_id=wanted.eos_id,
             beam=decode.beam,
-            n_best=n,
+            n_best=wanted.n,
             early_stopping=decode.early_stopping,
-            rules=rules,
-            max_len_a=decode.max_len_a,
-            max_len_b=decode.max_len_b,
-            alpha=decode.alpha,
-            length_penalty=decode.length_penalty,
+            rules=wanted.rules,
+            **limits(decode),
         )
 
 
@@ -101,32 +93,28 @@ class Sampled(Strategy):
     sampling: Sampling = Sampling()
     draws = True
 
-    def hypotheses(
-        self,
-        model: TransformerModel,
-        src: Tensor,
-        decode: DecodeSpec,
-        *,
-        n: int,
-        bos_id: int,
-        eos_id: int,
-        rules: TokenRules,
-        generator: torch.Generator | None,
-    ) -> list[list[Hypothesis]]:
+    def hypotheses(self, model: TransformerModel, src: Tensor, decode: DecodeSpec, wanted: Wanted) -> list[list[Hypothesis]]:
         return sample_hypotheses(
             model,
             src,
-            bos_id=bos_id,
-            eos_id=eos_id,
-            n=n,
+            bos_id=wanted.bos_id,
+            eos_id=wanted.eos_id,
+            n=wanted.n,
             sampling=self.sampling,
-            generator=generator,
-            rules=rules,
-            max_len_a=decode.max_len_a,
-            max_len_b=decode.max_len_b,
-            alpha=decode.alpha,
-            length_penalty=decode.length_penalty,
+            generator=wanted.generator,
+            rules=wanted.rules,
+            **limits(decode),
         )
+
+
+def limits(decode: DecodeSpec) -> dict[str, Any]:
+    """The decode settings every strategy's output obeys and is scored by: its length limits and length penalty."""
+    return {
+        "max_len_a": decode.max_len_a,
+        "max_len_b": decode.max_len_b,
+        "alpha": decode.alpha,
+        "length_penalty": decode.length_penalty,
+    }
 
 
 @dataclass(frozen=True)

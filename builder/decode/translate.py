@@ -17,7 +17,7 @@ from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.loop import TokenRules
 from aiayn.builder.decode.search import Hypothesis
-from aiayn.builder.decode.strategy import BeamSearch, Strategy
+from aiayn.builder.decode.strategy import BeamSearch, Strategy, Wanted
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
 
@@ -180,6 +180,7 @@ def translate_hypotheses(
     generator seeded with `seed`). An empty source is not decoded: one empty hypothesis, score 0."""
     device = next(model.parameters()).device
     generator = torch.Generator(device).manual_seed(seed) if strategy.draws else None
+    wanted = Wanted(n=n_best, bos_id=bos_id, eos_id=eos_id, rules=rules, generator=generator)
     sources = with_source_eos(model, sources)
     lengths = np.array([len(s) for s in sources], dtype=np.int64)
     order = np.flatnonzero(lengths)[np.argsort(-lengths[lengths > 0], kind="stable")]
@@ -187,9 +188,7 @@ def translate_hypotheses(
     with evaluating(model):
         for chunk in batches(model, order, lengths, decode.max_tokens):
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
-            found = strategy.hypotheses(
-                model, src, decode, n=n_best, bos_id=bos_id, eos_id=eos_id, rules=rules, generator=generator
-            )
+            found = strategy.hypotheses(model, src, decode, wanted)
             for i, hyps in zip(chunk, found):
                 results[i] = hyps
             if on_batch is not None:

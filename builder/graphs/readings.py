@@ -15,7 +15,7 @@ from aiayn.builder.data.contiguous import BlockCollator, BlockDataset, text_byte
 from aiayn.builder.data.corpus import read_lines
 from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.ragged import RaggedIds
-from aiayn.builder.data.reading import Reading, SplitPaths, StaticBatches
+from aiayn.builder.data.reading import Batching, Reading, SplitPaths, StaticBatches
 from aiayn.builder.data.tokenizer import SEP, Tokenizer
 from aiayn.builder.errors import UserError
 from aiayn.builder.graphs.joint import JointCollator, JointLayout
@@ -50,32 +50,13 @@ class JointReading(Reading):
         return dataset.src_lengths * 0, dataset.src_lengths + dataset.tgt_lengths + 2  # `<s> x <sep> y`, one side
 
     def static_batches(
-        self,
-        src: np.ndarray,
-        tgt: np.ndarray,
-        static: StaticShapesSpec,
-        *,
-        max_tokens: int,
-        multiple: int,
-        tokenizer: Tokenizer,
-        seed: int,
-        num_replicas: int,
-        rank: int,
+        self, src: np.ndarray, tgt: np.ndarray, static: StaticShapesSpec, batching: Batching, tokenizer: Tokenizer
     ) -> StaticBatches:
         """A row holds both sides, which train.tokens_per_step counts apart: twice the budget a batch."""
         widths, y = src + tgt + 1, tgt - 1  # `<s> x <sep> y` of x and `<s> y`
         losses = src + y + 2 if self.layout.source_loss else y + 1
         return static_sequence_batches(
-            widths,
-            losses,
-            static,
-            max_tokens=2 * max_tokens,
-            multiple=multiple,
-            joint=self.layout,
-            sep_id=tokenizer.sep_id,
-            seed=seed,
-            num_replicas=num_replicas,
-            rank=rank,
+            widths, losses, static, batching, max_tokens=2 * batching.max_tokens, joint=self.layout, sep_id=tokenizer.sep_id
         )
 
     def on_target(self) -> JointReading:
@@ -125,28 +106,7 @@ class TextReading(Reading):
         return None if self.block_size is None else BlockCollator(pad_id=Tokenizer.pad_id, pad_to_multiple=pad_to_multiple)
 
     def static_batches(
-        self,
-        src: np.ndarray,
-        tgt: np.ndarray,
-        static: StaticShapesSpec,
-        *,
-        max_tokens: int,
-        multiple: int,
-        tokenizer: Tokenizer,
-        seed: int,
-        num_replicas: int,
-        rank: int,
+        self, src: np.ndarray, tgt: np.ndarray, static: StaticShapesSpec, batching: Batching, tokenizer: Tokenizer
     ) -> StaticBatches:
         """A sentence's row is `<s> y`, its loss `y </s>`."""
-        return static_sequence_batches(
-            tgt,
-            tgt,
-            static,
-            max_tokens=max_tokens,
-            multiple=multiple,
-            joint=None,
-            sep_id=None,
-            seed=seed,
-            num_replicas=num_replicas,
-            rank=rank,
-        )
+        return static_sequence_batches(tgt, tgt, static, batching, max_tokens=batching.max_tokens, joint=None, sep_id=None)

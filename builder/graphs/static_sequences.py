@@ -27,6 +27,7 @@ from aiayn.builder.data.buckets import (
 )
 from aiayn.builder.data.collate import Batch, padded
 from aiayn.builder.data.dataset import Example
+from aiayn.builder.data.reading import Batching
 from aiayn.builder.data.sampler import TokenBatchSampler
 from aiayn.builder.graphs.joint import JointLayout, sequences_of
 from aiayn.schemas.data import StaticShapesSpec
@@ -103,28 +104,18 @@ def static_sequence_batches(
     lengths: np.ndarray,
     losses: np.ndarray,
     static: StaticShapesSpec,
+    batching: Batching,
     *,
     max_tokens: int,
-    multiple: int,
     joint: JointLayout | None,
     sep_id: int | None,
-    seed: int,
-    num_replicas: int,
-    rank: int,
 ) -> tuple[TokenBatchSampler, tuple[BucketShape, ...], StaticSequenceCollator]:
     """The training sampler, the buckets' shapes and the collator under static shapes for a
     decoder-only model's rows: `lengths` each row's width, `losses` the tokens its loss counts,
     `max_tokens` the budget of a batch (`joint`: a translation's layout; None: a language model's)."""
-    buckets = bucket_widths(lengths, num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=multiple)
-    sampler = TokenBatchSampler(
-        np.zeros_like(lengths),
-        lengths,
-        max_tokens=max_tokens,
-        shuffle=True,
-        buckets=buckets,
-        seed=seed,
-        num_replicas=num_replicas,
-        rank=rank,
+    buckets = bucket_widths(
+        lengths, num_buckets=static.num_buckets, boundaries=static.bucket_boundaries, multiple=batching.multiple
     )
+    sampler = batching.sampler(np.zeros_like(lengths), lengths, buckets, max_tokens)
     shapes = sequence_shapes(sampler.batches, lengths, losses, buckets, max_tokens, packed=static.packed)
     return sampler, shapes, StaticSequenceCollator(shapes, joint, sep_id=sep_id)

@@ -135,3 +135,15 @@ def test_a_seed_gives_the_same_samples_and_scores_equal_forced_scorings(src):  #
     )  # fmt: skip
     assert [s.log_prob for s in scored] == pytest.approx([h.log_prob for _, h in flat], abs=1e-9)
     assert [s.score for s in scored] == pytest.approx([h.score for _, h in flat], abs=1e-9)
+
+
+def test_a_temperature_that_float32_makes_0_is_refused_by_its_value():
+    logits = torch.tensor([[1.0, 3.0, 2.0]])
+    assert Sampling(temperature=1.4e-45).probabilities(logits).tolist() == [[0.0, 1.0, 0.0]]  # float32's least: the argmax
+    for tiny in (5e-46, 1e-320):  # 0 in float32: 0 / 0 would be NaN, and the draw an error
+        with pytest.raises(ValueError) as e:
+            Sampling(temperature=tiny)
+        assert str(e.value) == (
+            f"temperature ({tiny}) is 0 in float32, which the logits are divided in: give 1.4e-45 or more; for the most "
+            "probable token take greedy"
+        )

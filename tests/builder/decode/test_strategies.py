@@ -108,8 +108,8 @@ class WorstFirst(Strategy):
     def n_best_limit(self, decode):
         return decode.beam
 
-    def hypotheses(self, model, src, decode, **kwargs):
-        found = BeamSearch().hypotheses(model, src, decode, **kwargs)
+    def hypotheses(self, model, src, decode, wanted):
+        found = BeamSearch().hypotheses(model, src, decode, wanted)
         return [hyps[::-1] for hyps in found]
 
 

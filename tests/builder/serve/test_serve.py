@@ -192,8 +192,8 @@ BAD = [  # (endpoint, body, status, the answer)
     ("/score", {"src": ["a"], "tgt": ["b\u0000"]}, 422,
      {"error": "tgt.0: a control character (U+0000) at character 1: a line is text, one sentence; drop it", "field": "tgt.0"}),
     ("/generate", {"prompts": ["a"], "model": "lm", "temperature": 1e-320}, 400,
-     {"error": "temperature (1e-320) must be between 1.2e-38 and 3.4e+38 (float32's range, which the logits are divided in); "
-      "for the most probable token take greedy", "field": "temperature"}),
+     {"error": "temperature (1e-320) is 0 in float32, which the logits are divided in: give 1.4e-45 or more; for the most "
+      "probable token take greedy", "field": "temperature"}),
 ]  # fmt: skip
 
 
