@@ -30,6 +30,7 @@ from aiayn.builder.decode.mbr import MBRChoice, utility_spec
 from aiayn.builder.decode.metrics import Scoring, score
 from aiayn.builder.decode.sampling import Sampling
 from aiayn.builder.decode.strategy import Decoding, Sampled
+from aiayn.builder.registry import registry_of
 
 
 def main() -> None:
@@ -49,7 +50,7 @@ def main() -> None:
         sources, refs = sources[: args.limit], refs[: args.limit]
     scoring = Scoring.of(first.spec.data)
     settings = first.spec.decode
-    chrf = MBRChoice(utility_spec("chrf"), "uniform", None)
+    chrf = MBRChoice(utility_spec("chrf", registry_of(first.spec)), "uniform", None)
     wide = settings.model_copy(update={"beam": max(settings.beam, args.k)})
     models = {"beam": first, "last": aiayn.load_run(Path(args.runs[0]) / "checkpoints" / "last.ckpt", device="cpu")}
     models.update({f"seed {i + 1}": aiayn.load_run(run, device="cpu") for i, run in enumerate(args.runs[1:], start=1)})
