@@ -47,16 +47,18 @@ ALLOWED = {
         "builder.data",
         "builder.model",
     },
-    "builder.decode": {*MODELLING, "builder.decode"},
-    "builder.train": {*MODELLING, "builder.decode", "builder.train"},
-    "builder.export": {*MODELLING, "builder.decode", "builder.export"},
-    "builder.sweep": {*MODELLING, "builder.decode", "builder.sweep"},
-    "builder.serve": {*MODELLING, "builder.decode", "builder.serve"},
+    # the field's formats, in (a released folder read) and out (written): below decoding, which reads through them
+    "builder.formats": {*MODELLING, "builder.formats"},
+    "builder.decode": {*MODELLING, "builder.formats", "builder.decode"},
+    "builder.train": {*MODELLING, "builder.formats", "builder.decode", "builder.train"},
+    "builder.export": {*MODELLING, "builder.formats", "builder.decode", "builder.export"},
+    "builder.sweep": {*MODELLING, "builder.formats", "builder.decode", "builder.sweep"},
+    "builder.serve": {*MODELLING, "builder.formats", "builder.decode", "builder.serve"},
     # aiayn's graphs, one file each (registered through an entry point; nothing imports them)
-    "builder.graphs": {*MODELLING, "builder.decode", "builder.train", "builder.export", "builder.graphs"},
+    "builder.graphs": {*MODELLING, "builder.formats", "builder.decode", "builder.train", "builder.export", "builder.graphs"},
     "builder.cli": set(),  # anything: checked below only for what it is
     # the public names (aiayn/__init__.py's typed import block: the lazy map's targets, held equal by tests/test_api.py)
-    "aiayn": {*MODELLING, "builder.decode"},
+    "aiayn": {*MODELLING, "builder.formats", "builder.decode"},
     "aiayn.__main__": set(),  # `python -m aiayn`: the CLI
 }
 CLI = {"builder.cli", "aiayn.__main__"}

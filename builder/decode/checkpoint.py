@@ -22,9 +22,9 @@ import torch
 from pydantic import ValidationError
 
 from aiayn.builder.data.tokenizer import Tokenizer, check_vocabulary, load_run_tokenizers, tokenizer_from_json
-from aiayn.builder.decode.for_inference import ForInference
 from aiayn.builder.errors import UserError, missing_plugins_message, resolved
 from aiayn.builder.model.build import build_model
+from aiayn.builder.model.for_inference import ForInference
 from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import atomic_write
@@ -180,16 +180,16 @@ def tokenizer_files(ckpt: dict[str, Any], run: RunDir | None, registry: Registry
 
 def load_for_inference(arg: str | Path, registry: Registry | None = None) -> ForInference:
     """The model (eval mode, CPU), its experiment and tokenizers from a run directory or .ckpt,
-    or from a Hugging Face Marian folder (builder/decode/from_marian.py); `registry` reads its
+    or from a Hugging Face Marian folder (builder/formats/from_marian.py); `registry` reads its
     types (default: aiayn.load_registry())."""
     registry = registry if registry is not None else default_registry()
     kind = hf_model_type(Path(arg))
     if kind == "marian":
-        from aiayn.builder.decode.from_marian import load_marian  # transformers, only for such a folder
+        from aiayn.builder.formats.from_marian import load_marian  # transformers, only for such a folder
 
         return load_marian(arg, registry)
     if kind is not None:
-        from aiayn.builder.decode.from_causal_lm import load_causal_lm
+        from aiayn.builder.formats.from_causal_lm import load_causal_lm
 
         return load_causal_lm(arg, registry)
     ckpt_path, run = resolve_run_or_checkpoint(arg)
@@ -359,7 +359,7 @@ def hf_model_type(path: Path) -> str | None:
     if _looks_like_a_run(path):
         return None
     if not isinstance(data, dict):
-        from aiayn.builder.decode.marian_config import read_config  # says what is wrong with the file
+        from aiayn.builder.formats.marian_config import read_config  # says what is wrong with the file
 
         read_config(path)
     kind = data.get("model_type") if isinstance(data, dict) else None

@@ -4,7 +4,8 @@ Face `transformers` (a MarianMTModel that `from_pretrained` loads and `generate`
 Both exporters are optional extras (`pip install -e ".[export]"`); each target's package is
 imported only when that target is asked for. An export reads the checkpoint with aiayn's own
 loader, refuses what the target cannot express (a message naming the YAML field), and writes
-OUT whole or not at all (builder/run/atomic.py's staged_folder).
+OUT whole or not at all (builder/run/atomic.py's staged_folder). The writers of each format, and
+what each cannot hold, are builder/formats/'s (beside the readers of the same formats).
 """
 
 import importlib
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from aiayn.builder.decode.checkpoint import ForInference, load_for_inference
 from aiayn.builder.errors import UserError
-from aiayn.builder.export.limits import check_ctranslate2, check_marian
+from aiayn.builder.formats.limits import check_ctranslate2, check_marian
 from aiayn.builder.graph import graph_of
 from aiayn.builder.plugins import default_registry
 from aiayn.builder.registry import Registry
@@ -22,8 +23,8 @@ from aiayn.builder.run.outputs import check_output
 
 # --to name -> (module, the package it needs, what to call it in messages, its limits)
 TARGETS = {
-    "ctranslate2": ("aiayn.builder.export.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
-    "huggingface": ("aiayn.builder.export.to_marian", "transformers", "Hugging Face transformers", check_marian),
+    "ctranslate2": ("aiayn.builder.formats.to_ctranslate2", "ctranslate2", "CTranslate2", check_ctranslate2),
+    "huggingface": ("aiayn.builder.formats.to_marian", "transformers", "Hugging Face transformers", check_marian),
 }
 
 

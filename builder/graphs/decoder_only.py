@@ -96,7 +96,7 @@ class DecoderOnlyGraph(Graph):
 
     def export(self, loaded: Any, target: str, name: str, out: Path, quantization: str | None) -> bool:
         """GPT-2's or Llama's family, through transformers."""
-        from aiayn.builder.export import to_causal_lm
+        from aiayn.builder.formats import to_causal_lm
         from aiayn.builder.run.atomic import staged_folder
 
         if not _language_model(loaded.spec):

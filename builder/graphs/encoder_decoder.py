@@ -49,4 +49,4 @@ class EncoderDecoderGraph(Graph):
         return False  # the translator formats' route: Marian's and CTranslate2's translators hold an encoder-decoder
 
     def check_translator_export(self, model: ModelSpec, target: str) -> None:
-        """Marian and CTranslate2 hold this graph; export/limits.py refuses the settings they cannot."""
+        """Marian and CTranslate2 hold this graph; formats/limits.py refuses the settings they cannot."""

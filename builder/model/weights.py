@@ -2,7 +2,7 @@
 such tensors written back into one (`load_transformer_weights`: a Marian model read in).
 
 Exporters and importers never walk our modules themselves: `transformer_weights` reads each stack of a model
-that export/limits.py accepted (the paper's layout: attention sub-layers, then the feed-forward)
+that formats/limits.py accepted (the paper's layout: attention sub-layers, then the feed-forward)
 into per-layer attention, feed-forward and norm tensors. The blocks hand out their own tensors
 (`projections()`: attention splits Q, K and V out of its fused projections, a gated feed-forward
 its W and V), so a change of our blocks touches the block and this file.
@@ -171,7 +171,7 @@ def _maybe(x: Tensor | None) -> Tensor | None:
 @torch.no_grad()
 def load_transformer_weights(model: EncoderDecoder, weights: TransformerWeights) -> None:
     """The inverse of `transformer_weights`: `weights` copied into a model of the same layout (one
-    that export/limits.py accepts), through the blocks' own `projections()` views (fused Q/K/V
+    that formats/limits.py accepts), through the blocks' own `projections()` views (fused Q/K/V
     included). Positions are computed (sinusoids), not copied: a model with a learned table is
     refused. A tied table is written once per name, alike."""
     for embed, stack, given in (

@@ -1,4 +1,4 @@
-"""A Hugging Face Marian folder read as an aiayn model (builder/decode/from_marian.py): a MarianMTModel
+"""A Hugging Face Marian folder read as an aiayn model (builder/formats/from_marian.py): a MarianMTModel
 made here with random weights (no download) and a `tokenizers` tokenizer in Marian's id layout (eos 0,
 pad last, the decoder starting from pad, </s> after each source), read in; then log-probabilities,
 greedy and beam outputs equal transformers' token for token, `aiayn translate` reads the folder, and
@@ -17,9 +17,9 @@ import yaml
 from aiayn.builder.cli import main
 from aiayn.builder.data.demo import generate_demo
 from aiayn.builder.decode.checkpoint import load_for_inference
-from aiayn.builder.decode.from_marian import NO_PROBABILITY
 from aiayn.builder.decode.translate import padded, translate_ids, with_source_eos
 from aiayn.builder.errors import UserError
+from aiayn.builder.formats.from_marian import NO_PROBABILITY
 from aiayn.builder.run.config import config_hash
 from aiayn.schemas.decode import DecodeSpec
 from tests.builder.decode.opus_mt import random_marian

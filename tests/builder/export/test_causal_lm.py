@@ -64,7 +64,7 @@ def test_the_export_generates_as_aiayn_generate_does(family, tokenizer, tmp_path
 
 
 def test_what_neither_family_holds_is_refused_by_name(tmp_path):
-    from aiayn.builder.export.to_causal_lm import family
+    from aiayn.builder.formats.to_causal_lm import family
     from tests.conftest import load_experiment
 
     refusals = {  # each names the setting and its value (post-norm and ALiBi shared one sentence, before)
@@ -87,7 +87,7 @@ def test_what_neither_family_holds_is_refused_by_name(tmp_path):
 
 def test_a_sentencepiece_model_numbered_by_its_own_vocabulary_is_refused_by_name():
     from aiayn.builder.data.spm import SentencePieceTokenizer, train_sentencepiece
-    from aiayn.builder.export.to_causal_lm import tokenizer
+    from aiayn.builder.formats.to_causal_lm import tokenizer
 
     lines = ["a man runs", "a dog jumps over a cat", "zwei Männer", "ＡＢＣ  café"] * 50
     for model_type in ("unigram", "bpe"):  # the ids SentencePiece gives, its normalisation included

@@ -10,7 +10,7 @@ import torch
 from aiayn.blocks import SinusoidalPositionalEncoding
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
-from aiayn.builder.export.limits import check_ctranslate2, check_marian
+from aiayn.builder.formats.limits import check_ctranslate2, check_marian
 from aiayn.builder.model.weights import interleaved_to_concatenated
 from tests.builder.decode.test_checkpoint import small_experiment
 from tests.builder.export.runs import LEARNED, scrambled_run
@@ -145,7 +145,7 @@ def test_out_is_written_whole_refused_when_full_and_replaced_with_force(run, tmp
 
 
 def test_a_failure_while_writing_leaves_out_as_it_was(run, tmp_path, monkeypatch, capsys):
-    module = pytest.importorskip("aiayn.builder.export.to_ctranslate2", exc_type=ImportError)
+    module = pytest.importorskip("aiayn.builder.formats.to_ctranslate2", exc_type=ImportError)
     out = tmp_path / "ct2"
     out.mkdir()
     (out / "keep.txt").write_text("mine")

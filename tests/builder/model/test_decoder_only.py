@@ -266,7 +266,7 @@ def test_what_the_decoder_only_graph_has_not_yet_is_refused_by_name():
     with pytest.raises(UserError) as e:
         load_experiment(EXPERIMENTS / "demo.yaml", ["train.source_loss=true"])
     assert "train.source_loss: is the loss on a decoder-only translation's source tokens" in str(e.value)
-    from aiayn.builder.export.limits import check_marian
+    from aiayn.builder.formats.limits import check_marian
 
     with pytest.raises(
         UserError, match=r"^cannot export to Hugging Face Marian: model.encoder is absent \(a decoder-only model\)"

@@ -10,7 +10,7 @@ import pytest
 
 from aiayn.builder.cli import main
 from aiayn.builder.errors import UserError
-from aiayn.builder.export.limits import check_ctranslate2, check_marian
+from aiayn.builder.formats.limits import check_ctranslate2, check_marian
 from aiayn.builder.model.build import build_model
 from aiayn.schemas.slots import PluginError
 from tests.builder.cli.test_bad_inputs import TINY, cli

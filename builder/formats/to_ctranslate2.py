@@ -23,9 +23,9 @@ from ctranslate2.specs import common_spec, transformer_spec
 from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, UNK, Tokenizer
-from aiayn.builder.decode.for_inference import ForInference
 from aiayn.builder.errors import UserError
-from aiayn.builder.export.limits import stack_spec_heads
+from aiayn.builder.formats.limits import stack_spec_heads
+from aiayn.builder.model.for_inference import ForInference
 from aiayn.builder.model.weights import (
     Attention,
     FeedForward,

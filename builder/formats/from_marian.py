@@ -30,12 +30,12 @@ from typing import Any
 import torch
 
 from aiayn.blocks import EncoderDecoder
-from aiayn.builder.decode.for_inference import ForInference
-from aiayn.builder.decode.marian_config import json_object, read_config
-from aiayn.builder.decode.marian_generation import check_generation_file, marian_decode
-from aiayn.builder.decode.marian_vocab import marian_tokenizers
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.formats.marian_config import json_object, read_config
+from aiayn.builder.formats.marian_generation import check_generation_file, marian_decode
+from aiayn.builder.formats.marian_vocab import marian_tokenizers
 from aiayn.builder.model.build import build_model
+from aiayn.builder.model.for_inference import ForInference
 from aiayn.builder.model.weights import (
     Attention,
     FeedForward,

@@ -27,9 +27,9 @@ from aiayn.blocks import EncoderDecoder
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from aiayn.builder.decode.for_inference import ForInference
 from aiayn.builder.errors import UserError
-from aiayn.builder.export.limits import MARIAN, stack_spec_heads
+from aiayn.builder.formats.limits import MARIAN, stack_spec_heads
+from aiayn.builder.model.for_inference import ForInference
 from aiayn.builder.model.weights import (
     Attention,
     FeedForward,

@@ -23,9 +23,9 @@ from tokenizers.processors import TemplateProcessing
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.spm import SentencePieceTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from aiayn.builder.decode.for_inference import ForInference
-from aiayn.builder.decode.from_causal_lm import copy_gpt2_layers
 from aiayn.builder.errors import UserError
+from aiayn.builder.formats.from_causal_lm import copy_gpt2_layers
+from aiayn.builder.model.for_inference import ForInference
 from aiayn.schemas.model import ModelSpec
 
 HF = "Hugging Face transformers"

@@ -1,6 +1,6 @@
 """Hugging Face `transformers` -> aiayn: a local GPT-2 (GPT2LMHeadModel) or Llama
 (LlamaForCausalLM) folder read as a trained aiayn language model, the inverse of
-export/to_causal_lm.py, so that every verb that reads a trained model reads it (`aiayn show`,
+formats/to_causal_lm.py, so that every verb that reads a trained model reads it (`aiayn show`,
 `generate`, `score --text`, `evaluate --ref`, `serve`) and `init_from: FOLDER` starts a run from it:
 fine-tuned as it is, or a variant warm-started from its tensors.
 
@@ -36,11 +36,11 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK
-from aiayn.builder.decode.for_inference import ForInference
-from aiayn.builder.decode.from_marian import load_checked_weights
-from aiayn.builder.decode.marian_config import json_object
 from aiayn.builder.errors import UserError, resolved
+from aiayn.builder.formats.from_marian import load_checked_weights
+from aiayn.builder.formats.marian_config import json_object
 from aiayn.builder.model.build import build_model
+from aiayn.builder.model.for_inference import ForInference
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.inherit import first_line
 from aiayn.schemas.experiment import ExperimentSpec
@@ -266,7 +266,7 @@ def copy_output(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
 
 
 # (aiayn's tensor in a decoder layer, GPT-2's in a block, transposed: GPT-2's Conv1D keeps (in, out)):
-# the import reads them one way, the export (export/to_causal_lm.py) the other
+# the import reads them one way, the export (formats/to_causal_lm.py) the other
 GPT2_LAYER = (
     ("sublayers.0.norm.weight", "ln_1.weight", False), ("sublayers.0.norm.bias", "ln_1.bias", False),
     ("sublayers.0.sublayer.w_qkv.weight", "attn.c_attn.weight", True), ("sublayers.0.sublayer.w_qkv.bias", "attn.c_attn.bias", False),

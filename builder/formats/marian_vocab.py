@@ -15,8 +15,8 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from aiayn.builder.data.bpe import FastTokenizer
 from aiayn.builder.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from aiayn.builder.decode.marian_config import check_ids
 from aiayn.builder.errors import UserError
+from aiayn.builder.formats.marian_config import check_ids
 from aiayn.builder.run.jsonfile import read_json
 
 OPUS_MT = ("source.spm", "target.spm", "vocab.json")  # MarianTokenizer's files
