@@ -95,8 +95,11 @@ class LanguageModel(Inference):
         :param seed: the sampler's seed
         :returns: a text a prompt"""
         prompts = strings_argument(prompts, "prompts", one=True)
-        if greedy and filters:
-            raise UserError("filters: they shape sampling, and greedy takes the most probable token: give one or the other")
+        shaping = {"temperature": temperature != 1.0, "top_k": top_k != 0, "top_p": top_p != 1.0, "epsilon": epsilon != 0.0}
+        given = next((name for name, on in {**shaping, "filters": bool(filters)}.items() if on), None)
+        if greedy is True and given is not None:  # what is not a bool is refused by name below
+            shapes = "they shape" if given == "filters" else "it shapes"
+            raise UserError(f"{given}: {shapes} sampling, and greedy takes the most probable token: give one or the other")
         made = filters_of(filters, registry_of(self.spec))
         sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon, filters=made)
         seed = seed_argument(seed)

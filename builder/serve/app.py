@@ -23,8 +23,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.run.inherit import first_line
 from aiayn.builder.serve.batcher import Batcher
 from aiayn.builder.serve.messages import (
     GenerateRequest,
@@ -298,12 +300,29 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def failed(request: Request, e: Exception) -> Response:  # a bug of ours: said as JSON, logged by uvicorn
         return _error(500, f"internal error: {type(e).__name__}: {e}")
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> Response:
+        """Starlette's and FastAPI's own errors (no route, a method the route does not take, a body that does not
+        parse) in this server's shape, saying what and where."""
+        if e.status_code == 400:  # FastAPI read a JSON body it could not parse: say why
+            return _error(*await _unparsable(request))
+        if e.status_code == 405:
+            allowed = (e.headers or {}).get("Allow", "")
+            return _error(405, f"{request.method} {request.url.path}: this endpoint takes {allowed}", headers={"Allow": allowed})
+        if e.status_code == 404:
+            return _error(404, f"{request.url.path}: no such endpoint ({ENDPOINTS})")
+        return _error(e.status_code, str(e.detail))
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> Response:
         error = e.errors()[0]
         kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        if not kind:
+            return _error(415, "the body has no Content-Type: send JSON (Content-Type: application/json)")
         if kind != "application/json" and not kind.endswith("+json"):
             return _error(415, f"the body is {kind}: send JSON (Content-Type: application/json)")
+        if error["type"] == "missing" and tuple(error["loc"]) == ("body",):
+            return _error(422, "the body is empty: send a JSON object of the request's fields (GET /openapi.json)")
         if error["type"] == "json_invalid":
             return _error(400, f"the body is not JSON: {error.get('ctx', {}).get('error', error['msg'])}")
         loc = [str(p) for p in error["loc"] if p != "body"]
@@ -322,8 +341,32 @@ def _did_you_mean(field: str, error: dict[str, Any]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": message, **({"field": field} if field else {})}, status_code=status)
+def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, **({"field": field} if field else {})}, status_code=status, headers=headers)
+
+
+ENDPOINTS = "POST /translate, /score, /generate; GET /health, /models, /openapi.json, /"
+
+
+async def _unparsable(request: Request) -> tuple[int, str]:
+    """(status, why) of a body that FastAPI could not parse as JSON: its charset, its bytes, its depth, a number."""
+    charset = request.headers.get("content-type", "").partition("charset=")[2].strip().strip('"').lower()
+    if charset and charset not in ("utf-8", "utf8"):
+        return 415, f"the body is declared {charset}: send it as UTF-8 (JSON's encoding)"
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return 400, f"the body is not UTF-8: byte 0x{body[e.start]:02x} at {e.start} (JSON's encoding is UTF-8)"
+    try:
+        json.loads(text)
+    except RecursionError:
+        return 400, "the body nests arrays or objects too deep to read: send the request's fields, one level deep"
+    except ValueError as e:
+        if "digits" in str(e):  # Python's limit on the digits of an integer it reads
+            return 400, "the body holds a number of more than 4300 digits, which no field takes"
+        return 400, f"the body is not JSON: {first_line(e)}"
+    return 400, "the body is not JSON"
 
 
 class BodyLimit:

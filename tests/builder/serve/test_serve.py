@@ -210,7 +210,27 @@ def test_malformed_json_and_other_content_types_are_refused(server):
         415,
         {"error": "the body is application/x-www-form-urlencoded: send JSON (Content-Type: application/json)"},
     )
-    assert server.request("GET", "/translate")[0] == 405
+    # one error shape for what FastAPI and Starlette answer themselves, saying what and where (issue 74)
+    assert server.request("GET", "/translate") == (405, {"error": "GET /translate: this endpoint takes POST"})
+    assert server.get("/nope") == (
+        404, {"error": "/nope: no such endpoint (POST /translate, /score, /generate; GET /health, /models, /openapi.json, /)"})  # fmt: skip
+    json_type = {"Content-Type": "application/json"}
+    for raw, headers, answer in [
+        (b"", json_type, (422, {"error": "the body is empty: send a JSON object of the request's fields (GET /openapi.json)"})),
+        (b'{"lines": ["a"]}', {"Content-Type": ""},
+         (415, {"error": "the body has no Content-Type: send JSON (Content-Type: application/json)"})),
+        (b'{"lines": ["\xff"]}', json_type, (400, {"error": "the body is not UTF-8: byte 0xff at 12 (JSON's encoding is UTF-8)"})),
+        ('{"lines": ["\xe9"]}'.encode("latin-1"), {"Content-Type": "application/json; charset=latin-1"},
+         (415, {"error": "the body is declared latin-1: send it as UTF-8 (JSON's encoding)"})),
+        (b"[" * 20000 + b"]" * 20000, json_type,
+         (400, {"error": "the body nests arrays or objects too deep to read: send the request's fields, one level deep"})),
+        (b'{"lines": ["a"], "beam": ' + b"9" * 5000 + b"}", json_type,
+         (400, {"error": "the body holds a number of more than 4300 digits, which no field takes"})),
+    ]:  # fmt: skip
+        assert server.post("/translate", raw=raw, headers=headers) == answer
+    assert server.post("/generate", {"prompts": ["a"], "model": "lm", "greedy": True, "top_k": 3}) == (
+        400, {"error": "top_k: it shapes sampling, and greedy takes the most probable token: give one or the other", "field": "top_k"})  # fmt: skip
+    assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
 
 
 @pytest.mark.slow  # a server of its own
