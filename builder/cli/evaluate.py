@@ -274,7 +274,7 @@ def render(r: dict[str, Any]) -> str:
         lines += [
             f"F1          {r['parse_f1']:6.2f}  bracketing (recall {r['parse_recall']:.2f}, precision {r['parse_precision']:.2f}, "
             f"complete match {r['parse_complete_match']:.2f}; {r['parse_errors']} error sentences: an unbalanced, empty or "
-            f"misshapen tree, as EVALB counts them), {r['parse_scorer']}",
+            f"misshapen tree, and {r.get('parse_skipped', 0)} skipped: no word kept, as EVALB counts them), {r['parse_scorer']}",
             f"F1 repaired {r['parse_f1_repaired']:6.2f}  the outputs' brackets mended first (stray and empty ones dropped, open "
             f"ones closed; {r['parse_errors_repaired']} error sentences left): not EVALB's number",
         ]

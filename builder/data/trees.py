@@ -27,6 +27,9 @@ from aiayn.builder.errors import UserError
 TAG = "XX"  # every part-of-speech tag in a linearised tree
 TRACE = "-NONE-"
 MAX_DEPTH = 200  # brackets inside brackets, at most: a treebank's trees nest a few dozen levels
+PUNCTUATION = frozenset({",", ":", "``", "''", "."})
+# COLLINS.prm's DELETE_LABEL: EVALB drops these labels' brackets, and their words where they are tags
+COLLINS_DELETE = frozenset({"TOP", "-NONE-", *PUNCTUATION})
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
@@ -177,12 +180,13 @@ def read_output(
 
 def _unbalanced(tokens: Sequence[str]) -> str | None:
     """Why EVALB reads the output's brackets as no tree: a closing one with none open, one left
-    open, or an empty constituent (`(NP )`, which it reads as a word); None where they nest."""
+    open, or an empty constituent (`(NP )`, which it reads as a word, one the gold tree has not;
+    `(, )` it reads as punctuation, which COLLINS.prm deletes: no error); None where they nest."""
     depth = 0
     for token, after in zip(tokens, [*tokens[1:], ""]):
         if token.startswith("(") and len(token) > 1:
             depth += 1
-            if after.startswith(")"):
+            if after.startswith(")") and base_label(token[1:]) not in COLLINS_DELETE:
                 return f"an empty constituent ({token[1:]})"
         elif token.startswith(")"):
             depth -= 1

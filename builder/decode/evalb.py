@@ -17,10 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiayn.builder.data.trees import Malformed, Tree, base_label, read_gold_trees, read_output
+from aiayn.builder.data.trees import COLLINS_DELETE, Malformed, Tree, base_label, read_gold_trees, read_output
 from aiayn.builder.errors import UserError
-
-PUNCTUATION = frozenset({",", ":", "``", "''", "."})
 
 
 @dataclass(frozen=True)
@@ -28,7 +26,7 @@ class EvalbParameters:
     """An EVALB .prm file's settings; the defaults are COLLINS.prm's."""
 
     labeled: bool = True
-    delete: frozenset[str] = frozenset({"TOP", "-NONE-", *PUNCTUATION})
+    delete: frozenset[str] = COLLINS_DELETE
     delete_for_length: frozenset[str] = frozenset({"-NONE-"})
     equivalent: tuple[tuple[str, str], ...] = (("ADVP", "PRT"),)
     cutoff_len: int = 40
@@ -143,6 +141,7 @@ def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int |
                 parse_precision=round(totals["precision"], 2),
                 parse_complete_match=round(totals["complete_match"], 2),
             )
-        scores[f"parse_errors{suffix}"] = int(totals["errors"] + totals["skipped"])
+        scores[f"parse_errors{suffix}"] = int(totals["errors"])
+        scores[f"parse_skipped{suffix}"] = int(totals["skipped"])  # EVALB's skip: an output with no word it keeps
     scores["parse_scorer"] = "EVALB's rules, COLLINS.prm (aiayn), on the output as it is; _repaired: brackets mended first"
     return scores

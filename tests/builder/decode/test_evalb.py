@@ -116,6 +116,11 @@ def test_ill_formed_outputs_are_error_sentences_as_evalb_counts_them_and_trees_w
     assert [s.error for s in mended][:3] == [None, None, None] and [(s.matched, s.gold, s.test) for s in mended[:3]] == [
         (3, 3, 3), (1, 3, 1), (3, 3, 3)
     ]  # fmt: skip
+    # a constituent of punctuation alone, `(, )`, EVALB reads as the punctuation COLLINS.prm deletes: no error
+    with_comma = read_output("(S (NP XX XX )NP (, ) (VP XX )VP )S".split(), words, tags)
+    assert str(with_comma) == "(S (NP (DT The) (NN dog)) (VP (VBD barked)))"  # what EVALB scores once it deleted it
+    scored = evalb([gold], [with_comma]).sentences[0]
+    assert (scored.error, scored.matched, scored.gold, scored.test) == (None, 3, 3, 3)
     [comma] = read_trees("(TOP (S (, ,) (. .)))")
     unbalanced = read_output("(S XX XX".split(), [",", "."], [",", "."])  # no word EVALB keeps: a skip, not an error
     assert evalb([comma], [unbalanced]).sentences[0].error == "skip: no words"
@@ -131,8 +136,11 @@ def test_the_score_of_a_split_says_both_f1s(tmp_path):
     scores = tree_scores(tmp_path / "valid.gold", hyps)
     assert {k: v for k, v in scores.items() if k != "parse_scorer"} == {
         "parse_f1": 100.0, "parse_recall": 100.0, "parse_precision": 100.0, "parse_complete_match": 100.0,
-        "parse_errors": 1, "parse_f1_repaired": 100.0, "parse_errors_repaired": 0,
+        "parse_errors": 1, "parse_skipped": 0, "parse_f1_repaired": 100.0, "parse_errors_repaired": 0,
+        "parse_skipped_repaired": 0,
     }  # fmt: skip
+    empty = tree_scores(tmp_path / "valid.gold", ["(S (NP XX XX )NP (VP XX )VP )S", ""])  # EVALB's skip, not its error
+    assert (empty["parse_errors"], empty["parse_skipped"], empty["parse_f1"]) == (0, 1, 100.0)
     scores = tree_scores(tmp_path / "valid.gold", ["(S (NP XX XX )NP (VP XX )VP )S", "(S (NP XX )NP (VP XX XX )VP"])
     assert (scores["parse_f1"], scores["parse_errors"], scores["parse_f1_repaired"], scores["parse_errors_repaired"]) == (
         100.0, 1, round(2 * 4 / 6 * 4 / 6 / (4 / 6 + 4 / 6) * 100, 2), 0
