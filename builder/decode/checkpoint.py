@@ -354,15 +354,15 @@ def hf_model_type(path: Path) -> str | None:
         data = read_json(config)
     except (ValueError, OSError):
         data = None
-    if isinstance(data, dict) and data.get("model_type") in HF_MODEL_TYPES:
-        return str(data["model_type"])
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    if isinstance(kind, str) and kind in HF_MODEL_TYPES:  # a list or an object is no model type (and no dict key)
+        return kind
     if _looks_like_a_run(path):
         return None
     if not isinstance(data, dict):
         from aiayn.builder.formats.marian_config import read_config  # says what is wrong with the file
 
         read_config(path)
-    kind = data.get("model_type") if isinstance(data, dict) else None
     raise UserError(
         f"{path} is neither a run directory nor a Hugging Face model aiayn reads: its config.json says model_type "
         f"{kind!r}, and aiayn reads 'marian' (as opus-mt's), 'gpt2' and 'llama'; give a run directory, a .ckpt file "

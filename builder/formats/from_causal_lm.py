@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from pydantic import ValidationError
 from tokenizers import Tokenizer as HFTokenizer
 
 from aiayn.builder.data.bpe import FastTokenizer
@@ -43,6 +44,7 @@ from aiayn.builder.model.build import build_model
 from aiayn.builder.model.for_inference import ForInference
 from aiayn.builder.registry import Registry
 from aiayn.builder.run.inherit import first_line
+from aiayn.builder.run.validation import format_validation_error
 from aiayn.schemas.experiment import ExperimentSpec
 
 FAMILIES = {"gpt2": ("GPT-2", "GPT2Config", "GPT2LMHeadModel"), "llama": ("Llama", "LlamaConfig", "LlamaForCausalLM")}
@@ -66,8 +68,9 @@ def load_causal_lm(folder: str | Path, registry: Registry) -> ForInference:
         config = getattr(transformers, config_name).from_pretrained(folder)
     except Exception as e:  # transformers' and huggingface_hub's checks raise many kinds
         raise UserError(f"{folder}: transformers cannot read its config.json ({first_line(e)})") from None
-    vocabulary = causal_tokenizer(folder, config)
     model_section = gpt2_model(config, folder) if kind == "gpt2" else llama_model(config, folder)
+    check_sizes(folder, config, model_section)  # before the tokenizer's rows and the model are made of them
+    vocabulary = causal_tokenizer(folder, config)
     model_section["embedding"].update(vocab_size=len(vocabulary.order), output_bias=bool(vocabulary.masked))
     data: dict[str, Any] = {"type": "files", "dir": str(folder), "side": "en"}
     if kind == "gpt2":  # sentences no longer than its positions leave room for <s>
@@ -78,7 +81,11 @@ def load_causal_lm(folder: str | Path, registry: Registry) -> ForInference:
         "model": model_section,
         "data": data,
     }
-    spec = ExperimentSpec.model_validate(experiment, context=registry.context)
+    try:
+        spec = ExperimentSpec.model_validate(experiment, context=registry.context)
+    except ValidationError as e:  # a value transformers takes that no model is (n_embd 0, a dropout of 1.5, ...)
+        line = format_validation_error(e, registry=registry)[0]
+        raise UserError(f"{folder / 'config.json'} describes no model aiayn can build: {line}") from None
     hf = load_checked_weights(folder, getattr(transformers, model_name), f"a {name} folder")
     model = build_model(spec.model)
     (copy_gpt2 if kind == "gpt2" else copy_llama)(model, hf, vocabulary)
@@ -90,6 +97,37 @@ def _refuse(folder: Path, field: str, value: Any, why: str) -> UserError:
     return UserError(f"{folder / 'config.json'}: {field} {value!r}: {why}")
 
 
+def _count(value: Any) -> bool:
+    """A whole number of one or more (a head count, a layer count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_sizes(folder: Path, config: Any, model_section: dict[str, Any]) -> None:
+    """config.json's layers and vocabulary rows against the tensors its safetensors files hold (their headers
+    only): a count that is not the weights' is refused before anything is built of it (a billion layers, ten
+    billion rows)."""
+    shapes: dict[str, list[int]] = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with path.open("rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(size)) if 0 < size <= 100_000_000 else {}
+        except (OSError, ValueError):
+            return  # the weights' own reading names what is wrong with the file
+        shapes.update({k: v.get("shape", []) for k, v in header.items() if isinstance(v, dict)})
+    if not shapes:
+        return  # pytorch_model.bin: the weights' reading compares them
+    layers = {int(m.group(1)) for k in shapes if (m := re.search(r"\.(?:h|layers)\.(\d+)\.", k))}
+    stored = max(layers) + 1 if layers else 0
+    asked = model_section["decoder"]["num_layers"]
+    name = "n_layer" if "n_layer" in config.to_dict() else "num_hidden_layers"
+    if asked != stored:
+        raise _refuse(folder, name, asked, f"the weights hold {stored} layers")
+    rows = next((shape[0] for k, shape in shapes.items() if k.endswith(("wte.weight", "embed_tokens.weight")) and shape), None)
+    if rows is not None and config.vocab_size != rows:
+        raise _refuse(folder, "vocab_size", config.vocab_size, f"the weights' embedding has {rows} rows")
+
+
 def gpt2_model(config: Any, folder: Path) -> dict[str, Any]:
     """The model section of a GPT2Config, or a refusal naming the field aiayn cannot express."""
     refusals = [
@@ -99,7 +137,8 @@ def gpt2_model(config: Any, folder: Path) -> dict[str, Any]:
         ("scale_attn_by_inverse_layer_idx", config.scale_attn_by_inverse_layer_idx, config.scale_attn_by_inverse_layer_idx,
          "aiayn's attention scales every layer alike"),
         ("add_cross_attention", config.add_cross_attention, config.add_cross_attention, "a language model attends to itself alone"),
-        ("n_head", config.n_head, config.n_embd % config.n_head != 0, f"it does not divide n_embd ({config.n_embd})"),
+        ("n_head", config.n_head, not _count(config.n_head) or config.n_embd % config.n_head != 0,
+         f"a count of heads that divides n_embd ({config.n_embd})"),
     ]  # fmt: skip
     for field, value, bad, why in refusals:
         if bad:
@@ -126,6 +165,11 @@ def llama_model(config: Any, folder: Path) -> dict[str, Any]:
     """The model section of a LlamaConfig, or a refusal naming the field aiayn cannot express."""
     rope = dict(getattr(config, "rope_parameters", None) or {})
     heads, d = config.num_attention_heads, config.hidden_size
+    if not _count(heads) or not _count(d) or d % heads:
+        raise _refuse(folder, "num_attention_heads", heads, f"a count of heads that divides hidden_size ({d})")
+    theta = rope.get("rope_theta", 10000.0)
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not 0 < theta < float("inf"):
+        raise _refuse(folder, "rope_parameters.rope_theta", theta, "the rotary base is a number above 0")
     head_dim = getattr(config, "head_dim", None) or d // heads
     refusals = [
         ("hidden_act", config.hidden_act, config.hidden_act != "silu", "aiayn's Llama feed-forward is SwiGLU (silu)"),

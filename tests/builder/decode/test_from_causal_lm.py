@@ -227,3 +227,40 @@ def test_evaluate_and_score_read_a_folder_as_a_run(tmp_path):
     )
     assert cli("evaluate", path)[::2] == (
         2, f"aiayn evaluate: error: {path} is a Hugging Face Llama model, which has no data splits: give --ref TEXT\n")  # fmt: skip
+
+
+def edited(folder, **changes):
+    """The folder with config.json's values changed after the weights were saved (a damaged file)."""
+    (folder / "config.json").write_text(json.dumps({**json.loads((folder / "config.json").read_text()), **changes}))
+    return folder
+
+
+def test_damaged_config_values_are_one_message_each_and_nothing_is_built_of_them(tmp_path):
+    """Values that transformers reads but no model is (issue 75): one line naming config.json and the value, before a
+    model (or the tokenizer's rows) is made of them: no traceback, and no hang on a billion layers (checked by
+    hand: n_layer 1e9 and vocab_size 1e10 are refused in a second)."""
+    cases = [
+        ("gpt2-tied", {"n_embd": 0}, "describes no model aiayn can build: model.d_model: input should be greater than 0"),
+        ("gpt2-tied", {"attn_pdrop": 1.5}, "describes no model aiayn can build: model.decoder.layer[0].attn_dropout: "
+         "input should be less than 1, got 1.5"),
+        ("gpt2-tied", {"n_head": 0}, ": n_head 0: a count of heads that divides n_embd (32)"),
+        # compared with the weights' headers before anything is made of them: 1e9 layers or 1e10 rows would hang the
+        # build (or the tokenizer's renumbering) with no message; a count one off says the same without that risk
+        ("gpt2-tied", {"n_layer": 3}, ": n_layer 3: the weights hold 2 layers"),
+        ("gpt2-tied", {"vocab_size": 123}, ": vocab_size 123: the weights' embedding has 122 rows"),
+        ("llama-mha-tied", {"num_attention_heads": 0}, ": transformers cannot read its config.json (integer modulo by zero)"),
+        ("llama-mha-tied", {"rope_parameters": {"rope_type": "default", "rope_theta": "ten thousand"}},
+         ": rope_parameters.rope_theta 'ten thousand': the rotary base is a number above 0"),
+        ("llama-mha-tied", {"rope_parameters": {"rope_type": "default", "rope_theta": -1.0}},
+         ": rope_parameters.rope_theta -1.0: the rotary base is a number above 0"),
+    ]  # fmt: skip
+    for i, (case, changes, message) in enumerate(cases):
+        folder = edited(hf_folder(tmp_path / str(i), case), **changes)
+        code, out, err = cli("generate", folder, "--prompt", "a", "-n", "2")
+        assert (code, out) == (2, "") and err.startswith(f"aiayn generate: error: {folder}"), (changes, err)
+        assert err.count("\n") == 1 and message.lower() in err.lower(), (changes, err)
+    listed = edited(hf_folder(tmp_path / "listed", "gpt2-tied"), model_type=["gpt2"])
+    code, _, err = cli("generate", listed, "--prompt", "a", "-n", "2")
+    assert (code, err) == (2, f"aiayn generate: error: {listed} is neither a run directory nor a Hugging Face model aiayn "
+                              "reads: its config.json says model_type ['gpt2'], and aiayn reads 'marian' (as opus-mt's), "
+                              "'gpt2' and 'llama'; give a run directory, a .ckpt file or such a folder\n")  # fmt: skip
