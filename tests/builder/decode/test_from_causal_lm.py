@@ -184,8 +184,7 @@ def test_folders_aiayn_cannot_read_are_one_message_each(tmp_path):
     refused(shape, f"{shape}/model.safetensors: the weights do not fit config.json (transformer.h.0.mlp.c_fc.bias (48,) for "
                    "(64,), transformer.h.0.mlp.c_fc.weight (32, 48) for (32, 64), transformer.h.0.mlp.c_proj.weight (48, 32) for "
                    "(64, 32) and 3 more); they belong to another model")  # fmt: skip
-    small = bad(tmp_path / "small")
-    (small / "config.json").write_text(json.dumps({**json.loads((small / "config.json").read_text()), "vocab_size": 50}))
+    small = bad(tmp_path / "small", vocab_size=50)  # the weights' 50 rows too: the tokenizer is another model's
     refused(small, f"{small}/tokenizer.json has 120 tokens, more than config.json's vocab_size (50) gives the model rows for: "
                    "the two files belong to different models")  # fmt: skip
     broken = bad(tmp_path / "broken")
