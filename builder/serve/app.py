@@ -29,6 +29,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.run.inherit import first_line
 from aiayn.builder.serve.batcher import Batcher
 from aiayn.builder.serve.messages import (
+    ErrorBody,
     GenerateRequest,
     GenerateResponse,
     ScoreRequest,
@@ -39,6 +40,19 @@ from aiayn.builder.serve.messages import (
 from aiayn.builder.serve.served import Served, run_generate, run_score, run_translate
 
 FIELDS = {name for m in (TranslateRequest, ScoreRequest, GenerateRequest) for name in m.model_fields}
+# what a POST endpoint answers besides 200, as /openapi.json documents it: the one shape every error has
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in (
+        (400, "a setting the model or the server's limits refuse; a body that does not parse"),
+        (404, "no model (or endpoint) of that name"),
+        (413, "more lines or bytes than the server takes"),
+        (415, "a body not sent as UTF-8 JSON"),
+        (422, "a body that does not match the request's schema, or text that is not text"),
+        (499, "the client closed the connection before its answer"),
+        (500, "a bug of aiayn's, said as JSON (the server goes on)"),
+    )
+}
 DISCONNECT_POLL = 0.05  # seconds between checks that a waiting client is still there
 
 
@@ -199,7 +213,7 @@ def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
 
 
 def _add_translation_routes(app: FastAPI, service: Service) -> None:
-    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True)
+    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True, responses=ERRORS)
     async def translate(body: TranslateRequest, request: Request) -> Any:
         """What `aiayn translate` gives for `lines` with these options (the run's decode settings
         by default)."""
@@ -213,7 +227,7 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         words = [f["words"] for f in found] if body.alignments else None
         return {"model": one.name, "translations": [f["hypotheses"] for f in found], "source_words": words}
 
-    @app.post("/score", response_model=ScoreResponse)
+    @app.post("/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:
         """What `aiayn score` gives: `src` and `tgt` for a translation model, `text` for a language model."""
         one = service.pick(body.model, "/score")
@@ -250,7 +264,7 @@ def _check_text_request(one: Served, body: ScoreRequest, options: dict[str, Any]
 
 
 def _add_language_model_routes(app: FastAPI, service: Service) -> None:
-    @app.post("/generate", response_model=GenerateResponse)
+    @app.post("/generate", response_model=GenerateResponse, responses=ERRORS)
     async def generate(body: GenerateRequest, request: Request) -> Any:
         """What `aiayn generate` prints: each prompt with its continuation (each prompt draws from
         a generator of its own: batching changes no sample)."""

@@ -98,6 +98,13 @@ class GenerateRequest(Request):
     seed: int = 1
 
 
+class ErrorBody(BaseModel):
+    """Every answer that is not a 2xx: what is wrong, and the request's field to blame where one is."""
+
+    error: str = Field(description="what is wrong, and what to send instead")
+    field: str | None = Field(default=None, description="the field to blame (lines.0 for a list's first item)")
+
+
 class Hypothesis(BaseModel):
     """One translation: its text; with scores, its numbers; with alignments, its word alignment."""
 

@@ -142,6 +142,14 @@ def test_models_health_and_the_openapi_schema(server, runs):
     status, schema = server.get("/openapi.json")
     assert status == 200 and {"/translate", "/score", "/generate", "/health", "/models"} <= set(schema["paths"])
     assert "n_best" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
+    for path in ("/translate", "/score", "/generate"):  # the error bodies documented as the server sends them
+        answers = schema["paths"][path]["post"]["responses"]
+        assert set(answers) == {"200", "400", "404", "413", "415", "422", "499", "500"}, answers
+        assert {answers[s]["content"]["application/json"]["schema"]["$ref"] for s in answers if s != "200"} == {
+            "#/components/schemas/ErrorBody"
+        }
+    assert "HTTPValidationError" not in schema["components"]["schemas"]  # FastAPI's own shape, which it never sends
+    assert set(schema["components"]["schemas"]["ErrorBody"]["properties"]) == {"error", "field"}
     status, page = server.get("/")
     assert status == 200 and "<title>aiayn serve</title>" in page
 
