@@ -193,7 +193,9 @@ def translate(args: argparse.Namespace) -> int:
     decoding = decoding_from(args)  # a filter or utility named by its flag, before the model loads
     translator = translation_model(load_run(args.checkpoint, device=device_of(args), registry=args.registry), args.checkpoint)
     decode = decode_spec(translator.spec, args)
-    check_n_best(args.n_best, None if args.sampling else decode.beam, "--n-best", "--beam")
+    decoding = decoding.resolved(decode, args.registry)  # the run's decode.strategy where no flag names one
+    assert decoding.strategy is not None
+    check_n_best(args.n_best, decoding.strategy.n_best_limit(decode), "--n-best", "--beam")
     pipelines = check_columns(args, translator)
     if pipelines is not None and args.input is not None and str(args.input) != "-":
         check_raw(args.input, pipelines[0].steps, "give the raw text: the run applies its data.pipeline itself")

@@ -76,6 +76,17 @@ def test_the_runs_decode_strategy_is_what_translates_where_no_call_names_one(run
     assert strategy_of(experiment.decode.strategy, registry()) == Sampled(Sampling(top_p=0.9))
 
 
+def test_a_run_that_samples_by_default_lists_any_number_of_samples(tmp_path, capsys):
+    """A run whose decode.strategy samples has no beam to bound --n-best (the command line asks the strategy)."""
+    from tests.builder.decode.test_checkpoint import make_run
+
+    sampled = make_run(tmp_path, seed=21, overrides=("decode.strategy={type: sampling, top_k: 20}",))
+    line = tmp_path / "src.txt"
+    line.write_text("she sold eight apples\n")
+    assert main(["translate", str(sampled), "--input", str(line), "--n-best", "9", "--seed", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 9  # more than the beam's 4
+
+
 def _sampling(top_k: int):
     return load_experiment(
         EXPERIMENTS / "demo.yaml", [f"decode.strategy={{type: sampling, top_k: {top_k}}}"], registry=registry()
