@@ -2,18 +2,16 @@
 for translate, score and generate, each request queued in the dynamic batcher (batcher.py);
 GET /health, GET /models, GET /openapi.json and the page at /.
 
-Errors are JSON `{"error": message, "field": name}` (field where one is to blame): 400 for a
-request the model refuses (what the Python API says, in its keywords' names, which are the JSON
-fields'), 413 for a body over `max_request_bytes` or more than `max_lines` lines, 422 for a body
-that does not match the schema (a wrong type, an unknown field), 404 for an unknown model. No
-request can stop the server; a client that leaves before its answer drops its queued work."""
+Errors are JSON `{"error": message, "field": name}` (errors.py): 400 for a request the model or
+the server's limits refuse, 413 for a body over `max_request_bytes` or more than `max_lines` lines,
+422 for a body that does not match the schema, 404 for an unknown model. No request can stop the
+server; a client that leaves before its answer drops its queued work."""
 
 from __future__ import annotations
 
 import asyncio
 import difflib
 import json
-import re
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -21,15 +19,12 @@ from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi.responses import HTMLResponse
 
 from aiayn.builder.errors import UserError
-from aiayn.builder.run.inherit import first_line
 from aiayn.builder.serve.batcher import Batcher
+from aiayn.builder.serve.errors import ERRORS, RequestError, add_error_handlers, error_response
 from aiayn.builder.serve.messages import (
-    ErrorBody,
     GenerateRequest,
     GenerateResponse,
     ScoreRequest,
@@ -39,20 +34,6 @@ from aiayn.builder.serve.messages import (
 )
 from aiayn.builder.serve.served import Served, run_generate, run_score, run_translate
 
-FIELDS = {name for m in (TranslateRequest, ScoreRequest, GenerateRequest) for name in m.model_fields}
-# what a POST endpoint answers besides 200, as /openapi.json documents it: the one shape every error has
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what}
-    for status, what in (
-        (400, "a setting the model or the server's limits refuse; a body that does not parse"),
-        (404, "no model (or endpoint) of that name"),
-        (413, "more lines or bytes than the server takes"),
-        (415, "a body not sent as UTF-8 JSON"),
-        (422, "a body that does not match the request's schema, or text that is not text"),
-        (499, "the client closed the connection before its answer"),
-        (500, "a bug of aiayn's, said as JSON (the server goes on)"),
-    )
-}
 DISCONNECT_POLL = 0.05  # seconds between checks that a waiting client is still there
 
 
@@ -94,14 +75,6 @@ class Limits:
             if value is not None and value > limit:
                 return field, f"{field}: {value} is more than this server allows ({limit}; aiayn serve {flag})"
         return None
-
-
-class RequestError(Exception):
-    """A request refused before it reaches a model: its status, message and field."""
-
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.field = status, field
 
 
 class Service:
@@ -204,7 +177,7 @@ def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
 
     app = FastAPI(title="aiayn serve", description=__doc__, version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
-    _add_error_handlers(app)
+    add_error_handlers(app)
     app.add_middleware(BodyLimit, limit=limits.max_request_bytes)
     _add_translation_routes(app, service)
     _add_language_model_routes(app, service)
@@ -300,89 +273,6 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
         return HTMLResponse(resources.files("aiayn.builder.serve").joinpath("page.html").read_text(encoding="utf-8"))
 
 
-def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(RequestError)
-    async def refused(request: Request, e: RequestError) -> Response:
-        return _error(e.status, str(e), e.field)
-
-    @app.exception_handler(UserError)
-    async def user_error(request: Request, e: UserError) -> Response:
-        first = re.split(r"[\s:\[(]", str(e), maxsplit=1)[0]
-        return _error(400, str(e), first if first in FIELDS else None)
-
-    @app.exception_handler(Exception)
-    async def failed(request: Request, e: Exception) -> Response:  # a bug of ours: said as JSON, logged by uvicorn
-        return _error(500, f"internal error: {type(e).__name__}: {e}")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, e: StarletteHTTPException) -> Response:
-        """Starlette's and FastAPI's own errors (no route, a method the route does not take, a body that does not
-        parse) in this server's shape, saying what and where."""
-        if e.status_code == 400:  # FastAPI read a JSON body it could not parse: say why
-            return _error(*await _unparsable(request))
-        if e.status_code == 405:
-            allowed = (e.headers or {}).get("Allow", "")
-            return _error(405, f"{request.method} {request.url.path}: this endpoint takes {allowed}", headers={"Allow": allowed})
-        if e.status_code == 404:
-            return _error(404, f"{request.url.path}: no such endpoint ({ENDPOINTS})")
-        return _error(e.status_code, str(e.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> Response:
-        error = e.errors()[0]
-        kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-        if not kind:
-            return _error(415, "the body has no Content-Type: send JSON (Content-Type: application/json)")
-        if kind != "application/json" and not kind.endswith("+json"):
-            return _error(415, f"the body is {kind}: send JSON (Content-Type: application/json)")
-        if error["type"] == "missing" and tuple(error["loc"]) == ("body",):
-            return _error(422, "the body is empty: send a JSON object of the request's fields (GET /openapi.json)")
-        if error["type"] == "json_invalid":
-            return _error(400, f"the body is not JSON: {error.get('ctx', {}).get('error', error['msg'])}")
-        loc = [str(p) for p in error["loc"] if p != "body"]
-        field = ".".join(loc) or None
-        if error["type"] == "extra_forbidden":
-            return _error(422, f"{field}: unknown field{_did_you_mean(field or '', error)}", field)
-        if error["type"] == "missing":
-            return _error(422, f"{field}: required", field)
-        if not loc:
-            return _error(422, "the body: expected a JSON object of the request's fields (GET /openapi.json)")
-        return _error(422, f"{field}: {error['msg'][0].lower() + error['msg'][1:]}", field)
-
-
-def _did_you_mean(field: str, error: dict[str, Any]) -> str:
-    close = difflib.get_close_matches(field.split(".")[-1], sorted(FIELDS), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message, **({"field": field} if field else {})}, status_code=status, headers=headers)
-
-
-ENDPOINTS = "POST /translate, /score, /generate; GET /health, /models, /openapi.json, /"
-
-
-async def _unparsable(request: Request) -> tuple[int, str]:
-    """(status, why) of a body that FastAPI could not parse as JSON: its charset, its bytes, its depth, a number."""
-    charset = request.headers.get("content-type", "").partition("charset=")[2].strip().strip('"').lower()
-    if charset and charset not in ("utf-8", "utf8"):
-        return 415, f"the body is declared {charset}: send it as UTF-8 (JSON's encoding)"
-    body = await request.body()
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return 400, f"the body is not UTF-8: byte 0x{body[e.start]:02x} at {e.start} (JSON's encoding is UTF-8)"
-    try:
-        json.loads(text)
-    except RecursionError:
-        return 400, "the body nests arrays or objects too deep to read: send the request's fields, one level deep"
-    except ValueError as e:
-        if "digits" in str(e):  # Python's limit on the digits of an integer it reads
-            return 400, "the body holds a number of more than 4300 digits, which no field takes"
-        return 400, f"the body is not JSON: {first_line(e)}"
-    return 400, "the body is not JSON"
-
-
 class BodyLimit:
     """ASGI middleware: a body over `limit` bytes is refused (413): unread where its Content-Length
     says so, or once that many bytes of a body sent without one (chunked) have come.
@@ -422,7 +312,7 @@ class BodyLimit:
         await self.app(scope, replayed, send)
 
     async def _refuse(self, what: str, scope: dict, receive: Callable, send: Callable) -> None:
-        await _error(413, f"{what} this server's max_request_bytes ({self.limit})")(scope, receive, send)
+        await error_response(413, f"{what} this server's max_request_bytes ({self.limit})")(scope, receive, send)
 
 
 def _version() -> str:
