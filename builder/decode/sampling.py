@@ -163,7 +163,7 @@ def spec_error(error: ValidationError, item: object) -> str:
     first = error.errors()[0]
     parts = [str(part) for part in first["loc"] if not isinstance(part, int)]
     where = ".".join(parts[1:] if parts[:1] == [str(spec_type(item))] else parts)  # the type's tag leads
-    return f"{where + ': ' if where else ''}{first['msg']}"
+    return f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
 
 
 def spec_type(item: object) -> object:

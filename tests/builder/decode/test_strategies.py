@@ -30,6 +30,11 @@ def test_a_strategy_is_built_from_its_spec_as_yaml_writes_it():
         ("greedy", "strategy: input tag 'greedy' found using 'type' does not match any of the expected tags: 'beam', 'sampling'"),
         ({"type": "sampling", "top_p": 2}, "strategy: top_p: Input should be less than or equal to 1"),
         ({"type": "sampling", "beam": 4}, "strategy: beam: Extra inputs are not permitted"),
+        (
+            {"type": "sampling", "temperature": 1e-40},
+            "strategy: temperature: 1e-40 is too small for float32, which the model "
+            "computes in (it becomes 0 or loses its precision); give a value between 1.2e-38 and 3.4e+38 in magnitude",
+        ),
         (4, "strategy: expected a decoding strategy ({type: ..., ...}), got int 4"),
     ]:
         with pytest.raises(UserError) as e:
