@@ -16,7 +16,7 @@ For a notebook or a script (docs/python.md):
                                           mean of their next-token probabilities; one tokenizer)
     Decoding(strategy, n_best, ...)       how a translate call finds and chooses its candidates, as
                                           one value (translate(lines, decoding=...)); its strategy
-                                          BeamSearch(), Sampled(Sampling(top_p=0.9)), a plugin's
+                                          BeamSearch(), Greedy(), Sampled(Sampling(top_p=0.9)), a plugin's
     load_registry(selection=None)         the registrations: aiayn's own blocks and the installed
                                           plugins' (a Registry; each function above takes one as
                                           registry=, default this); Registry.extended(function)
@@ -87,6 +87,7 @@ _PUBLIC = {
     "StrategySpec": "aiayn.schemas.strategy",
     "Strategy": "aiayn.builder.decode.strategy",
     "BeamSearch": "aiayn.builder.decode.strategy",
+    "Greedy": "aiayn.builder.decode.strategy",
     "Sampled": "aiayn.builder.decode.strategy",
     "Decoding": "aiayn.builder.decode.strategy",
     "Wanted": "aiayn.builder.decode.strategy",
@@ -146,6 +147,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.decode.sampling import Sampling as Sampling
     from aiayn.builder.decode.strategy import BeamSearch as BeamSearch
     from aiayn.builder.decode.strategy import Decoding as Decoding
+    from aiayn.builder.decode.strategy import Greedy as Greedy
     from aiayn.builder.decode.strategy import Sampled as Sampled
     from aiayn.builder.decode.strategy import Strategy as Strategy
     from aiayn.builder.decode.strategy import Wanted as Wanted

@@ -18,7 +18,8 @@ import torch
 from common import interleaved_medians
 
 from aiayn import load_registry
-from aiayn.builder.decode.generate import Sampling, generate_ids
+from aiayn.builder.decode.generate import generate_ids
+from aiayn.builder.decode.strategy import Greedy
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.loss import smoothed_nll_chunked
 from aiayn.schemas.experiment import ExperimentSpec
@@ -111,9 +112,7 @@ def main() -> None:
     prompt = torch.randint(3, a.vocab, (1, 16))
 
     def ours_generate(k: str):
-        return lambda: generate_ids(
-            ours[k], [prompt[0, 1:].tolist()], max_new_tokens=a.new_tokens, eos_id=-1, sampling=Sampling(greedy=True)
-        )
+        return lambda: generate_ids(ours[k], [prompt[0, 1:].tolist()], max_new_tokens=a.new_tokens, eos_id=-1, strategy=Greedy())
 
     def hf_generate(k: str):
         return lambda: theirs[k].generate(input_ids=prompt, max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,

@@ -1,6 +1,6 @@
 """aiayn's decoding strategies (the `strategy` slot; schemas/strategy.py): the paper's beam search,
-whose settings are the decode section's own (beam, alpha, length_penalty, early_stopping), and
-ancestral sampling with the filters that shape it (builder/decode/sampling.py)."""
+whose settings are the decode section's own (beam, alpha, length_penalty, early_stopping), greedy
+decoding, and ancestral sampling with the filters that shape it (builder/decode/sampling.py)."""
 
 from typing import Literal
 
@@ -15,6 +15,13 @@ class BeamSearchSpec(StrategySpec):
     """Beam search (Sec. 6.1): decode.beam hypotheses a source, scored with decode.alpha's length penalty."""
 
     type: Literal["beam"] = "beam"
+
+
+class GreedySpec(StrategySpec):
+    """The most probable token at every step until </s>: a beam of 1 without a length penalty
+    (transformers' num_beams=1, do_sample=False), one candidate a source."""
+
+    type: Literal["greedy"] = "greedy"
 
 
 class SamplingSpec(StrategySpec):

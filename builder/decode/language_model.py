@@ -13,11 +13,13 @@ from aiayn.builder.decode.generate import generate_ids
 from aiayn.builder.decode.inference import Inference
 from aiayn.builder.decode.metrics import line_log_probs
 from aiayn.builder.decode.records import LineScore, line_record
-from aiayn.builder.decode.sampling import filters_of, sampling_from, seed_argument
+from aiayn.builder.decode.sampling import seed_argument
+from aiayn.builder.decode.strategy import Strategy, generation_strategy
 from aiayn.builder.errors import UserError, described, strings_argument
 from aiayn.builder.graph import graph_of
 from aiayn.builder.registry import registry_of
 from aiayn.schemas.experiment import ExperimentSpec
+from aiayn.schemas.strategy import StrategySpec
 
 
 class LanguageModel(Inference):
@@ -71,6 +73,7 @@ class LanguageModel(Inference):
         *,
         max_new_tokens: int = 50,
         greedy: bool = False,
+        strategy: Strategy | StrategySpec | str | dict[str, Any] | None = None,
         temperature: float = 1.0,
         top_k: int = 0,
         top_p: float = 1.0,
@@ -85,7 +88,9 @@ class LanguageModel(Inference):
 
         :param prompts: the texts to continue (a str: that one)
         :param max_new_tokens: at most this many tokens after each prompt (fewer at </s>)
-        :param greedy: the most probable token at every step (a beam of 1) instead of drawing
+        :param greedy: the most probable token at every step (the greedy strategy) instead of drawing
+        :param strategy: how to continue: a registered strategy as YAML writes it ("greedy", "beam", {"type": "sampling",
+            "top_p": 0.9}, a plugin's) or a Strategy value (default: sampling with the settings below)
         :param temperature: divide the logits by it before drawing
         :param top_k: draw among the k most probable tokens (0: no limit)
         :param top_p: draw among the fewest tokens whose probability reaches p (1.0: no limit)
@@ -95,24 +100,21 @@ class LanguageModel(Inference):
         :param seed: the sampler's seed
         :returns: a text a prompt"""
         prompts = strings_argument(prompts, "prompts", one=True)
-        shaping = {"temperature": temperature != 1.0, "top_k": top_k != 0, "top_p": top_p != 1.0, "epsilon": epsilon != 0.0}
-        given = next((name for name, on in {**shaping, "filters": bool(filters)}.items() if on), None)
-        if greedy is True and given is not None:  # what is not a bool is refused by name below
-            shapes = "they shape" if given == "filters" else "it shapes"
-            raise UserError(f"{given}: {shapes} sampling, and greedy takes the most probable token: give one or the other")
-        made = filters_of(filters, registry_of(self.spec))
-        sampling = sampling_from(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon, filters=made)
+        shaping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "epsilon": epsilon, "filters": filters}
+        chosen = generation_strategy(greedy, strategy, shaping, registry_of(self.spec))
         seed = seed_argument(seed)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise UserError(f"max_new_tokens: expected a whole number >= 1, got {described(max_new_tokens)}")
-        blank = next((i for i, p in enumerate(prompts) if not p.strip()), None)
-        if blank is not None:
-            raise UserError(f"prompt {blank + 1} is empty; give the text to continue (the model starts it with <s> itself)")
-        ids = self.tokenizer.encode_batch(prompts)
-        self.check_prompts(ids)
+        ids = self.prompt_ids(prompts)
         self.model.eval()
         found = generate_ids(
-            self.model, ids, max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_id, sampling=sampling, seed=seed
+            self.model,
+            ids,
+            max_new_tokens=max_new_tokens,
+            eos_id=self.tokenizer.eos_id,
+            strategy=chosen,
+            decode=self.spec.decode,
+            seed=seed,
         )
         return [self.tokenizer.decode([*p, *c]) for p, c in zip(ids, found)]
 
@@ -142,6 +144,18 @@ class LanguageModel(Inference):
             )
         found = line_log_probs(self.model, self.tokenizer, lines, max(limit, max(len(x) for x in ids) + 1))
         return [line_record(text, x, p, self.tokenizer) for text, x, p in zip(lines, ids, found)]
+
+    def prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
+        """Each prompt's token ids, none empty, each leaving the model room to continue it.
+
+        :param prompts: the texts to continue
+        :raises UserError: the first prompt that is empty or too long"""
+        blank = next((i for i, p in enumerate(prompts) if not p.strip()), None)
+        if blank is not None:
+            raise UserError(f"prompt {blank + 1} is empty; give the text to continue (the model starts it with <s> itself)")
+        ids = self.tokenizer.encode_batch(list(prompts))
+        self.check_prompts(ids)
+        return ids
 
     def check_prompts(self, ids: Sequence[Sequence[int]]) -> None:
         """Every prompt leaves a learned position table room for one token or more.

@@ -67,12 +67,28 @@ class Next:
     memory_rows: Tensor | None = None
 
 
-class Chooser(Protocol):
-    """How a search chooses the next tokens (see the module's text)."""
+@dataclass(frozen=True)
+class Step:
+    """What a chooser reads at one step: the rules' log-probabilities (n, V) of each row's next
+    token, the rows' outputs so far (n, step), their length limits (n,), the step (from 1), and,
+    for a chooser that `wants_hidden`, the decoder's output at each row's newest position
+    (n, d_model: what the output projection turns into the logits; None for the others)."""
 
-    def choose(self, log_probs: Tensor, tokens: Tensor, max_len: Tensor, step: int) -> Next:
-        """The rows that go on after `step` (from 1), given the rules' log-probabilities (n, V) of
-        each row's next token, the rows' outputs so far (n, step) and their length limits (n,)."""
+    log_probs: Tensor
+    tokens: Tensor
+    max_len: Tensor
+    index: int
+    hidden: Tensor | None = None
+
+
+class Chooser(Protocol):
+    """How a search chooses the next tokens (see the module's text). `wants_hidden`: the loop hands
+    it the decoder's hidden states too (Step.hidden), of one model (an ensemble has no one state)."""
+
+    wants_hidden: bool = False
+
+    def choose(self, step: Step) -> Next:
+        """The rows that go on after `step.index`."""
         ...
 
 
@@ -92,10 +108,11 @@ def run_loop(
     """Decode from rows `tokens` (n, t0) reading `memory` (n, ...) until every row finished or
     reached its limit `max_len` (n,) of generated tokens; the chooser keeps what it found."""
     state = model.init_state() if use_cache else None
+    hidden = bool(chooser.wants_hidden)
     for step in range(1, int(max_len.max()) + 1 if max_len.numel() else 1):
-        log_probs = next_log_probs(model, tokens, memory, memory_padding_mask, state)
+        log_probs, states = next_log_probs(model, tokens, memory, memory_padding_mask, state, hidden=hidden)
         log_probs = rules.apply(log_probs, model.pad_id, eos_id, max_len.le(step))
-        chosen = chooser.choose(log_probs, tokens, max_len, step)
+        chosen = chooser.choose(Step(log_probs, tokens, max_len, step, states))
         rows, memory_rows = chosen.rows, chosen.memory_rows
         if rows is not None:
             if rows.numel() == 0:
@@ -112,21 +129,34 @@ def run_loop(
 
 
 def next_log_probs(
-    model: TransformerModel, tokens: Tensor, memory: Tensor, memory_padding_mask: Tensor | None, state: DecoderState | None
-) -> Tensor:
+    model: TransformerModel,
+    tokens: Tensor,
+    memory: Tensor,
+    memory_padding_mask: Tensor | None,
+    state: DecoderState | None,
+    *,
+    hidden: bool = False,
+) -> tuple[Tensor, Tensor | None]:
     """log P(next token | prefix) (n, V) for each row of tokens (n, t), as the model gives them
-    (TokenRules.apply masks <pad> and the rest)."""
-    if state is None:
-        logits = model.decode(tokens, memory, memory_padding_mask)[:, -1]  # whole prefix again
+    (TokenRules.apply masks <pad> and the rest), and where `hidden` the decoder's output (n, d_model)
+    the logits are projected from (else None)."""
+    new = tokens if state is None else tokens[:, -1:]  # the whole prefix again, or the newest token
+    states = None
+    if hidden:
+        graph = model.graph()
+        if graph is None:
+            raise UserError("this search reads the decoder's hidden states, and an ensemble has one a member: decode one model")
+        states = model.decode(new, memory, memory_padding_mask, state, project=False)[:, -1]  # type: ignore[call-arg]
+        logits = graph.generator(states)
     else:
-        logits = model.decode(tokens[:, -1:], memory, memory_padding_mask, state)[:, -1]
+        logits = model.decode(new, memory, memory_padding_mask, state)[:, -1]
     log_probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
     if bool(log_probs.isnan().any()):  # NaN compares false with everything: no search could rank it
         raise UserError(
             "the model computes NaN for the next token's probabilities (its weights are not finite, or a setting makes "
             "attention or a norm divide by zero); it cannot be decoded"
         )
-    return log_probs
+    return log_probs, states
 
 
 @torch.no_grad()
@@ -153,6 +183,26 @@ def decode_sources(
     memory = memory.repeat_interleave(copies, 0)
     src_pad = None if src_pad is None else src_pad.repeat_interleave(copies, 0)
     run_loop(model, memory, src_pad, tokens, max_len, chooser, eos_id=eos_id, rules=rules, use_cache=use_cache)
+
+
+@torch.no_grad()
+def continue_prompts(
+    model: TransformerModel,
+    prompts: Tensor,
+    chooser: Chooser,
+    *,
+    copies: int,
+    steps: int,
+    eos_id: int,
+    rules: TokenRules = TokenRules(),
+    use_cache: bool = True,
+) -> None:
+    """The loop over prompts (B, L) of one length (a decoder-only model's `<s>` and tokens): each read
+    as the memory but for its last token, which its `copies` rows start from (row b * copies + j is
+    prompt b's j-th), each adding at most `steps` tokens."""
+    rows = prompts if copies == 1 else prompts.repeat_interleave(copies, 0)
+    max_len = torch.full((rows.size(0),), steps, dtype=torch.long, device=prompts.device)
+    run_loop(model, rows[:, :-1], None, rows[:, -1:], max_len, chooser, eos_id=eos_id, rules=rules, use_cache=use_cache)
 
 
 def output_limits(model: TransformerModel, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:

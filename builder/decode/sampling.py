@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from torch import Tensor
 
 from aiayn.blocks import TransformerModel
-from aiayn.builder.decode.loop import Next, TokenRules, decode_sources, strip_eos
+from aiayn.builder.decode.loop import Chooser, Next, Step, TokenRules, continue_prompts, decode_sources, strip_eos
 from aiayn.builder.decode.search import Hypothesis, penalty_of
 from aiayn.builder.errors import UserError, bool_argument, described
 from aiayn.builder.registry import Registry
@@ -41,18 +41,15 @@ Filter = Callable[[Tensor], Tensor]  # logits (n, V) -> logits (n, V), -inf wher
 
 @dataclass(frozen=True)
 class Sampling:
-    """How the next token is chosen: the most probable, or drawn from the filtered distribution
-    (see the module's text).
+    """How the next token is drawn from the filtered distribution (see the module's text; the most
+    probable token is the `greedy` strategy's, strategy.py).
 
-    :param greedy: the most probable token (generation then searches with a beam of 1, generate.py;
-        `choose` draws nothing)
     :param temperature: divide the logits by it (> 0)
     :param top_k: draw among the k most probable tokens (>= 0; 0: all)
     :param top_p: then among the fewest whose probability reaches p (in (0, 1]; 1: all)
     :param epsilon: then among those of probability >= epsilon (in [0, 1); 0: all)
     :param filters: a plugin's filters after those, in order (functions logits -> logits; `filters_of` builds them)"""
 
-    greedy: bool = False
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -77,8 +74,6 @@ class Sampling:
     def choose(self, logits: Tensor, generator: torch.Generator | list[torch.Generator] | None) -> Tensor:
         """(n,) next tokens from logits (n, V) (or log-probabilities: the same distribution), drawn
         from `generator`, or each row from its own (a list of n)."""
-        if self.greedy:
-            raise ValueError("Sampling(greedy=True) draws nothing: the most probable token is beam search with beam 1")
         probs = self.probabilities(logits)
         if isinstance(generator, list):
             return torch.cat([torch.multinomial(p[None], 1, generator=g) for p, g in zip(probs, generator)]).squeeze(1)
@@ -114,7 +109,6 @@ class Sampling:
 
 def sampling_from(
     *,
-    greedy: object = False,
     temperature: object = 1.0,
     top_k: object = 0,
     top_p: object = 1.0,
@@ -122,15 +116,13 @@ def sampling_from(
     filters: tuple[Filter, ...] = (),
 ) -> Sampling:
     """The settings as a Sampling, or a UserError naming the one that is wrong (its Python name)."""
-    if not isinstance(greedy, bool):
-        raise UserError(f"greedy: expected True or False, got {described(greedy)}")
     for name, value in (("temperature", temperature), ("top_p", top_p), ("epsilon", epsilon)):
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise UserError(f"{name}: expected a number, got {described(value)}")
     if not isinstance(top_k, int) or isinstance(top_k, bool):
         raise UserError(f"top_k: expected a whole number, got {described(top_k)}")
     try:
-        return Sampling(greedy, float(temperature), top_k, float(top_p), float(epsilon), filters)  # type: ignore[arg-type]
+        return Sampling(float(temperature), top_k, float(top_p), float(epsilon), filters)  # type: ignore[arg-type]
     except ValueError as e:
         raise UserError(str(e)) from None
 
@@ -181,7 +173,7 @@ def seed_argument(seed: object, name: str = "seed") -> int:
     return seed
 
 
-class Draws:
+class Draws(Chooser):
     """Sampling as the loop's chooser: each row draws its next token with `sampling`, from
     `generator` (one for all rows, or a list: row r's own, r its index at the start); a row ends
     at EOS or its limit, as a Hypothesis scored by log P(Y | X) / lp(|Y|). `found[r]` is row r's."""
@@ -203,7 +195,8 @@ class Draws:
         self.log_prob = torch.zeros(n, dtype=torch.float64, device=device)
         self.found: list[Hypothesis | None] = [None] * n
 
-    def choose(self, log_probs: Tensor, tokens: Tensor, max_len: Tensor, step: int) -> Next:
+    def choose(self, at: Step) -> Next:
+        log_probs, tokens, max_len, step = at.log_probs, at.tokens, at.max_len, at.index
         generator = self.generator
         if isinstance(generator, list):
             generator = [generator[r] for r in self.row.tolist()]
@@ -222,6 +215,24 @@ class Draws:
         return Next(token[keep], keep, keep)
 
 
+def sampled_continuations(
+    model: TransformerModel,
+    prompts: Tensor,
+    *,
+    steps: int,
+    eos_id: int,
+    sampling: Sampling,
+    generator: torch.Generator | list[torch.Generator] | None = None,
+    rules: TokenRules = TokenRules(),
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """A continuation drawn after each prompt of prompts (B, L), without </s>; `generator`: one for
+    all, or each prompt's own."""
+    draws = Draws(prompts.size(0), sampling=sampling, eos_id=eos_id, generator=generator, device=prompts.device)
+    continue_prompts(model, prompts, draws, copies=1, steps=steps, eos_id=eos_id, rules=rules, use_cache=use_cache)
+    return [[] if h is None else h.ids for h in draws.found]
+
+
 def sample_hypotheses(
     model: TransformerModel,
     src: Tensor,
@@ -230,7 +241,7 @@ def sample_hypotheses(
     eos_id: int,
     n: int,
     sampling: Sampling,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | list[torch.Generator] | None = None,
     max_len_a: float = 1.0,
     max_len_b: int = 50,
     alpha: float = 0.6,

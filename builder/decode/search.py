@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import TransformerModel
-from aiayn.builder.decode.loop import Next, TokenRules, decode_sources
+from aiayn.builder.decode.loop import Chooser, Next, Step, TokenRules, continue_prompts, decode_sources
 
 Length = int | float | Tensor
 
@@ -81,7 +81,7 @@ def penalty_of(form: str) -> Callable[[Length, float], float | Tensor]:
     return LENGTH_PENALTIES[form]
 
 
-class Beams:
+class Beams(Chooser):
     """Beam search as the loop's chooser: `n` sentences of `k` rows each (row i * k + j is
     sentence i's j-th hypothesis), their live scores, and the hypotheses they finished (`found`,
     per sentence in input order). `kept` is how many finished scores a sentence keeps to decide
@@ -109,9 +109,10 @@ class Beams:
         self.sentence = torch.arange(n, device=device)  # input index of each live sentence
         self.found: list[list[Hypothesis]] = [[] for _ in range(n)]
 
-    def choose(self, log_probs: Tensor, tokens: Tensor, max_len: Tensor, step: int) -> Next:
+    def choose(self, at: Step) -> Next:
         """Expand every live hypothesis, keep the 2k best candidates, finish the EOS ones among
         the top k, go on with the k best others (the module's text)."""
+        log_probs, tokens, max_len, step = at.log_probs, at.tokens, at.max_len, at.index
         n, k, alpha = self.sentence.numel(), self.k, self.alpha
         max_len = max_len[::k]  # (n,) one limit a sentence
         V = log_probs.size(-1)
@@ -225,6 +226,37 @@ def beam_hypotheses(
         use_cache=use_cache,
     )
     return beams.best()
+
+
+def beam_continuations(
+    model: TransformerModel,
+    prompts: Tensor,
+    *,
+    steps: int,
+    eos_id: int,
+    beam: int = 1,
+    alpha: float = 0.0,
+    length_penalty: str = "gnmt",
+    early_stopping: bool = True,
+    rules: TokenRules = TokenRules(),
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """The best continuation a beam of `beam` finds after each prompt of prompts (B, L), without
+    </s> (beam=1, alpha 0: the most probable token at every step)."""
+    check_beam(beam, 1, alpha)
+    beams = Beams(
+        prompts.size(0),
+        beam,
+        eos_id=eos_id,
+        alpha=alpha,
+        length_penalty=length_penalty,
+        n_best=1,
+        kept=1 if early_stopping else beam,
+        early_stopping=early_stopping,
+        device=prompts.device,
+    )
+    continue_prompts(model, prompts, beams, copies=beam, steps=steps, eos_id=eos_id, rules=rules, use_cache=use_cache)
+    return [hyps[0].ids for hyps in beams.best()]
 
 
 def check_beam(beam: int, n_best: int, alpha: float) -> None:

@@ -4,8 +4,9 @@ and never re-spelled as keyword arguments on the way down.
 
 A `Strategy` answers what the callers ask: the widest n-best list it can give (`n_best_limit`:
 a beam's width, or any number of samples), whether it draws from a seeded generator (`draws`),
-and each source's `hypotheses`, best first. aiayn's two are the paper's `BeamSearch` (its
-settings are the decode section's: beam, alpha, length_penalty, early_stopping) and `Sampled`
+each source's `hypotheses`, best first, and a language model's `continuations` of prompts.
+aiayn's three are the paper's `BeamSearch` (its settings are the decode section's: beam, alpha,
+length_penalty, early_stopping), `Greedy` (a beam of 1 without a length penalty) and `Sampled`
 (ancestral sampling with a `Sampling`: sampling.py). `Decoding` is what one translate call asks
 for: the strategy, how many candidates a line, each text once, the MBR choice among them and the
 seed of whatever draws.
@@ -23,13 +24,22 @@ from torch import Tensor
 from aiayn.blocks import TransformerModel
 from aiayn.builder.decode.loop import TokenRules
 from aiayn.builder.decode.mbr import MBRChoice
-from aiayn.builder.decode.sampling import Sampling, sample_hypotheses, spec_error
-from aiayn.builder.decode.search import Hypothesis, beam_hypotheses
-from aiayn.builder.errors import UserError, described
+from aiayn.builder.decode.sampling import (
+    Sampling,
+    filters_of,
+    sample_hypotheses,
+    sampled_continuations,
+    sampling_from,
+    spec_error,
+)
+from aiayn.builder.decode.search import Hypothesis, beam_continuations, beam_hypotheses
+from aiayn.builder.errors import UserError, bool_argument, described
 from aiayn.builder.registry import Registry
 from aiayn.schemas.decode import DecodeSpec
 from aiayn.schemas.slots import AnyStrategy
 from aiayn.schemas.strategy import StrategySpec
+
+SHAPED = ("temperature", "top_k", "top_p", "epsilon")  # the numbers that shape sampling
 
 
 @dataclass(frozen=True)
@@ -40,13 +50,14 @@ class Wanted:
     :param bos_id: the token every output follows
     :param eos_id: the token that ends one
     :param rules: what the search does to the next-token log-probabilities (loop.py's TokenRules)
-    :param generator: what a strategy that draws draws from (seeded with the call's seed)"""
+    :param generator: what a strategy that draws draws from (seeded with the call's seed; a list: each
+        source's or prompt's own)"""
 
     n: int
     bos_id: int
     eos_id: int
     rules: TokenRules = TokenRules()
-    generator: torch.Generator | None = None
+    generator: torch.Generator | list[torch.Generator] | None = None
 
 
 class Strategy:
@@ -61,6 +72,16 @@ class Strategy:
     def hypotheses(self, model: TransformerModel, src: Tensor, decode: DecodeSpec, wanted: Wanted) -> list[list[Hypothesis]]:
         """The `wanted.n` candidates of each sentence of src (B, S), best first, under `decode`'s length limits."""
         raise NotImplementedError
+
+    def continuations(
+        self, model: TransformerModel, prompts: Tensor, steps: int, decode: DecodeSpec, wanted: Wanted, use_cache: bool = True
+    ) -> list[list[int]]:
+        """A decoder-only model's continuation of each prompt of prompts (B, L) (`<s>` and its tokens,
+        of one length), at most `steps` tokens, without </s> (use_cache False: the reference decoder)."""
+        raise UserError(
+            f"the strategy {type(self).__name__} finds a source's candidates and continues no prompt; generate with "
+            "greedy, beam or sampling"
+        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +104,39 @@ class BeamSearch(Strategy):
             **limits(decode),
         )
 
+    def continuations(
+        self, model: TransformerModel, prompts: Tensor, steps: int, decode: DecodeSpec, wanted: Wanted, use_cache: bool = True
+    ) -> list[list[int]]:
+        return beam_continuations(
+            model,
+            prompts,
+            steps=steps,
+            eos_id=wanted.eos_id,
+            beam=decode.beam,
+            alpha=decode.alpha,
+            length_penalty=decode.length_penalty,
+            early_stopping=decode.early_stopping,
+            rules=wanted.rules,
+            use_cache=use_cache,
+        )
+
+
+@dataclass(frozen=True)
+class Greedy(Strategy):
+    """The most probable token at every step until </s> (a beam of 1 without a length penalty:
+    fairseq's rule makes it exactly that), one candidate a source, scored by log P(Y | X)."""
+
+    def n_best_limit(self, decode: DecodeSpec) -> int | None:
+        return 1
+
+    def hypotheses(self, model: TransformerModel, src: Tensor, decode: DecodeSpec, wanted: Wanted) -> list[list[Hypothesis]]:
+        return BeamSearch().hypotheses(model, src, decode.model_copy(update={"beam": 1, "alpha": 0.0}), wanted)
+
+    def continuations(
+        self, model: TransformerModel, prompts: Tensor, steps: int, decode: DecodeSpec, wanted: Wanted, use_cache: bool = True
+    ) -> list[list[int]]:
+        return beam_continuations(model, prompts, steps=steps, eos_id=wanted.eos_id, rules=wanted.rules, use_cache=use_cache)
+
 
 @dataclass(frozen=True)
 class Sampled(Strategy):
@@ -104,6 +158,20 @@ class Sampled(Strategy):
             generator=wanted.generator,
             rules=wanted.rules,
             **limits(decode),
+        )
+
+    def continuations(
+        self, model: TransformerModel, prompts: Tensor, steps: int, decode: DecodeSpec, wanted: Wanted, use_cache: bool = True
+    ) -> list[list[int]]:
+        return sampled_continuations(
+            model,
+            prompts,
+            steps=steps,
+            eos_id=wanted.eos_id,
+            sampling=self.sampling,
+            generator=wanted.generator,
+            rules=wanted.rules,
+            use_cache=use_cache,
         )
 
 
@@ -146,7 +214,10 @@ class Decoding:
 
 def strategy_of(given: object, registry: Registry, name: str = "strategy") -> Strategy:
     """The Strategy a registered strategy's spec builds: a spec as YAML writes it ({"type": "sampling", "top_p": 0.9},
-    or "beam" for its defaults), or a spec object validated against `registry`. A UserError names what is wrong."""
+    or "beam" for its defaults), a spec object validated against `registry`, or a Strategy (itself). A UserError names
+    what is wrong."""
+    if isinstance(given, Strategy):
+        return given
     if isinstance(given, StrategySpec):
         spec = given
     else:
@@ -161,6 +232,28 @@ def strategy_of(given: object, registry: Registry, name: str = "strategy") -> St
     if not isinstance(made, Strategy):
         raise UserError(f"{name}: the registration of {spec.type!r} built {type(made).__name__}, not an aiayn Strategy")
     return made
+
+
+def generation_strategy(greedy: object, given: object, shaping: dict[str, Any], registry: Registry) -> Strategy:
+    """The Strategy a generate call asks for (the Python API's names): `greedy`, or `given` (a Strategy, or a spec
+    as strategy_of reads it), or sampling shaped by `shaping` (temperature, top_k, top_p, epsilon, filters: each at
+    its default where not given); a UserError where two say how to generate."""
+    greedy = bool_argument(greedy, "greedy")
+    defaults = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "epsilon": 0.0, "filters": None}
+    shaped = next(
+        (name for name, value in shaping.items() if (bool(value) if name == "filters" else value != defaults[name])), None
+    )
+    if greedy and shaped is not None:
+        shapes = "they shape" if shaped == "filters" else "it shapes"
+        raise UserError(f"{shaped}: {shapes} sampling, and greedy takes the most probable token: give one or the other")
+    if given is not None and (greedy or shaped is not None):
+        raise UserError(f"strategy: it says how to generate, and so does {'greedy' if greedy else shaped}; give one of them")
+    if greedy:
+        return Greedy()
+    if given is not None:
+        return strategy_of(given, registry)
+    made = filters_of(shaping.get("filters"), registry)
+    return Sampled(sampling_from(**{name: shaping.get(name, defaults[name]) for name in SHAPED}, filters=made))
 
 
 def check_n_best(n_best: object, beam: int | None, name: str, beam_name: str) -> int:

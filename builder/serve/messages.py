@@ -90,6 +90,9 @@ class GenerateRequest(Request):
     prompts: list[Line] = Field(min_length=1)
     max_new_tokens: int = Field(default=50, ge=1)
     greedy: bool = False
+    strategy: str | dict[str, Any] | None = Field(
+        default=None, description="a registered decoding strategy: greedy, beam, sampling, a plugin's (default: sampling)"
+    )
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0

@@ -109,14 +109,13 @@ class ValidationSamples(ValidationTranslations):
                 experiment.add_figure(tag, figure, trainer.global_step)
         if not settings.num_samples:
             return
-        from aiayn.builder.decode.generate import Sampling, generate_ids
+        from aiayn.builder.decode.generate import generate_ids
+        from aiayn.builder.decode.strategy import Greedy
 
         starts = [" ".join(line.split()[:3]) for line in text[: settings.num_samples]]
         prompts = data.tgt_tokenizer.encode_batch(starts)
         with evaluating(task.model):
-            found = generate_ids(
-                task.model, prompts, max_new_tokens=40, eos_id=data.tgt_tokenizer.eos_id, sampling=Sampling(greedy=True)
-            )
+            found = generate_ids(task.model, prompts, max_new_tokens=40, eos_id=data.tgt_tokenizer.eos_id, strategy=Greedy())
         texts = [data.tgt_tokenizer.decode([*p, *c]) for p, c in zip(prompts, found)]
         rows = [f"| {s} | {t} |" for s, t in zip(starts, texts)]
         experiment.add_text(

@@ -11,7 +11,7 @@ import pytest
 from aiayn import StrategySpec, load_run
 from aiayn.builder.cli import main
 from aiayn.builder.decode.sampling import Sampling
-from aiayn.builder.decode.strategy import BeamSearch, Decoding, Sampled, Strategy, strategy_of
+from aiayn.builder.decode.strategy import BeamSearch, Decoding, Greedy, Sampled, Strategy, strategy_of
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.config import load_experiment
 from tests.builder.cli.test_sampling_mbr import LINES, rows, run, source, translator  # noqa: F401  (fixtures)
@@ -20,14 +20,18 @@ from tests.conftest import EXPERIMENTS, registry
 
 def test_a_strategy_is_built_from_its_spec_as_yaml_writes_it():
     made = registry()
-    assert strategy_of("beam", made) == BeamSearch()
+    assert strategy_of("beam", made) == BeamSearch() and strategy_of({"type": "greedy"}, made) == Greedy()
     assert strategy_of({"type": "sampling", "top_k": 20, "temperature": 0.5}, made) == Sampled(
         Sampling(temperature=0.5, top_k=20)
     )
     typical = strategy_of({"type": "sampling", "filters": [{"type": "typical", "mass": 0.5}]}, made)
     assert isinstance(typical, Sampled) and len(typical.sampling.filters) == 1
     for given, message in [
-        ("greedy", "strategy: input tag 'greedy' found using 'type' does not match any of the expected tags: 'beam', 'sampling'"),
+        (
+            "contrastive",
+            "strategy: input tag 'contrastive' found using 'type' does not match any of the expected tags: 'beam', 'greedy', "
+            "'sampling'",
+        ),
         ({"type": "sampling", "top_p": 2}, "strategy: top_p: Input should be less than or equal to 1"),
         ({"type": "sampling", "beam": 4}, "strategy: beam: Extra inputs are not permitted"),
         (
@@ -40,7 +44,7 @@ def test_a_strategy_is_built_from_its_spec_as_yaml_writes_it():
         with pytest.raises(UserError) as e:
             strategy_of(given, made)
         assert str(e.value).partition(" (strategies")[0].lower() == message.lower(), str(e.value)
-        assert str(e.value).endswith("(strategies: beam, sampling)") or isinstance(given, int)
+        assert str(e.value).endswith("(strategies: beam, greedy, sampling)") or isinstance(given, int)
 
 
 def test_the_apis_strategy_and_decoding_translate_as_its_flags(translator):  # noqa: F811
@@ -106,7 +110,7 @@ def test_the_command_lines_strategy_is_its_sampling_flags(run, source, capsys): 
     assert rows(capsys.readouterr().out) == flags
     for extra, message in [
         (["--strategy", "sampling", "--sampling"], "--strategy: it says how to decode, and so does --sampling; give one of them"),
-        (["--strategy", "{type: sampling, top_p: 0}"], "--strategy: top_p: Input should be greater than 0 (strategies: beam, sampling)"),
+        (["--strategy", "{type: sampling, top_p: 0}"], "--strategy: top_p: Input should be greater than 0 (strategies: beam, greedy, sampling)"),
         (["--strategy", "{type:"], "--strategy {type:: not a YAML mapping; give a type (sampling) or '{type: sampling, top_p: 0.9}'"),
     ]:  # fmt: skip
         assert main(["translate", str(run), "--input", str(source), *extra]) == 2

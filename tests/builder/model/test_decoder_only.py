@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from aiayn.blocks import DecoderOnly, attention_mask
-from aiayn.builder.decode.generate import Sampling, generate_ids
+from aiayn.builder.decode.generate import generate_ids
+from aiayn.builder.decode.sampling import Sampling
+from aiayn.builder.decode.strategy import Greedy, Sampled
 from aiayn.builder.errors import UserError
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.size import count_params
@@ -146,8 +148,8 @@ def test_greedy_generation_equals_generate_and_cached_equals_full():
     model, hf = build_model(spec).eval(), llama_reference(seed=3)
     copy_llama(hf, model)
     prompts = [[5, 9, 13, 4], [7, 7, 8, 20]]
-    ours = generate_ids(model, prompts, max_new_tokens=12, eos_id=2, sampling=Sampling(greedy=True))
-    full = generate_ids(model, prompts, max_new_tokens=12, eos_id=2, sampling=Sampling(greedy=True), use_cache=False)
+    ours = generate_ids(model, prompts, max_new_tokens=12, eos_id=2, strategy=Greedy())
+    full = generate_ids(model, prompts, max_new_tokens=12, eos_id=2, strategy=Greedy(), use_cache=False)
     theirs = hf.generate(input_ids=torch.tensor([[1, *p] for p in prompts]), max_new_tokens=12, do_sample=False, eos_token_id=2,
                          pad_token_id=0)  # fmt: skip
     expected = [row[5:].tolist() for row in theirs]
@@ -159,10 +161,10 @@ def test_sampling_is_reproducible_for_a_seed_and_top_k_one_is_greedy():
     prompts = [[5, 6], [9, 9]]
 
     def sample(seed: int, **settings) -> list[list[int]]:
-        return generate_ids(model, prompts, max_new_tokens=15, eos_id=2, sampling=Sampling(**settings), seed=seed)
+        return generate_ids(model, prompts, max_new_tokens=15, eos_id=2, strategy=Sampled(Sampling(**settings)), seed=seed)
 
     assert sample(4) == sample(4) != sample(5)
-    greedy = generate_ids(model, prompts, max_new_tokens=15, eos_id=2, sampling=Sampling(greedy=True))
+    greedy = generate_ids(model, prompts, max_new_tokens=15, eos_id=2, strategy=Greedy())
     assert sample(4, top_k=1) == greedy == sample(8, top_p=1e-6)
 
 
@@ -170,17 +172,17 @@ def test_a_prompts_sample_does_not_depend_on_the_prompts_beside_it():
     """One prompt, one seed: the same continuation alone, second of two, and among twenty prompts
     of its length and others (rows that end early leave the batch on the way)."""
     model = build_model(validated_experiment(gpt2_experiment())).eval()
-    prompt, sampling = [5, 6, 7], Sampling(temperature=1.5)
+    prompt, sampling = [5, 6, 7], Sampled(Sampling(temperature=1.5))
     others = [[int(t) for t in torch.randint(4, V, (1 + n % 6,), generator=torch.Generator().manual_seed(n))] for n in range(19)]
 
     def sample(prompts: list[list[int]]) -> list[list[int]]:
-        return generate_ids(model, prompts, max_new_tokens=20, eos_id=2, sampling=sampling, seed=11)
+        return generate_ids(model, prompts, max_new_tokens=20, eos_id=2, strategy=sampling, seed=11)
 
     alone = sample([prompt])[0]
     assert len(alone) > 5 and alone == sample([[9, 9, 9], prompt])[1] == sample([*others[:10], prompt, *others[10:]])[10]
     assert (
         sample([prompt, prompt]) == [alone, alone]
-        and sample([prompt])[0] != generate_ids(model, [prompt], max_new_tokens=20, eos_id=2, sampling=sampling, seed=12)[0]
+        and sample([prompt])[0] != generate_ids(model, [prompt], max_new_tokens=20, eos_id=2, strategy=sampling, seed=12)[0]
     )
 
 
@@ -281,15 +283,17 @@ def test_generation_never_draws_pad_and_refuses_nan_as_every_search_does():
     favour_pad[model.pad_id] = 30.0  # <pad> the likeliest token by far
     hook = model.generator.register_forward_hook(lambda module, args, out: out + favour_pad)
     try:
-        greedy = generate_ids(model, [[5, 6], [9]], max_new_tokens=8, eos_id=2, sampling=Sampling(greedy=True))
-        drawn = generate_ids(model, [[5, 6], [9]], max_new_tokens=8, eos_id=2, sampling=Sampling(temperature=2.0), seed=3)
+        greedy = generate_ids(model, [[5, 6], [9]], max_new_tokens=8, eos_id=2, strategy=Greedy())
+        drawn = generate_ids(
+            model, [[5, 6], [9]], max_new_tokens=8, eos_id=2, strategy=Sampled(Sampling(temperature=2.0)), seed=3
+        )
         assert all(ids and model.pad_id not in ids for ids in greedy + drawn), (greedy, drawn)
     finally:
         hook.remove()
     hook = model.generator.register_forward_hook(lambda module, args, out: out * torch.nan)
     try:
-        for sampling in (Sampling(greedy=True), Sampling()):
+        for strategy in (Greedy(), Sampled()):
             with pytest.raises(UserError, match=r"^the model computes NaN for the next token's probabilities"):
-                generate_ids(model, [[5, 6]], max_new_tokens=8, eos_id=2, sampling=sampling, seed=1)
+                generate_ids(model, [[5, 6]], max_new_tokens=8, eos_id=2, strategy=strategy, seed=1)
     finally:
         hook.remove()

@@ -109,6 +109,9 @@ def test_a_language_model_generates_and_scores_as_the_commands_do(server, runs, 
                          "--top-p", "0.9")  # fmt: skip
     assert (status, code) == (200, 0), (answer, err)
     assert "".join(t + "\n" for t in answer["texts"]) == out
+    status, answer = server.post("/generate", {"model": "lm", "prompts": prompts, "strategy": "beam", "max_new_tokens": 9})
+    code, out, err = cli("generate", runs["lm"], *[a for p in prompts for a in ("--prompt", p)], "--strategy", "beam", "-n", "9")
+    assert (status, code) == (200, 0) and "".join(t + "\n" for t in answer["texts"]) == out, (answer, err)
     text = tmp_path / "text"
     text.write_text("she sold eight apples\nthe dog\n")
     status, answer = server.post("/score", {"model": "lm", "text": ["she sold eight apples", "the dog"]})
@@ -238,6 +241,8 @@ def test_malformed_json_and_other_content_types_are_refused(server):
         assert server.post("/translate", raw=raw, headers=headers) == answer
     assert server.post("/generate", {"prompts": ["a"], "model": "lm", "greedy": True, "top_k": 3}) == (
         400, {"error": "top_k: it shapes sampling, and greedy takes the most probable token: give one or the other", "field": "top_k"})  # fmt: skip
+    assert server.post("/generate", {"prompts": ["a"], "model": "lm", "greedy": True, "strategy": "beam"}) == (
+        400, {"error": "strategy: it says how to generate, and so does greedy; give one of them", "field": "strategy"})  # fmt: skip
     assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
 
 
