@@ -7,6 +7,7 @@ from aiayn.blocks.context import LayerContext, PackedRows
 from aiayn.blocks.decoder_only import DecoderOnly
 from aiayn.blocks.dropout import Dropout
 from aiayn.blocks.embedding import OutputProjection, ScaledEmbedding
+from aiayn.blocks.encoder_only import EncoderOnly, HeadTransform
 from aiayn.blocks.feed_forward import GatedFeedForward, PositionwiseFeedForward
 from aiayn.blocks.input import InputEmbedding
 from aiayn.blocks.layer import TransformerLayer
@@ -31,7 +32,9 @@ __all__ = [
     "DecoderState",
     "Dropout",
     "EncoderDecoder",
+    "EncoderOnly",
     "GatedFeedForward",
+    "HeadTransform",
     "InputEmbedding",
     "LayerContext",
     "LearnedPositionalEmbedding",

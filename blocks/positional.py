@@ -56,14 +56,16 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """One learned d_model vector per position 0 .. max_len-1 (Table 3 row E)."""
+    """One learned d_model vector per position 0 .. max_len-1 (Table 3 row E), position 0 at the
+    table's row `first` (the rows before it are never read: RoBERTa's and fairseq's offset)."""
 
-    def __init__(self, *, max_len: int, d_model: int) -> None:
+    def __init__(self, *, max_len: int, d_model: int, first: int = 0) -> None:
         super().__init__()
-        if max_len < 1 or d_model < 1:
-            raise ValueError(f"max_len ({max_len}) and d_model ({d_model}) must be >= 1")
+        if max_len < 1 or d_model < 1 or first < 0:
+            raise ValueError(f"max_len ({max_len}) and d_model ({d_model}) must be >= 1, first ({first}) >= 0")
         self.max_len = self.max_positions = max_len
-        self.table = nn.Embedding(max_len, d_model)
+        self.first = first
+        self.table = nn.Embedding(first + max_len, d_model)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         if offset < 0 or length < 0:
@@ -73,7 +75,8 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"position {offset + length - 1} requested but learned positions cover only "
                 f"0..{self.max_len - 1} (max_len={self.max_len}); raise max_len or shorten the input"
             )
-        return self.table.weight[offset : offset + length]  # (length, d_model)
+        start = self.first + offset
+        return self.table.weight[start : start + length]  # (length, d_model)
 
 
 class NoPositions(nn.Module):

@@ -42,6 +42,11 @@ class Graph:
         """The model (a blocks.TransformerGraph) of the model section, uninitialised, on the current device."""
         raise NotImplementedError
 
+    def extra_parameters(self, model: ModelSpec) -> list[tuple[str, Any]]:
+        """(label, module) of what the model holds besides its embeddings and stacks (a head), for `aiayn show`'s
+        count; built on the meta device there."""
+        return []
+
     def tokenizer_layout(self, spec: ExperimentSpec) -> str | None:
         """How `aiayn show` says the text becomes ids, where the graph's reading decides it (None: the tokenizer's own)."""
         return None

@@ -9,7 +9,9 @@ its registration (builder/graphs/: the model it builds, its data, its inference 
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from aiayn.schemas._base import FieldError, Spec
+from pydantic import Field
+
+from aiayn.schemas._base import FieldError, Float32, Spec
 
 
 class GraphSpec(Spec):
@@ -62,6 +64,8 @@ class EncoderDecoderSpec(GraphSpec):
         return True
 
     def check_model(self, model: Any) -> None:
+        if model.decoder is None:
+            raise FieldError("decoder", "Field required: graph encoder_decoder writes with a decoder")
         if model.encoder is None:
             raise FieldError(
                 "encoder",
@@ -108,6 +112,8 @@ class DecoderOnlySpec(GraphSpec):
         return "language_model" if experiment.data.side is not None else "translation"
 
     def check_model(self, model: Any) -> None:
+        if model.decoder is None:
+            raise FieldError("decoder", "Field required: graph decoder_only is the decoder alone")
         if model.encoder is not None:
             raise FieldError(
                 "encoder",
@@ -142,6 +148,61 @@ class DecoderOnlySpec(GraphSpec):
 
     def longest_fitting(self, experiment: Any, rows: int) -> int:
         return super().longest_fitting(experiment, rows) if experiment.data.side is not None else (rows - 2) // 2
+
+
+class EncoderOnlySpec(GraphSpec):
+    """The encoder alone (BERT's graph; RoBERTa's, ModernBERT's): `model.encoder`, a stack of
+    bidirectional self-attention, over one language's text (data.side) read as `<s> x </s>`,
+    pretrained as a masked language model (Devlin et al. 2019): `mask_probability` of the tokens
+    are predicted, of those `mask_replace` become `<mask>`, `mask_random` a random token and the
+    rest stay (BERT's 15% and 80/10/10). The masked-LM head transforms the encoder's output (a
+    d_model x d_model layer, `head_activation`, the stack's norm) before the output projection."""
+
+    type: Literal["encoder_only"] = "encoder_only"
+    mask_probability: Float32 = Field(default=0.15, gt=0.0, lt=1.0)
+    mask_replace: Float32 = Field(default=0.8, ge=0.0, le=1.0)
+    mask_random: Float32 = Field(default=0.1, ge=0.0, le=1.0)
+    head_activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = "gelu"
+    head_bias: bool = True
+
+    @property
+    def table3(self) -> dict[str, Any]:
+        return {"graph": "encoder-only"}
+
+    def task(self, experiment: Any) -> str:
+        return "masked_lm"
+
+    def check_model(self, model: Any) -> None:
+        if model.encoder is None:
+            raise FieldError("encoder", "Field required: graph encoder_only is the encoder alone (its bidirectional stack)")
+        if model.decoder is not None:
+            raise FieldError(
+                "decoder",
+                "graph encoder_only is the encoder alone, and model.decoder is given; drop it, or set "
+                "model.graph.type=encoder_decoder",
+            )
+        if self.mask_replace + self.mask_random > 1:
+            raise FieldError(
+                "graph.mask_random",
+                f"mask_replace ({self.mask_replace}) and mask_random ({self.mask_random}) share the predicted tokens, "
+                "and add up to more than 1",
+            )
+
+    def check_experiment(self, experiment: Any) -> None:
+        if experiment.data.side is None:
+            raise FieldError(
+                "data.side",
+                "graph encoder_only reads one language's text, and data.side is absent (a pair); set data.side to the "
+                "language it reads",
+            )
+        if experiment.train.source_loss:
+            raise FieldError("train.source_loss", "is the loss on a decoder-only translation's source tokens: drop it")
+
+    def positions_needed(self, experiment: Any) -> tuple[int, str]:
+        return experiment.data.max_len + 2, "a sentence is read as <s> x </s>"
+
+    def longest_fitting(self, experiment: Any, rows: int) -> int:
+        return rows - 2
 
 
 def graph_of_release(data: dict[str, Any]) -> dict[str, Any]:

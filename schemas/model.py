@@ -16,13 +16,13 @@ from aiayn.schemas.sublayer import SublayerSpec
 
 def _misplaced(stack: str, sub: SublayerSpec, *, encoder: bool = True) -> str | None:
     """Why `stack` may not hold `sub`, with the fix; None where it may (`encoder`: the graph has one)."""
+    if stack == "encoder" and sub.reads_memory:
+        return f"{sub.type} needs an encoder output to attend to and is only allowed in the decoder; use self_attention here"
     if not encoder and sub.reads_memory:
         return (
             f"{sub.type} attends to an encoder's output, and this model has none (model.encoder is absent: a "
             "decoder-only model); remove it, or add an encoder"
         )
-    if stack == "encoder" and sub.reads_memory:
-        return f"{sub.type} needs an encoder output to attend to and is only allowed in the decoder; use self_attention here"
     if stack == "decoder" and sub.looks_ahead:
         return (
             f"{sub.type} in the decoder lets a position see later target tokens, which are not known when "
@@ -43,7 +43,7 @@ class ModelSpec(Spec):
     embedding: EmbeddingSpec
     positional: AnyPositional = SinusoidalSpec()
     encoder: StackSpec | None = None
-    decoder: StackSpec
+    decoder: StackSpec | None = None
     # the encoder reads each source sentence followed by </s>, as fairseq (its binarized data) and
     # Marian feed it; the paper does not say, and aiayn's default adds nothing
     source_eos: bool = False
@@ -51,7 +51,14 @@ class ModelSpec(Spec):
     @property
     def stacks(self) -> dict[str, StackSpec]:
         """The model's stacks by name, the encoder's first where it has one."""
-        return {"decoder": self.decoder} if self.encoder is None else {"encoder": self.encoder, "decoder": self.decoder}
+        return {name: s for name, s in (("encoder", self.encoder), ("decoder", self.decoder)) if s is not None}
+
+    def stack(self, name: str) -> StackSpec:
+        """The stack `name` (encoder, decoder) of a graph that has one (its spec's check_model made sure)."""
+        found = self.stacks.get(name)
+        if found is None:
+            raise ValueError(f"model.{name} is absent: graph {self.graph.type} has no {name}")
+        return found
 
     @model_validator(mode="before")
     @classmethod

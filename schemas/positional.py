@@ -3,6 +3,8 @@ relative schemes: rotary attention, ALiBi, T5's bias)."""
 
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import NonNegativeInt
+
 from aiayn.schemas._base import PositiveInt, Spec
 
 
@@ -46,8 +48,12 @@ class SinusoidalSpec(PositionalSpec):
 
 
 class LearnedSpec(PositionalSpec):
+    """One learned vector per position (Table 3 row E). `first`: the table's row of position 0,
+    the rows before it never read (RoBERTa's and fairseq's padding_idx + 1 = 2; aiayn's 0)."""
+
     type: Literal["learned"] = "learned"
     max_len: PositiveInt
+    first: NonNegativeInt = 0
 
     @property
     def max_positions(self) -> int | None:
@@ -55,7 +61,7 @@ class LearnedSpec(PositionalSpec):
 
     @property
     def export_as(self) -> str | None:
-        return "learned"
+        return "learned" if self.first == 0 else None  # no exported format skips rows
 
     @property
     def figure_name(self) -> str | None:

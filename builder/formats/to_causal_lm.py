@@ -34,7 +34,7 @@ GPT2_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 
 def family(spec: ModelSpec, target: str = HF) -> str:
     """ "gpt2" or "llama": the family whose settings the decoder-only model has, or a UserError naming the first field neither holds."""
-    stack = spec.decoder
+    stack = spec.stack("decoder")
     alike = "GPT-2's and Llama's layers are all alike: self-attention, then a feed-forward network"
     refusals = [
         (bool(stack.overrides), f"model.decoder.overrides (layers {sorted(stack.overrides)}): {alike}"),
@@ -55,6 +55,10 @@ def family(spec: ModelSpec, target: str = HF) -> str:
         raise UserError(
             f"cannot export to {target}: model.decoder.layer[0] ({attention.type}, {dict(attention.switches)}) is neither GPT-2's nor Llama's attention"
         )
+    if spec.positional.type == "learned" and spec.positional.export_as is None:
+        raise UserError(
+            f"cannot export to {target}: model.positional.first ({getattr(spec.positional, 'first')}): GPT-2's positions start at row 0"
+        )
     if spec.positional.type == "learned":
         return _gpt2(spec, attention, ffn, target)
     if spec.positional.type == "none":
@@ -67,7 +71,7 @@ def family(spec: ModelSpec, target: str = HF) -> str:
 def _gpt2(spec: ModelSpec, attention: Any, ffn: Any, target: str) -> str:
     wrong = [
         (ffn.type != "feed_forward" or ffn.activation not in GPT2_ACTIVATIONS, "model.decoder.layer[1]: a feed-forward network of GELU (tanh), GELU or ReLU"),
-        (spec.decoder.add_norm.norm.type != "layer_norm", "model.decoder.add_norm.norm: LayerNorm"),
+        (spec.stack("decoder").add_norm.norm.type != "layer_norm", "model.decoder.add_norm.norm: LayerNorm"),
         (not (attention.bias and ffn.bias), "biases in every projection"),
         (attention.kv_heads not in (None, attention.h) or attention.h * attention.d_k != spec.d_model or attention.d_v != attention.d_k,
          "d_k = d_v = d_model / h and as many K/V heads as query heads"),
@@ -83,7 +87,7 @@ def _llama(spec: ModelSpec, attention: Any, ffn: Any, target: str) -> str:
     wrong = [
         (rotary is None or rotary.fraction != 1.0, "rotary on every dim of the self-attention"),
         (ffn.type != "gated_feed_forward" or ffn.activation != "silu", "model.decoder.layer[1]: SwiGLU (gated_feed_forward, silu)"),
-        (spec.decoder.add_norm.norm.type != "rms_norm", "model.decoder.add_norm.norm: RMSNorm"),
+        (spec.stack("decoder").add_norm.norm.type != "rms_norm", "model.decoder.add_norm.norm: RMSNorm"),
         (attention.h * attention.d_k != spec.d_model or attention.d_v != attention.d_k, "d_k = d_v = d_model / h"),
     ]  # fmt: skip
     for bad, needed in wrong:
@@ -157,17 +161,17 @@ def _tokenizer_json(ours: Tokenizer) -> HFTokenizer:
 def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
     import transformers
 
-    attention, ffn = (cast(Any, sub) for sub in spec.decoder.layer)  # family() checked their types
+    attention, ffn = (cast(Any, sub) for sub in spec.stack("decoder").layer)  # family() checked their types
     config = transformers.GPT2Config(
         vocab_size=spec.embedding.vocab_size,
         n_positions=int(spec.positional.max_positions or 0),
         n_embd=spec.d_model,
-        n_layer=spec.decoder.num_layers,
+        n_layer=spec.stack("decoder").num_layers,
         n_head=attention.h,
         n_inner=ffn.d_ff,
         activation_function=GPT2_ACTIVATIONS[ffn.activation],
-        layer_norm_epsilon=getattr(spec.decoder.add_norm.norm, "eps"),
-        resid_pdrop=spec.decoder.add_norm.dropout,  # the dropouts as trained (they act in training alone)
+        layer_norm_epsilon=getattr(spec.stack("decoder").add_norm.norm, "eps"),
+        resid_pdrop=spec.stack("decoder").add_norm.dropout,  # the dropouts as trained (they act in training alone)
         embd_pdrop=spec.dropout,
         attn_pdrop=attention.attn_dropout,
         bos_token_id=1,
@@ -189,15 +193,15 @@ def _gpt2_model(spec: ModelSpec, model: Any) -> Any:
 def _llama_model(spec: ModelSpec, model: Any) -> Any:
     import transformers
 
-    attention, ffn = (cast(Any, sub) for sub in spec.decoder.layer)  # family() checked their types
+    attention, ffn = (cast(Any, sub) for sub in spec.stack("decoder").layer)  # family() checked their types
     config = transformers.LlamaConfig(
         vocab_size=spec.embedding.vocab_size,
         hidden_size=spec.d_model,
         intermediate_size=ffn.d_ff,
-        num_hidden_layers=spec.decoder.num_layers,
+        num_hidden_layers=spec.stack("decoder").num_layers,
         num_attention_heads=attention.h,
         num_key_value_heads=attention.kv_heads or attention.h,
-        rms_norm_eps=getattr(spec.decoder.add_norm.norm, "eps"),
+        rms_norm_eps=getattr(spec.stack("decoder").add_norm.norm, "eps"),
         rope_parameters={"rope_type": "default", "rope_theta": attention.rotary.base},
         attention_bias=attention.bias,
         attention_dropout=attention.attn_dropout,  # as trained; LlamaConfig has no residual or embedding dropout

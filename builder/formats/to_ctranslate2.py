@@ -121,7 +121,7 @@ def _encoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.Transformer
 
 
 def _decoder_spec(spec: ModelSpec, stack: Stack) -> transformer_spec.TransformerDecoderSpec:
-    num_layers, h, options = _stack_options(spec.decoder, stack, spec.d_model)
+    num_layers, h, options = _stack_options(spec.stack("decoder"), stack, spec.d_model)
     dec = transformer_spec.TransformerDecoderSpec(num_layers, h, **options)
     _inputs(dec, spec, stack, dec.embeddings)
     for layer_spec, layer in zip(dec.layer, stack.layers):

@@ -50,7 +50,7 @@ from aiayn.schemas.positional import SinusoidalSpec
 def marian_config(spec: ModelSpec, position_rows: int) -> MarianConfig:
     """The MarianConfig of `spec` (one limits.check_marian passed: the paper's blocks, in its
     layout); `position_rows` bounds input and output positions."""
-    enc, dec = spec.encoder, spec.decoder
+    enc, dec = spec.encoder, spec.stack("decoder")
     assert enc is not None  # check_marian refused a decoder-only model
     attention, enc_ffn, dec_ffn = enc.layer[0], enc.layer[1], dec.layer[2]
     assert isinstance(attention, AttentionSpec) and isinstance(enc_ffn, FeedForwardSpec) and isinstance(dec_ffn, FeedForwardSpec)

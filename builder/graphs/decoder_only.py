@@ -37,7 +37,7 @@ class DecoderOnlyGraph(Graph):
         inputs, generator = embeddings(model)
         return DecoderOnly(
             embed=inputs["target"],
-            decoder=stack(model.decoder, model.d_model, "decoder"),
+            decoder=stack(model.stack("decoder"), model.d_model, "decoder"),
             generator=generator,
             pad_id=PAD_ID,
             bos_id=BOS_ID,

@@ -30,7 +30,7 @@ class EncoderDecoderGraph(Graph):
             src_embed=inputs["source"],
             tgt_embed=inputs["target"],
             encoder=stack(model.encoder, model.d_model, "encoder"),
-            decoder=stack(model.decoder, model.d_model, "decoder"),
+            decoder=stack(model.stack("decoder"), model.d_model, "decoder"),
             generator=generator,
             pad_id=PAD_ID,
             source_eos_id=EOS_ID if model.source_eos else None,

@@ -69,10 +69,13 @@ def embeddings(spec: ModelSpec) -> tuple[dict[str, InputEmbedding], OutputProjec
 
 
 def _input(spec: ModelSpec, table: nn.Embedding) -> InputEmbedding:
+    ctx, emb = BuildContext(d_model=spec.d_model, registry=registry_of(spec)), spec.embedding
     return InputEmbedding(
-        token=ScaledEmbedding(table=table, scale=spec.embedding.scale),
-        positional=build(spec.positional, BuildContext(d_model=spec.d_model, registry=registry_of(spec))),
+        token=ScaledEmbedding(table=table, scale=emb.scale),
+        positional=build(spec.positional, ctx),
         dropout=spec.dropout,
+        segment=nn.Embedding(emb.segments, spec.d_model) if emb.segments else None,
+        norm=None if emb.norm is None else build(emb.norm, ctx),
     )
 
 

@@ -51,6 +51,11 @@ _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 }  # fmt: skip
 
 
+def activation_of(name: str) -> nn.Module:
+    """A new module of the named activation (relu, gelu, gelu_tanh, silu: the feed-forward's)."""
+    return _ACTIVATIONS[name]()
+
+
 def register_builtins(registry: RegistryBuilder) -> None:
     for attention in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
         registry.add(attention, slot="sublayer", build=build_attention, flops=attention_flops, activations=attention_activations)
@@ -89,7 +94,7 @@ def register_builtins(registry: RegistryBuilder) -> None:
     registry.add(
         LearnedSpec,
         slot="positional",
-        build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model),
+        build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model, first=spec.first),
     )
     registry.add(NoPositionsSpec, slot="positional", build=lambda spec, ctx: NoPositions(d_model=ctx.d_model))
     # a bias adds one number to each score: not counted, as the norms are not

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
+
 from aiayn.builder.graph import graph_of
 from aiayn.builder.model.parts import Registry, described_switches, registry_of
 from aiayn.builder.model.size import count_params, embedding_groups, layer_sizes, stack_extras
@@ -156,11 +158,12 @@ def _stack_boxes(column: Column, stack: StackSpec, d_model: int, side: Literal["
 
 
 def layout(spec: ModelSpec, title: str = "") -> Layout:
-    """The boxes of each column (the encoder's and the decoder's, or a decoder-only model's one, as
-    GPT-style figures draw it), bottom-up, placed."""
+    """The boxes of each column (the encoder's and the decoder's, or a one-stack model's one, as
+    GPT-style and BERT-style figures draw it), bottom-up, placed."""
     groups, positions = embedding_groups(spec)
     positional = _name(spec.positional, registry_of(spec)) if spec.positional.figure_name != "" else None
-    decoder = Column(f"Decoder (N={spec.decoder.num_layers})")
+    last, stack = list(spec.stacks.items())[-1]  # the decoder (an encoder-only model's: its encoder), with the output
+    decoder = Column(f"{last.capitalize()} (N={stack.num_layers})")
     encoder = spec.encoder if "source" in graph_of(spec).sides else None  # an encoder column where the graph reads a source
     left = None if encoder is None else Column(f"Encoder (N={encoder.num_layers})")
     notes = []
@@ -184,7 +187,10 @@ def layout(spec: ModelSpec, title: str = "") -> Layout:
         notes.append("one embedding matrix: " + " = ".join(next(s for s, _ in groups if "source" in s)))
     if left is not None and encoder is not None:
         _stack_boxes(left, encoder, spec.d_model, "encoder")
-    _stack_boxes(decoder, spec.decoder, spec.d_model, "decoder")
+    _stack_boxes(decoder, stack, spec.d_model, last)  # type: ignore[arg-type]
+    with torch.device("meta"):
+        extra = [(label, sum(p.numel() for p in module.parameters())) for label, module in graph_of(spec).extra_parameters(spec)]
+    decoder.boxes += [Box("output", [*label.split(" (", 1)[:1], _n(count)]) for label, count in extra]  # a head
     output = next((n for s, n in groups if s == ("output",)), 0)
     name = "Linear (tied to the embedding)" if not output else "Linear (output projection)"
     bias = next((n for s, n in groups if s == ("output bias",)), 0)

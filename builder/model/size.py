@@ -10,6 +10,7 @@ from torch import nn
 
 from aiayn.blocks import AddNorm
 from aiayn.builder.errors import BlockError, UserError
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.build import Side, build_model, embeddings, final_norm, layer, position_bias, stack_context
 from aiayn.builder.model.freeze import frozen_parameters
 from aiayn.builder.model.parts import registry_of
@@ -25,7 +26,9 @@ def param_table(spec: ModelSpec) -> list[Row]:
     rows = _embedding_rows(spec)
     for name, stack in spec.stacks.items():
         rows += _stack_rows(name, stack, spec.d_model)  # type: ignore[arg-type]
-    return rows
+    with _on_meta():
+        extra = graph_of(spec).extra_parameters(spec)
+    return rows + [(label, _numel(module), 1) for label, module in extra]
 
 
 def count_params(spec: ModelSpec) -> int:
@@ -72,6 +75,23 @@ def embedding_groups(spec: ModelSpec) -> tuple[list[tuple[tuple[str, ...], int]]
     return [(tuple(sides), p.numel()) for p, sides in holders.values()], _numel(inputs["target"].positional)
 
 
+def _input_extras(spec: ModelSpec) -> list[tuple[str, int]]:
+    """(label, parameters of one side) of an input's segment table and norm, where it has them."""
+    with _on_meta():
+        inputs, _ = embeddings(spec)
+    one, rows = inputs["target"], []
+    if one.segment is not None:
+        rows.append((f"segment embedding ({spec.embedding.segments} segments)", _numel(one.segment)))
+    if one.norm is not None and spec.embedding.norm is not None:
+        rows.append(
+            (
+                f"embedding norm ({registry_of(spec).registration(spec.embedding.norm).label(spec.embedding.norm)})",
+                _numel(one.norm),
+            )
+        )
+    return rows
+
+
 def _embedding_rows(spec: ModelSpec) -> list[Row]:
     groups, positions = embedding_groups(spec)
     rows = []
@@ -83,11 +103,13 @@ def _embedding_rows(spec: ModelSpec) -> list[Row]:
         else:
             label = {"source": "embedding.source", "target": "embedding.target", "output": "output projection"}[sides[0]]
         rows.append((label, count, 1))
+    n_sides = len(spec.stacks)
+    per_side = ", per side" if n_sides > 1 else ""
+    rows += [(f"{label[:-1]}{per_side})", count, n_sides) for label, count in _input_extras(spec)]
     if positions:
-        n_sides = len(spec.stacks)
         rows.append(
             (
-                f"positional ({registry_of(spec).registration(spec.positional).label(spec.positional)}{', per side' if n_sides > 1 else ''})",
+                f"positional ({registry_of(spec).registration(spec.positional).label(spec.positional)}{per_side})",
                 positions,
                 n_sides,
             )

@@ -269,7 +269,8 @@ def results_record(spec: ExperimentSpec, metrics: dict[str, Any], *, steps: int,
         "ppl": metrics["ppl"],
         **({"bpb": metrics["bpb"], "n_tokens": metrics["n_tokens"]} if "bpb" in metrics else {}),
         **{key: metrics[key] for key in ("n_blocks", "block_size") if key in metrics},  # a language model read in blocks
-        **{key: value for key, value in metrics.items() if key.startswith("parse_")},  # a parsing run's bracketing F1
+        # a parsing run's bracketing F1, a masked language model's accuracy on the tokens it predicts
+        **{key: value for key, value in metrics.items() if key.startswith(("parse_", "mlm_"))},
         "sacrebleu_signature": metrics.get("signature"),
         "steps": steps,
         "wall_time_s": round(wall_time_s, 1),
