@@ -1,7 +1,8 @@
 """The README and the manual, run as written (the slow tier): every command of their ```bash
 blocks, the README's first, then each page's in the site's order (mkdocs.yml's nav), in one fresh
 folder, then the demo they trained is checked for quality (BLEU >= 90, real German). The pages
-whose commands need no run of the others' (SEPARATE: the sweeps' and the language models') run
+whose commands need no run of the others' (SEPARATE: the sweeps', the language models' and the
+encoder-only models') run
 as a second test in a folder of their own, so that the two halves run side by side (-n 2).
 
 Commands that CI runs itself (the install, the test tiers, the site) are checked against
@@ -42,7 +43,7 @@ CI_COMMANDS = (
 NOT_HERE = ("# on a GPU", "# needs ")  # a block that starts so is validated and parsed, not run
 
 
-SEPARATE = ("sweeps.md", "language-models.md")  # their commands use no run that another page's made
+SEPARATE = ("sweeps.md", "language-models.md", "encoder-models.md")  # their commands use no run that another page's made
 
 
 def manual(separate: bool = False) -> str:

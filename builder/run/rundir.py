@@ -219,8 +219,11 @@ def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
 
 def final_scores(results: dict) -> str:
     """A results.json's scores in words, as `aiayn train` and `aiayn sweep` print them: a parser's
-    bracketing F1, a translation's BLEU, a language model's bits per byte, and the PPL of each."""
+    bracketing F1, a translation's BLEU, a language model's bits per byte, a masked language model's
+    accuracy on the tokens it predicts, and the PPL of each."""
     scores = f"bracketing F1 {results['parse_f1']:.2f} (EVALB's), " if results.get("parse_f1") is not None else ""
     scores += f"BLEU {results['bleu']:.2f}, " if results.get("bleu") is not None else ""
     scores += f"PPL {results['ppl']:.2f}"
+    if results.get("mlm_accuracy") is not None:
+        scores += f", {100 * results['mlm_accuracy']:.1f}% of the masked tokens right"
     return scores + (f", {results['bpb']:.3f} bits per byte" if results.get("bpb") is not None else "")

@@ -92,6 +92,10 @@ def test_a_shipped_experiment_trains_and_decodes_as_shipped(name, corpora, tmp_p
     if shipped.task == "language_model":
         code, out, err = aiayn("generate", run, "--prompt", "two", "-n", "5", "--seed", "3")
         assert code == 0 and out.startswith("two"), err
+    elif shipped.task == "masked_lm":  # nothing to decode: its scores are results.json's
+        assert 0 <= results["mlm_accuracy"] <= 1 and results["mlm_tokens"] > 0 and results["bleu"] is None
+        code, out, err = aiayn("translate", run, "--input", EXPERIMENTS / "demo.yaml")
+        assert code == 2 and err.endswith("nothing translates or generates with it\n"), err
     elif "parse_f1" in results:  # the final evaluation decoded the validation trees (beam 21, input + 300 tokens)
         assert 0 <= results["parse_f1"] <= 100 and 0 <= results["parse_f1_repaired"] <= 100 and results["bleu"] is None
     else:

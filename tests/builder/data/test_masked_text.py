@@ -14,6 +14,7 @@ from aiayn.builder.cli import main
 from aiayn.builder.data.dataset import Example
 from aiayn.builder.graphs.masked_text import Masking, MaskingCollator
 from aiayn.builder.model.size import count_params
+from aiayn.builder.run.rundir import final_scores
 from tests.conftest import EXPERIMENTS, load_experiment
 
 MASK, FIRST, V = 4, 5, 1000
@@ -89,3 +90,22 @@ def test_the_demo_trains_through_it_to_a_masked_lm_accuracy(trained):
     assert "<mask>" in [t["content"] for t in json.loads((run / "tokenizer.json").read_text())["added_tokens"]]
     spec = load_experiment(EXPERIMENTS / "encoder" / "demo.yaml", overrides)
     assert results["params"] == count_params(spec.model)
+    said = f"PPL {results['ppl']:.2f}, {100 * results['mlm_accuracy']:.1f}% of the masked tokens right"
+    assert final_scores(results) == said  # what aiayn train's last line says it reached
+
+
+def test_a_resumed_masked_lm_run_equals_an_uninterrupted_one(tmp_path, trained):
+    """Its masks are its batches': a run stopped at step 4 and resumed to 7 trains as one run of 7."""
+    from tests.builder.train.test_training import checkpoint_params
+
+    _, overrides = trained
+    common = [str(EXPERIMENTS / "encoder" / "demo.yaml"), *overrides, "trainer.val_check_interval=null",
+              "train.checkpoint.every_n_train_steps=4"]  # fmt: skip
+    assert main(["train", *common, "trainer.max_steps=7", "--runs", str(tmp_path / "straight")]) == 0
+    assert main(["train", *common, "trainer.max_steps=4", "--runs", str(tmp_path / "split")]) == 0
+    assert main(["train", *common, "trainer.max_steps=7", "--runs", str(tmp_path / "split"), "--resume"]) == 0
+    straight = checkpoint_params(tmp_path / "straight" / "mlm-demo" / "version_0" / "checkpoints" / "last.ckpt")
+    resumed = checkpoint_params(tmp_path / "split" / "mlm-demo" / "version_0" / "checkpoints" / "last.ckpt")
+    assert straight.keys() == resumed.keys()
+    for name in straight:
+        torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0, msg=name)
