@@ -90,6 +90,8 @@ _PUBLIC = {
     "Greedy": "aiayn.builder.decode.strategy",
     "Sampled": "aiayn.builder.decode.strategy",
     "Decoding": "aiayn.builder.decode.strategy",
+    "MaskedLanguageModel": "aiayn.builder.decode.masked_language_model",
+    "Fill": "aiayn.builder.decode.masked_language_model",
     "Wanted": "aiayn.builder.decode.strategy",
     "Sampling": "aiayn.builder.decode.sampling",
     "Graph": "aiayn.builder.graph",
@@ -141,6 +143,8 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs (tests/test_
     from aiayn.builder.decode.language_model import LanguageModel as LanguageModel
     from aiayn.builder.decode.load import load_ensemble as load_ensemble
     from aiayn.builder.decode.load import load_run as load_run
+    from aiayn.builder.decode.masked_language_model import Fill as Fill
+    from aiayn.builder.decode.masked_language_model import MaskedLanguageModel as MaskedLanguageModel
     from aiayn.builder.decode.records import LineScore as LineScore
     from aiayn.builder.decode.records import Score as Score
     from aiayn.builder.decode.records import Translation as Translation

@@ -35,7 +35,7 @@ from aiayn.builder.decode.checkpoint import HF_MODEL_TYPES, hf_model_type
 from aiayn.builder.decode.evalb import tree_scores
 from aiayn.builder.decode.load import load_models
 from aiayn.builder.decode.mbr import utility_spec
-from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, text_scores, tokenized_bleu
+from aiayn.builder.decode.metrics import Scoring, detokenized_bleu, evaluate_texts, literature_bleu, tokenized_bleu
 from aiayn.builder.decode.strategy import BeamSearch
 from aiayn.builder.decode.translator import Translator
 from aiayn.builder.errors import UserError, check_input_file
@@ -95,8 +95,9 @@ def evaluate(args: argparse.Namespace) -> int:
     pair = read_parallel(args.src, args.ref) if args.src is not None else None
     _check_splits(args)
     loaded = load_models(args.checkpoint, args.registry)
-    if not graph_of(loaded.spec).inference(loaded).reads_sources:  # a language model: its text alone, a split or --ref
-        return _evaluate_language_model(args, loaded)
+    inference = graph_of(loaded.spec).inference(loaded)
+    if not inference.reads_sources:  # a language model: its text alone, a split or --ref
+        return _evaluate_language_model(args, loaded, inference)
     if args.ref is not None and args.src is None:
         raise UserError("--ref needs --src: give both, or neither to evaluate a split of the experiment")
     result = _evaluate_translations(args, loaded, pair)
@@ -211,16 +212,16 @@ def _check_splits(args: argparse.Namespace) -> None:
         )
 
 
-def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
-    """A language model's PPL and bits per byte on a split of its text (its sentences, each
-    <s> ... </s>, whatever data.packing trained it on), or on the lines of --ref."""
+def _evaluate_language_model(args: argparse.Namespace, loaded: Any, inference: Any) -> int:
+    """A model of one language's text scored on a split of it (its sentences, each <s> ... </s>,
+    whatever data.packing trained it on), or on the lines of --ref: a language model's PPL and bits
+    per byte, a masked language model's PPL and accuracy on the tokens it masks."""
+    kind = inference.kind
     if args.src is not None:
-        raise UserError(
-            f"{args.checkpoint[0]} is a language model: it reads no sources; give --ref FILE alone for its text, or a --split"
-        )
+        raise UserError(f"{args.checkpoint[0]} is {kind}: it reads no sources; give --ref FILE alone for its text, or a --split")
     for flag, path in (("--hyps-from", args.hyps_from), ("--against", args.against)):
         if path is not None:
-            raise UserError(f"{flag}: {args.checkpoint[0]} is a language model, whose evaluation scores its text, not outputs")
+            raise UserError(f"{flag}: {args.checkpoint[0]} is {kind}, whose evaluation scores its text, not outputs")
     spec = loaded.spec
     if args.ref is not None:
         lines, data = read_lines(args.ref), str(args.ref)
@@ -229,17 +230,13 @@ def _evaluate_language_model(args: argparse.Namespace, loaded: Any) -> int:
         check_not_blank(args.ref, any(line.strip() for line in lines), len(lines))
     else:
         _, lines, data = split_texts(spec, args.split)  # a language model's split: its side's text, as both
-    model = loaded.model.to(device_of(args))
-    metrics = text_scores(model, loaded.tgt_tokenizer, lines, spec.decode.max_tokens)
+    loaded.model.to(device_of(args))
+    metrics = inference.text_scores(lines, spec.decode.max_tokens)
     result = {"checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **metrics}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(
-            f"checkpoint  {result['checkpoint']} ({result['model']})\ndata        {data} ({metrics['n_sentences']} sentences, "
-            f"{metrics['n_tokens']} tokens predicted)\nPPL         {metrics['ppl']:6.2f}  per token, teacher-forced, no label "
-            f"smoothing\nbits/byte   {metrics['bpb']:6.3f}  the summed NLL over the text's UTF-8 bytes (a newline each line)"
-        )
+        print(f"checkpoint  {result['checkpoint']} ({result['model']})\n" + "\n".join(inference.text_report(data, metrics)))
     return 0
 
 

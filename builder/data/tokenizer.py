@@ -26,6 +26,7 @@ from aiayn.schemas.slots import OWN, PluginError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
+MASK = "<mask>"  # where a masked language model reads a token left out (id 4 in aiayn's, RoBERTa's name)
 SEP = "<sep>"  # between source and target where a decoder-only model translates `<s> x <sep> y` (id 4 in aiayn's)
 SENTENCEPIECE = "sentencepiece"  # the `aiayn_tokenizer` key of a SentencePiece tokenizer's JSON
 KIND_KEY = "aiayn_tokenizer"  # the saved JSON's key naming the registered tokenizer type that reads it back

@@ -2,8 +2,9 @@
 `Graph.inference`): a Translator, a LanguageModel, or a plugin graph's. The verbs and the server
 ask it what it does instead of testing its class."""
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.errors import UserError
@@ -27,6 +28,20 @@ class Inference:
     @property
     def output_tokenizer(self) -> Tokenizer:
         """The tokenizer of what it writes."""
+        raise NotImplementedError
+
+    def text_scores(self, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
+        """What `aiayn evaluate` reports of lines of its own text (a model that `reads_sources` is given none).
+
+        :param lines: the sentences, blank ones skipped
+        :param max_tokens: padded tokens a batch"""
+        raise NotImplementedError
+
+    def text_report(self, data: str, metrics: dict[str, Any]) -> list[str]:
+        """`text_scores`' numbers as `aiayn evaluate` prints them, a line each (after the checkpoint's).
+
+        :param data: the text scored, in words
+        :param metrics: what text_scores gave"""
         raise NotImplementedError
 
     def refusal(self, verb: str, path: Path | str) -> str:

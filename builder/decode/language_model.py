@@ -11,7 +11,7 @@ from aiayn.blocks import TransformerModel
 from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
 from aiayn.builder.decode.inference import Inference
-from aiayn.builder.decode.metrics import line_log_probs
+from aiayn.builder.decode.metrics import line_log_probs, text_scores
 from aiayn.builder.decode.records import LineScore, line_record
 from aiayn.builder.decode.sampling import seed_argument
 from aiayn.builder.decode.strategy import Strategy, generation_strategy
@@ -144,6 +144,24 @@ class LanguageModel(Inference):
             )
         found = line_log_probs(self.model, self.tokenizer, lines, max(limit, max(len(x) for x in ids) + 1))
         return [line_record(text, x, p, self.tokenizer) for text, x, p in zip(lines, ids, found)]
+
+    def text_scores(self, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
+        """PPL and bits per byte of `lines`, teacher-forced (metrics.py's text_scores).
+
+        :param lines: the sentences, blank ones skipped
+        :param max_tokens: padded tokens a batch"""
+        return text_scores(self.model, self.tokenizer, lines, max_tokens)
+
+    def text_report(self, data: str, metrics: dict[str, Any]) -> list[str]:
+        """The numbers of `text_scores` as `aiayn evaluate` prints them.
+
+        :param data: the text scored, in words
+        :param metrics: what text_scores gave"""
+        return [
+            f"data        {data} ({metrics['n_sentences']} sentences, {metrics['n_tokens']} tokens predicted)",
+            f"PPL         {metrics['ppl']:6.2f}  per token, teacher-forced, no label smoothing",
+            f"bits/byte   {metrics['bpb']:6.3f}  the summed NLL over the text's UTF-8 bytes (a newline each line)",
+        ]
 
     def prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
         """Each prompt's token ids, none empty, each leaving the model room to continue it.

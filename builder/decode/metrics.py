@@ -193,3 +193,25 @@ def text_scores(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: in
     predicted = int(dataset.tgt_lengths.sum()) + len(dataset)
     batches = eval_loader(dataset, max_tokens, **loader_options(0, False))
     return language_model_scores(model, batches, predicted / max(text_bytes([lines[i] for i in dataset.ids]), 1))
+
+
+@torch.no_grad()
+def masked_lm_scores(model: Any, batches: Any) -> dict[str, Any]:
+    """A masked language model's scores over `batches` (a split's loader, masked as the collator masks
+    it): the predicted tokens' mean NLL (nats), PPL = exp of it, and accuracy (the most probable
+    token is the original: mlm_accuracy); `mlm_tokens`, the tokens predicted, and `n_sentences`, the rows read."""
+    device = next(model.parameters()).device
+    nll, right, count, rows = 0.0, 0, 0, 0
+    with evaluating(model):
+        for batch in batches:
+            src, where = batch.src.to(device), batch.tgt_rows.to(device)
+            target = batch.tgt_out.to(device).flatten().index_select(0, where)
+            logits = model(src, None, where).float()  # (n, V) at the predicted positions
+            nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+            right += int(logits.argmax(-1).eq(target).sum())
+            count, rows = count + int(target.numel()), rows + src.size(0)
+    per_token = nll / max(count, 1)
+    return {
+        "loss": per_token, "ppl": math.exp(per_token), "mlm_accuracy": right / max(count, 1), "mlm_tokens": count,
+        "n_sentences": rows,
+    }  # fmt: skip

@@ -2,14 +2,11 @@
 one language's text, with the masked-LM head. Registered as `model.graph: {type: encoder_only}`
 (schemas/graph.py's EncoderOnlySpec)."""
 
-import math
 from typing import Any
 
-import torch
 from torch import nn
 
 from aiayn.blocks import EncoderOnly, HeadTransform
-from aiayn.builder.errors import UserError
 from aiayn.builder.graph import Graph
 from aiayn.builder.graphs.masked_text import MaskedTextReading, Masking
 from aiayn.builder.model.build import PAD_ID, embeddings, stack, stack_context
@@ -65,10 +62,9 @@ class EncoderOnlyGraph(Graph):
         return MaskedTextReading(spec.data.side, Masking(g.mask_probability, g.mask_replace, g.mask_random, spec.train.seed))
 
     def inference(self, loaded: Any) -> Any:
-        raise UserError(
-            f"{loaded.checkpoint} is an encoder-only masked language model: its masked-LM scores are its run's "
-            "results.json, and nothing translates or generates with it"
-        )
+        from aiayn.builder.decode.masked_language_model import MaskedLanguageModel
+
+        return MaskedLanguageModel(loaded.model, loaded.spec, loaded.tgt_tokenizer, loaded.checkpoint, loaded.what)
 
     def ensemble_refusal(self, spec: ExperimentSpec, path: Any) -> str | None:
         return f"{path} is an encoder-only masked language model: an ensemble translates"
@@ -79,30 +75,6 @@ class EncoderOnlyGraph(Graph):
         return Callback()  # the validation's masked-LM loss and PPL are the task's own logs
 
     def final_scores(self, spec: ExperimentSpec, model: Any, data: Any) -> tuple[dict[str, Any], Any, Any]:
+        from aiayn.builder.decode.metrics import masked_lm_scores
+
         return masked_lm_scores(model, data._eval_loader("valid")), None, None
-
-
-@torch.no_grad()
-def masked_lm_scores(model: Any, batches: Any) -> dict[str, Any]:
-    """A masked language model's scores over `batches` (a split's loader, masked as the collator masks
-    it): the predicted tokens' mean NLL (nats), PPL = exp of it, and accuracy (the most probable
-    token is the original: mlm_accuracy); `mlm_tokens`, the tokens predicted, and `n_sentences`, the rows read."""
-    device, was_training = next(model.parameters()).device, model.training
-    model.eval()
-    nll, right, count, rows = 0.0, 0, 0, 0
-    for batch in batches:
-        src, where = batch.src.to(device), batch.tgt_rows.to(device)
-        target = batch.tgt_out.to(device).flatten().index_select(0, where)
-        logits = model(src, None, where).float()  # (n, V) at the predicted positions
-        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
-        right += int(logits.argmax(-1).eq(target).sum())
-        count, rows = count + int(target.numel()), rows + src.size(0)
-    model.train(was_training)
-    per_token = nll / max(count, 1)
-    return {
-        "loss": per_token,
-        "ppl": math.exp(per_token),
-        "mlm_accuracy": right / max(count, 1),
-        "mlm_tokens": count,
-        "n_sentences": rows,
-    }

@@ -24,11 +24,9 @@ from aiayn.builder.data.collate import Batch, padded
 from aiayn.builder.data.dataset import Example, TranslationDataset
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.reading import Batching, Reading, SplitPaths, StaticBatches
-from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.data.tokenizer import MASK, Tokenizer
 from aiayn.builder.errors import UserError
 from aiayn.schemas.data import StaticShapesSpec
-
-MASK = "<mask>"  # what a masked token reads as (the tokenizer's special; RoBERTa's name)
 
 
 @dataclass(frozen=True)

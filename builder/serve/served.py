@@ -84,6 +84,8 @@ def load_served(arguments: Sequence[str], *, device: Any, registry: Registry) ->
     for text in arguments:
         name, paths = model_argument(text)
         model = load_run(paths if len(paths) > 1 else paths[0], device=device, registry=registry)
+        if not model.endpoints:
+            raise UserError(model.refusal("serve", text))
         served.append(Served(name or model.spec.name, paths, model))
     names = [s.name for s in served]
     twice = next((n for n in names if names.count(n) > 1), None)

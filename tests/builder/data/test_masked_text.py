@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn import load_run
 from aiayn.builder.cli import main
 from aiayn.builder.data.dataset import Example
+from aiayn.builder.errors import UserError
 from aiayn.builder.graphs.masked_text import Masking, MaskingCollator
 from aiayn.builder.model.size import count_params
 from aiayn.builder.run.rundir import final_scores
@@ -109,3 +111,42 @@ def test_a_resumed_masked_lm_run_equals_an_uninterrupted_one(tmp_path, trained):
     assert straight.keys() == resumed.keys()
     for name in straight:
         torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0, msg=name)
+
+
+def test_its_scores_recompute_from_the_run_and_its_masks_are_filled_by_the_model(trained, capsys):
+    run, _ = trained
+    results = json.loads((run / "results.json").read_text())
+    lm = load_run(run)
+    valid = (run / "data" / "valid.en").read_text().splitlines()
+    again = lm.scores(valid)
+    assert (again["ppl"], again["mlm_accuracy"], again["mlm_tokens"]) == (
+        results["ppl"],
+        results["mlm_accuracy"],
+        results["mlm_tokens"],
+    )
+    assert main(["evaluate", str(run), "--split", "valid", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ppl"], report["mlm_accuracy"], report["n_sentences"]) == (results["ppl"], results["mlm_accuracy"], 40)
+    (filled,) = lm.fill_mask(["<mask> bought three <mask> ."], top_k=4)
+    ids = [1, lm.mask_id, *lm.tokenizer.encode("bought three"), lm.mask_id, *lm.tokenizer.encode("."), 2]
+    with torch.no_grad():
+        logits = lm.model(torch.tensor([ids]))[0].float()
+    logits[:, [0, lm.mask_id]] = -math.inf
+    for position, candidates in zip((1, ids.index(lm.mask_id, 2)), filled):
+        top = logits[position].softmax(-1).topk(4)
+        assert [c.token for c in candidates] == [lm.tokenizer.id_to_token(int(i)) for i in top.indices]
+        assert [c.probability for c in candidates] == pytest.approx(top.values.tolist(), abs=1e-6)
+    for call, message in [
+        (lambda: lm.fill_mask(["no mask here"]), "line 1 has no <mask>: write <mask> where a token is to be filled in"),
+        (lambda: lm.fill_mask(["a <mask>"], top_k=0), "top_k: expected a whole number >= 1, got int 0"),
+    ]:
+        with pytest.raises(UserError) as e:
+            call()
+        assert str(e.value) == message
+    for verb in (["translate", str(run), "--input", str(run / "data" / "valid.en")], ["generate", str(run), "-p", "a"],
+                 ["serve", str(run), "--port", "0"]):  # fmt: skip
+        assert main(verb) == 2
+        assert capsys.readouterr().err.endswith(
+            f"is a masked language model, which aiayn {verb[0]} does not take: aiayn evaluate scores it, and in Python "
+            "aiayn.load_run(run).fill_mask(lines) fills in its <mask>s\n"
+        )
