@@ -58,3 +58,27 @@ class Inference:
         :param path: the model, as the command named it"""
         if verb not in self.verbs:
             raise UserError(self.refusal(verb, path))
+
+
+class TextInference(Inference):
+    """A model of one language's text with its one tokenizer and its run's settings (a language model, a
+    masked one).
+
+    :param model: the model, in eval mode
+    :param spec: the run's ExperimentSpec
+    :param tokenizer: its tokenizer
+    :param checkpoint: the file the weights came from
+    :param what: which model that is: "step 300", "the mean of ..." """
+
+    reads_sources = False
+
+    def __init__(self, model: Any, spec: Any, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
+        self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
+
+    @property
+    def input_tokenizer(self) -> Tokenizer:
+        return self.tokenizer
+
+    @property
+    def output_tokenizer(self) -> Tokenizer:
+        return self.tokenizer

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.blocks import TransformerModel
-from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.generate import generate_ids
-from aiayn.builder.decode.inference import Inference
+from aiayn.builder.decode.inference import TextInference
 from aiayn.builder.decode.metrics import line_log_probs, text_scores
 from aiayn.builder.decode.records import LineScore, line_record
 from aiayn.builder.decode.sampling import seed_argument
@@ -22,7 +21,7 @@ from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.strategy import StrategySpec
 
 
-class LanguageModel(Inference):
+class LanguageModel(TextInference):
     """A decoder-only model of one language's text with its tokenizer and its run's settings
     (`aiayn.load_run` of a language model's run makes one).
 
@@ -36,18 +35,8 @@ class LanguageModel(Inference):
     kind = "a language model"
     endpoints = ("/generate", "/score")
     verbs = frozenset({"generate", "score --text", "evaluate"})
-    reads_sources = False
-
-    def __init__(self, model: TransformerModel, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
-        self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
-
-    @property
-    def input_tokenizer(self) -> Tokenizer:
-        return self.tokenizer
-
-    @property
-    def output_tokenizer(self) -> Tokenizer:
-        return self.tokenizer
+    model: TransformerModel
+    spec: ExperimentSpec
 
     def refusal(self, verb: str, path: Path | str) -> str:
         """Why a language model does not take `verb` (translate, score of pairs), and what to use instead.

@@ -16,7 +16,7 @@ from aiayn.builder.data.dataset import TranslationDataset
 from aiayn.builder.data.loaders import eval_loader, loader_options
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.tokenizer import MASK, Tokenizer
-from aiayn.builder.decode.inference import Inference
+from aiayn.builder.decode.inference import TextInference
 from aiayn.builder.decode.metrics import masked_lm_scores
 from aiayn.builder.errors import UserError, described, strings_argument
 from aiayn.builder.graph import graph_of
@@ -35,7 +35,7 @@ class Fill(NamedTuple):
     probability: float
 
 
-class MaskedLanguageModel(Inference):
+class MaskedLanguageModel(TextInference):
     """An encoder-only model of one language's text with its tokenizer and its run's settings.
 
     :param model: the encoder-only model, in eval mode
@@ -48,21 +48,13 @@ class MaskedLanguageModel(Inference):
     kind = "a masked language model"
     endpoints = ()
     verbs = frozenset({"evaluate"})
-    reads_sources = False
+    spec: ExperimentSpec
 
     def __init__(self, model: Any, spec: ExperimentSpec, tokenizer: Tokenizer, checkpoint: Path, what: str) -> None:
-        self.model, self.spec, self.tokenizer, self.checkpoint, self.what = model, spec, tokenizer, checkpoint, what
+        super().__init__(model, spec, tokenizer, checkpoint, what)
         self.reading = graph_of(spec).reading(spec)
         self.reading.check_tokenizer(tokenizer)
         self.mask_id = tokenizer.tokens().index(MASK)
-
-    @property
-    def input_tokenizer(self) -> Tokenizer:
-        return self.tokenizer
-
-    @property
-    def output_tokenizer(self) -> Tokenizer:
-        return self.tokenizer
 
     def refusal(self, verb: str, path: Path | str) -> str:
         return (

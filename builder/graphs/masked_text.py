@@ -21,11 +21,12 @@ import numpy as np
 import torch
 
 from aiayn.builder.data.collate import Batch, padded
-from aiayn.builder.data.dataset import Example, TranslationDataset
+from aiayn.builder.data.dataset import Example
 from aiayn.builder.data.ragged import RaggedIds
 from aiayn.builder.data.reading import Batching, Reading, SplitPaths, StaticBatches
 from aiayn.builder.data.tokenizer import MASK, Tokenizer
 from aiayn.builder.errors import UserError
+from aiayn.builder.graphs.readings import sentences
 from aiayn.schemas.data import StaticShapesSpec
 
 
@@ -109,17 +110,7 @@ class MaskedTextReading(Reading):
 
     def dataset(self, data: Any, split: str, src: RaggedIds, tgt: RaggedIds) -> Any:
         """Evaluation: every sentence with a token; training: those max_len and min_len keep."""
-        if split != "train":
-            return TranslationDataset(tgt, tgt, np.flatnonzero(tgt.lengths > 0), source=False)
-        kept = data.length_filtered(
-            tgt,
-            tgt,
-            "sentences",
-            lambda counts: (
-                f"train sentences: kept {counts['kept']} of {len(tgt)} (max_len={data.max_len}, min_len={data.min_len})"
-            ),
-        )
-        return TranslationDataset(tgt, tgt, kept, source=False)
+        return sentences(data, split, tgt)
 
     def collate(self, tokenizer: Tokenizer, pad_to_multiple: int) -> Callable[..., Any]:
         self.check_tokenizer(tokenizer)

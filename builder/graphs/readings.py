@@ -83,19 +83,11 @@ class TextReading(Reading):
         if self.block_size is not None:
             dataset: Any = BlockDataset(tgt, self.block_size, bos_id=Tokenizer.bos_id, eos_id=Tokenizer.eos_id)
             predicted = dataset.predicted
-        elif split != "train":
-            dataset = TranslationDataset(tgt, tgt, np.flatnonzero(tgt.lengths > 0), source=False)
-            predicted = int(dataset.tgt_lengths.sum()) + len(dataset)  # each sentence's tokens and its </s>
         else:
-            kept = data.length_filtered(
-                tgt,
-                tgt,
-                "sentences",
-                lambda counts: (
-                    f"train sentences: kept {counts['kept']} of {len(tgt)} (max_len={data.max_len}, min_len={data.min_len})"
-                ),
-            )
-            return TranslationDataset(tgt, tgt, kept, source=False)
+            dataset = sentences(data, split, tgt)
+            if split == "train":
+                return dataset
+            predicted = int(dataset.tgt_lengths.sum()) + len(dataset)  # each sentence's tokens and its </s>
         lines = read_lines(data.texts(split)[1])
         covered = lines if self.block_size is not None else [lines[i] for i in dataset.ids]  # blocks: every line
         data.tokens_per_byte[split] = predicted / max(text_bytes(covered), 1)
@@ -110,3 +102,17 @@ class TextReading(Reading):
     ) -> StaticBatches:
         """A sentence's row is `<s> y`, its loss `y </s>`."""
         return static_sequence_batches(tgt, tgt, static, batching, max_tokens=batching.max_tokens, joint=None, sep_id=None)
+
+
+def sentences(data: Any, split: str, text: RaggedIds) -> TranslationDataset:
+    """A split of one language's encoded `text`, a sentence a row: evaluation's every sentence with a token,
+    training's those data.max_len and data.min_len keep (`data`: the DataModule, whose length filter it is)."""
+    if split != "train":
+        return TranslationDataset(text, text, np.flatnonzero(text.lengths > 0), source=False)
+    kept = data.length_filtered(
+        text,
+        text,
+        "sentences",
+        lambda counts: f"train sentences: kept {counts['kept']} of {len(text)} (max_len={data.max_len}, min_len={data.min_len})",
+    )
+    return TranslationDataset(text, text, kept, source=False)
