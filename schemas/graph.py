@@ -197,6 +197,11 @@ class EncoderOnlySpec(GraphSpec):
             )
         if experiment.train.source_loss:
             raise FieldError("train.source_loss", "is the loss on a decoder-only translation's source tokens: drop it")
+        if experiment.data.static_shapes is not None:
+            raise FieldError(
+                "data.static_shapes",
+                "not yet for graph encoder_only: its rows are masked as they are collated; drop it",
+            )
 
     def positions_needed(self, experiment: Any) -> tuple[int, str]:
         return experiment.data.max_len + 2, "a sentence is read as <s> x </s>"

@@ -125,6 +125,8 @@ def test_the_table_names_the_head_and_the_embeddings_parts():
         (lambda e: e["model"]["graph"].update(mask_replace=0.9, mask_random=0.2),
          "model.graph.mask_random: mask_replace (0.9) and mask_random (0.2) share the predicted tokens, and add up to "
          "more than 1"),
+        (lambda e: e["data"].update(static_shapes={"num_buckets": 3}),
+         "data.static_shapes: not yet for graph encoder_only: its rows are masked as they are collated; drop it"),
         (lambda e: e["model"]["encoder"]["layer"].append({"type": "cross_attention", "h": H, "d_k": 8, "d_v": 8}),
          "model.encoder.layer[2].type: cross_attention needs an encoder output to attend to and is only allowed in the "
          "decoder; use self_attention here"),
