@@ -84,11 +84,10 @@ class FastTokenizer(Tokenizer):
 
     def describe(self) -> str:
         """e.g. "10000 merges on an alphabet of 162 + 4 specials" """
+        specials = max(len(SPECIALS), sum(1 for token in self.hf.get_added_tokens_decoder().values() if token.special))
         if self.name != "bpe":
-            return f"{self.name}, {self.vocab_size - len(SPECIALS)} types + {len(SPECIALS)} specials"
-        merges = self.merges
-        learned = self.vocab_size - len(SPECIALS)
-        return f"{merges} merges, {learned} types + {len(SPECIALS)} specials"
+            return f"{self.name}, {self.vocab_size - specials} types + {specials} specials"
+        return f"{self.merges} merges, {self.vocab_size - specials} types + {specials} specials"  # <sep>, <mask>: a reading's
 
     def to_json(self) -> str:
         """The whole tokenizer (vocabulary, merges, normaliser...) as a JSON string."""

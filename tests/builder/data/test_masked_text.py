@@ -90,6 +90,7 @@ def test_the_demo_trains_through_it_to_a_masked_lm_accuracy(trained):
     assert results["n_sentences"] == 40 and results["mlm_tokens"] > 0 and 0 < results["mlm_accuracy"] < 1
     assert math.isfinite(results["ppl"]) and results["paper"]["graph"] == "encoder-only"
     assert "<mask>" in [t["content"] for t in json.loads((run / "tokenizer.json").read_text())["added_tokens"]]
+    assert load_run(run).tokenizer.describe().endswith(" types + 5 specials")  # aiayn's four and <mask>
     spec = load_experiment(EXPERIMENTS / "encoder" / "demo.yaml", overrides)
     assert results["params"] == count_params(spec.model)
     said = f"PPL {results['ppl']:.2f}, {100 * results['mlm_accuracy']:.1f}% of the masked tokens right"
