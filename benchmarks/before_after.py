@@ -11,7 +11,6 @@ Needs a git checkout (the commit's files are read from the repository).
 """
 
 import argparse
-import statistics
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import BOS, EOS, experiment
+from common import BOS, EOS, experiment, interleaved_medians
 
 from aiayn.blocks import InputEmbedding
 from aiayn.builder.decode.search import beam_search
@@ -40,19 +39,6 @@ def module_at(commit: str, path: str, name: str, replace: dict[str, str] | None 
     sys.modules[name] = module  # dataclasses look their module up
     exec(compile(source, f"{commit}:{path}", "exec"), module.__dict__)
     return module
-
-
-def cpu_medians(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Each call's median CPU time over `rounds` interleaved rounds, after a warm-up call each."""
-    for call in calls.values():
-        call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start = time.process_time()
-            call()
-            times[name].append(time.process_time() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -77,9 +63,10 @@ def main() -> None:
     hyps = {"before": search.beam_search(model, src, **settings), "today": beam_search(model, src, **settings)}
     assert hyps["before"] == hyps["today"], "the two searches differ"
     assert loop.run_loop is not sys.modules["aiayn.builder.decode.loop"].run_loop
-    decoding = cpu_medians(
+    decoding = interleaved_medians(
         {"before": lambda: search.beam_search(model, src, **settings), "today": lambda: beam_search(model, src, **settings)},
         a.rounds,
+        time.process_time,
     )
     model.train()
     adam = torch.optim.Adam(model.parameters(), lr=1e-5)
@@ -100,7 +87,9 @@ def main() -> None:
 
         return go
 
-    training = cpu_medians({"before": step(embedding.InputEmbedding.forward), "today": step(today_forward)}, a.rounds)
+    training = interleaved_medians(
+        {"before": step(embedding.InputEmbedding.forward), "today": step(today_forward)}, a.rounds, time.process_time
+    )
     print(f"--commit {a.commit} against this checkout; d_model {a.d_model}, {a.layers} layers, V {a.vocab}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; median CPU s of {a.rounds} interleaved rounds")  # fmt: skip
     print("| | before | today | today / before |\n|---|---:|---:|---:|")

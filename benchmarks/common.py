@@ -45,15 +45,18 @@ def aiayn_model(**sizes: int) -> EncoderDecoder:
     return build_model(experiment(**sizes).model)
 
 
-def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Each call's median time (seconds) over `rounds` rounds that run every call once in turn,
-    after one warm-up call each: a machine's drift reaches every call alike."""
+def interleaved_medians(
+    calls: dict[str, Callable[[], object]], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
+    """Each call's median time (seconds of `clock`: wall time, or time.process_time for this process's
+    CPU) over `rounds` rounds that run every call once in turn, after one warm-up call each: a
+    machine's drift reaches every call alike."""
     for call in calls.values():
         call()
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            start = time.perf_counter()
+            start = clock()
             call()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: statistics.median(measured) for name, measured in times.items()}
