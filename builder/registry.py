@@ -203,6 +203,25 @@ class RegistryBuilder:
         if self.closed:
             raise PluginError(f"{self.owner}: registry.add({name!r}) after its registering function returned adds to nothing")
         _check_functions(name, slot, build, flops, activations, label, load)
+        tag = self._free_tag(spec, slot, name)
+        owner = self.owner if self.dist else spec.__module__  # registered in code: its module
+        self.made.append(
+            Registration(
+                spec=spec,
+                slot=slot,
+                type=tag,
+                build=build,
+                flops=flops or _none,
+                activations=activations or _none,
+                label=label or (lambda s: s.type),
+                load=load,
+                owner=owner,
+                dist=self.dist or spec.__module__.partition(".")[0],
+            )
+        )
+
+    def _free_tag(self, spec: type[Spec], slot: str, name: object) -> str:
+        """The type tag `spec` registers under `slot`, where the class may fill it and no one has the tag."""
         who = self.owner
         if not isinstance(slot, str) or slot not in SLOTS:
             raise PluginError(f"{who}: slot {slot!r} is not one of {', '.join(SLOTS)}")
@@ -215,11 +234,7 @@ class RegistryBuilder:
             raise PluginError(
                 f"{who}: type {tag!r} is already registered by {taken.owner}; give {spec.__name__} another type name"
             )
-        owner = who if self.dist else spec.__module__  # registered in code: its module
-        self.made.append(Registration(
-            spec=spec, slot=slot, type=tag, build=build, flops=flops or _none, activations=activations or _none,
-            label=label or (lambda s: s.type), load=load, owner=owner, dist=self.dist or spec.__module__.partition(".")[0],
-        ))  # fmt: skip
+        return tag
 
 
 def _check_functions(

@@ -81,8 +81,12 @@ class ExperimentSpec(Spec):
                 f"train.lr_schedule.warmup_steps ({warmup}) is longer than the run (trainer.max_steps {steps}): the "
                 "learning rate rises all the way and never decays (eq. 3)"
             )
-        rotary = [f"{stack}.{path}" for stack, spec in self.model.stacks.items() for path, sub in spec.located()
-                  if getattr(sub, "rotary", None) is not None]  # fmt: skip
+        rotary = [
+            f"{stack}.{path}"
+            for stack, spec in self.model.stacks.items()
+            for path, sub in spec.located()
+            if getattr(sub, "rotary", None) is not None
+        ]
         if rotary and self.model.positional.type != "none":
             found.append(
                 f"model.{rotary[0]}.rotary rotates by position, and model.positional ({self.model.positional.type}) adds "

@@ -29,10 +29,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "wsj: the Penn Treebank's WSJ .mrg files (required)",
     )
     p.add_argument("--force", action="store_true", help="replace DIR if it already holds files")
+    add_cleaning_arguments(p)
     p.add_argument(
-        "--clean", action=argparse.BooleanOptionalAction, default=None,
+        "--pipeline",
+        type=steps_argument,
+        default=(),
+        metavar="STEPS",
+        help="put every line through these data.pipeline steps, comma-separated (lowercase, normalize_punctuation, "
+        "moses_tokenize), recorded in prepared.json; the Multi30k literature's text: "
+        "--pipeline lowercase,normalize_punctuation,moses_tokenize (default: none, the raw text)",
+    )
+    p.add_argument(
+        "--news-commentary",
+        choices=sorted(NEWS_COMMENTARY),
+        default=None,
+        help="wmt14-en-de: News Commentary v9 (WMT14's and the Hub's, default) or v12 (fairseq's script)",
+    )
+
+
+def add_cleaning_arguments(p: argparse.ArgumentParser) -> None:
+    """How the training pairs are cleaned: Moses' clean-corpus-n's settings."""
+    p.add_argument(
+        "--clean",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="clean the training pairs as Moses' clean-corpus-n (default: on for wmt14-en-de, off for multi30k)",
-    )  # fmt: skip
+    )
     p.add_argument("--min-len", type=int, default=1, metavar="N", help="fewest tokens a side of a training pair (default: 1)")
     p.add_argument("--max-len", type=int, default=250, metavar="N", help="most tokens a side of a training pair (default: 250)")
     p.add_argument(
@@ -43,9 +65,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="most tokens of the longer side per token of the shorter (default: 1.5)",
     )
     p.add_argument(
-        "--count", choices=("moses", "whitespace"), default="moses",
+        "--count",
+        choices=("moses", "whitespace"),
+        default="moses",
         help="what a token is for cleaning: Moses tokens, as fairseq's script makes them (default), or whitespace-separated words",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -53,16 +77,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=usable_cpus(),
         help="processes that count Moses tokens (default: the CPUs this process may use)",
     )
-    p.add_argument(
-        "--pipeline", type=steps_argument, default=(), metavar="STEPS",
-        help="put every line through these data.pipeline steps, comma-separated (lowercase, normalize_punctuation, "
-        "moses_tokenize), recorded in prepared.json; the Multi30k literature's text: "
-        "--pipeline lowercase,normalize_punctuation,moses_tokenize (default: none, the raw text)",
-    )  # fmt: skip
-    p.add_argument(
-        "--news-commentary", choices=sorted(NEWS_COMMENTARY), default=None,
-        help="wmt14-en-de: News Commentary v9 (WMT14's and the Hub's, default) or v12 (fairseq's script)",
-    )  # fmt: skip
 
 
 def steps_argument(text: str) -> list[str]:
@@ -82,10 +96,14 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def changed(*settings: tuple[str, object, object]) -> list[str]:
+    """The flags of (flag, value, default) that a command line set to other than their default."""
+    return [flag for flag, value, default in settings if value != default]
+
+
 def rules(args: argparse.Namespace, clean_by_default: bool) -> CleanRules | None:
     clean = clean_by_default if args.clean is None else args.clean
-    given = [flag for flag, value, default in (("--min-len", args.min_len, 1), ("--max-len", args.max_len, 250),
-             ("--clean-ratio", args.clean_ratio, 1.5)) if value != default]  # fmt: skip
+    given = changed(("--min-len", args.min_len, 1), ("--max-len", args.max_len, 250), ("--clean-ratio", args.clean_ratio, 1.5))
     if not clean:
         if given:
             raise UserError(
@@ -129,9 +147,15 @@ def treebank(args: argparse.Namespace) -> int:
     parallel corpora do not apply."""
     from aiayn.builder.data.prepare.treebank import prepare_treebank
 
-    given = [flag for flag, value, default in (("--clean", args.clean, None), ("--min-len", args.min_len, 1),
-             ("--max-len", args.max_len, 250), ("--clean-ratio", args.clean_ratio, 1.5), ("--count", args.count, "moses"),
-             ("--pipeline", args.pipeline, ()), ("--news-commentary", args.news_commentary, None)) if value != default]  # fmt: skip
+    given = changed(
+        ("--clean", args.clean, None),
+        ("--min-len", args.min_len, 1),
+        ("--max-len", args.max_len, 250),
+        ("--clean-ratio", args.clean_ratio, 1.5),
+        ("--count", args.count, "moses"),
+        ("--pipeline", args.pipeline, ()),
+        ("--news-commentary", args.news_commentary, None),
+    )
     if given:
         raise UserError(f"{given[0]} is a choice of the parallel corpora, not of wsj (its trees are read as they are)")
     if args.source is None:

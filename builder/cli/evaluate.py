@@ -133,16 +133,29 @@ def _evaluate_translations(args: argparse.Namespace, loaded: Any, pair: tuple[li
     with progress_bar(sources, enabled=sys.stderr.isatty() and given is None) as bar:
         hyps = given if given is not None else chosen(loaded, sources, decode, args, on_batch=bar.update)
         metrics, hyps = evaluate_texts(
-            loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sources, refs, decode,
-            reading=graph_of(loaded.spec).reading(loaded.spec), scoring=scoring, on_batch=bar.update, hyps=hyps,
-        )  # fmt: skip
+            loaded.model,
+            loaded.src_tokenizer,
+            loaded.tgt_tokenizer,
+            sources,
+            refs,
+            decode,
+            reading=graph_of(loaded.spec).reading(loaded.spec),
+            scoring=scoring,
+            on_batch=bar.update,
+            hyps=hyps,
+        )
     if args.hyps is not None:
         write_text_atomic(args.hyps, "".join(h + "\n" for h in hyps))
     outputs = {} if given is None else {"outputs": str(args.hyps_from)}
     result: dict[str, Any] = {
-        "checkpoint": str(loaded.checkpoint), "model": loaded.what, "data": data, **outputs, **metrics,
-        "decode": decode.model_dump(), **choice_record(args),
-    }  # fmt: skip
+        "checkpoint": str(loaded.checkpoint),
+        "model": loaded.what,
+        "data": data,
+        **outputs,
+        **metrics,
+        "decode": decode.model_dump(),
+        **choice_record(args),
+    }
     if scoring.tokenized and raw_refs is not None and pipelines is not None:
         result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))
     if args.tok_bleu:
@@ -178,9 +191,13 @@ def compared_outputs(hyps: list[str], other: list[str], refs: list[str], scoring
     mine, theirs = sentence_stats(hyps, refs, scoring), sentence_stats(other, refs, scoring)
     difference = paired_bootstrap([(theirs, mine)])
     return {
-        "file": name, "bleu": round(corpus_bleu(theirs.sum(0)), 2), "delta_bleu": round(difference.delta, 2),
-        "interval": [round(difference.low, 2), round(difference.high, 2)], "p": round(difference.p, 4), "samples": SAMPLES,
-    }  # fmt: skip
+        "file": name,
+        "bleu": round(corpus_bleu(theirs.sum(0)), 2),
+        "delta_bleu": round(difference.delta, 2),
+        "interval": [round(difference.low, 2), round(difference.high, 2)],
+        "p": round(difference.p, 4),
+        "samples": SAMPLES,
+    }
 
 
 def _texts(
@@ -329,6 +346,10 @@ def choice_record(args: argparse.Namespace) -> dict[str, Any]:
     if args.sampling:
         record["sampling"] = {"seed": args.seed, **sampling_settings(args)}
     if args.mbr is not None:
-        record["mbr"] = {"utility": utility_spec(mbr_utility(args.mbr), args.registry, "--mbr").model_dump(), "candidates": args.n_best,
-                         "weights": args.mbr_weights, "references": args.mbr_references or "the candidates"}  # fmt: skip
+        record["mbr"] = {
+            "utility": utility_spec(mbr_utility(args.mbr), args.registry, "--mbr").model_dump(),
+            "candidates": args.n_best,
+            "weights": args.mbr_weights,
+            "references": args.mbr_references or "the candidates",
+        }
     return record

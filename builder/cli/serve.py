@@ -9,8 +9,12 @@ import errno
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from aiayn.builder.errors import UserError
+
+if TYPE_CHECKING:  # the app needs aiayn[serve]: imported where it is used
+    from aiayn.builder.serve.app import Limits
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,27 +66,15 @@ def serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from aiayn.builder.serve.app import Limits, create_app
+        from aiayn.builder.serve.app import create_app
     except ImportError as e:
         raise UserError(f"aiayn serve needs {e.name}: pip install 'aiayn[serve]'") from None
     from aiayn.builder.cli.translate import device_of
     from aiayn.builder.serve.served import load_served
 
-    for flag, value in (("--max-batch-tokens", args.max_batch_tokens), ("--max-lines", args.max_lines),
-                        ("--max-request-bytes", args.max_request_bytes), ("--max-beam", args.max_beam),
-                        ("--max-n-best", args.max_n_best), ("--max-new-tokens", args.max_new_tokens),
-                        ("--max-input-len", args.max_input_len)):  # fmt: skip
-        if value < 1:
-            raise UserError(f"{flag}: give 1 or more, got {value}")
-    if not 0 <= args.max_queue_delay_ms <= 10_000:
-        raise UserError(f"--max-queue-delay-ms: give 0 to 10000 milliseconds, got {args.max_queue_delay_ms}")
+    limits = limits_of(args)
     sock = listening_socket(args.host, args.port)  # before the models load: a port in use is said at once
     served = load_served(args.models, device=device_of(args), registry=args.registry)
-    limits = Limits(
-        max_lines=args.max_lines, max_request_bytes=args.max_request_bytes, max_batch_tokens=args.max_batch_tokens,
-        max_queue_delay_ms=args.max_queue_delay_ms, batching=not args.no_batching, max_beam=args.max_beam,
-        max_n_best=args.max_n_best, max_new_tokens=args.max_new_tokens, max_input_len=args.max_input_len,
-    )  # fmt: skip
     app = create_app(served, limits)
     host, port = sock.getsockname()[:2]
     where = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
@@ -101,6 +93,36 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def limits_of(args: argparse.Namespace) -> "Limits":
+    """The server's limits, as its flags set them (each one checked)."""
+    from aiayn.builder.serve.app import Limits
+
+    for flag, value in (
+        ("--max-batch-tokens", args.max_batch_tokens),
+        ("--max-lines", args.max_lines),
+        ("--max-request-bytes", args.max_request_bytes),
+        ("--max-beam", args.max_beam),
+        ("--max-n-best", args.max_n_best),
+        ("--max-new-tokens", args.max_new_tokens),
+        ("--max-input-len", args.max_input_len),
+    ):
+        if value < 1:
+            raise UserError(f"{flag}: give 1 or more, got {value}")
+    if not 0 <= args.max_queue_delay_ms <= 10_000:
+        raise UserError(f"--max-queue-delay-ms: give 0 to 10000 milliseconds, got {args.max_queue_delay_ms}")
+    return Limits(
+        max_lines=args.max_lines,
+        max_request_bytes=args.max_request_bytes,
+        max_batch_tokens=args.max_batch_tokens,
+        max_queue_delay_ms=args.max_queue_delay_ms,
+        batching=not args.no_batching,
+        max_beam=args.max_beam,
+        max_n_best=args.max_n_best,
+        max_new_tokens=args.max_new_tokens,
+        max_input_len=args.max_input_len,
+    )
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

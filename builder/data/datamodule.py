@@ -45,6 +45,16 @@ from aiayn.schemas.tokenizer import BpeTokenizerSpec, TokenizerSpec
 say = rank_zero_only(print)  # what the user should know about their data, once per job
 
 
+def _check_settings(
+    tokenizers: tuple[Tokenizer, Tokenizer] | None, shared_vocab: bool, max_tokens: int, eval_max_tokens: int | None
+) -> None:
+    """The DataModule's settings that cannot work together, each one line."""
+    if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
+        raise UserError("data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space")
+    if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
+        raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
+
+
 class TranslationDataModule(LightningDataModule):
     """Parallel text for training (length-filtered) and evaluation (every pair with a non-empty
     source, in any order).
@@ -63,14 +73,33 @@ class TranslationDataModule(LightningDataModule):
     """
 
     def __init__(
-        self, *, run_dir: Path, train: SplitPaths | None = None, valid: SplitPaths | None = None, test: SplitPaths | None = None,
-        demo: tuple[int, int, int] | None = None, demo_seed: int = 1234, vocab_size: int, shared_vocab: bool = True,
-        tokenizer: TokenizerSpec = BpeTokenizerSpec(), pipelines: tuple[TextPipeline, TextPipeline] | None = None,
-        tokenizers: tuple[Tokenizer, Tokenizer] | None = None, cache_dir: Path | None = None, max_tokens: int,
-        eval_max_tokens: int | None = None, max_len: int = 256, min_len: int = 1, seed: int = 0, num_workers: int = 0,
-        pin_memory: bool = False, pad_to_multiple: int = 1, static_shapes: StaticShapesSpec | None = None, source_eos: int | None = None,
-        reading: Reading | None = None, registry: Registry,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        run_dir: Path,
+        train: SplitPaths | None = None,
+        valid: SplitPaths | None = None,
+        test: SplitPaths | None = None,
+        demo: tuple[int, int, int] | None = None,
+        demo_seed: int = 1234,
+        vocab_size: int,
+        shared_vocab: bool = True,
+        tokenizer: TokenizerSpec = BpeTokenizerSpec(),
+        pipelines: tuple[TextPipeline, TextPipeline] | None = None,
+        tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
+        cache_dir: Path | None = None,
+        max_tokens: int,
+        eval_max_tokens: int | None = None,
+        max_len: int = 256,
+        min_len: int = 1,
+        seed: int = 0,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        pad_to_multiple: int = 1,
+        static_shapes: StaticShapesSpec | None = None,
+        source_eos: int | None = None,
+        reading: Reading | None = None,
+        registry: Registry,
+    ) -> None:
         super().__init__()
         self.registry = registry  # the tokenizer types' registrations
         self.run_dir = Path(run_dir)
@@ -78,34 +107,28 @@ class TranslationDataModule(LightningDataModule):
         self.paths = _split_paths(self.run, {"train": train, "valid": valid, "test": test}, demo)
         self.reading = reading if reading is not None else Reading()
         self.paths = {split: self.reading.files(paths) for split, paths in self.paths.items()}
-        self.tokens_per_byte: dict[str, float] = {}  # evaluation splits of text: bits per byte from nats per token
-        self.sentences: dict[str, int] = {}  # evaluation splits of text: the sentences their rows hold
-        if tokenizers is not None and shared_vocab and not tokenizers[0].same_ids(tokenizers[1]):
-            raise UserError(
-                "data: the given tokenizers number their tokens differently, and shared_vocab: true needs one id space"
-            )
-        if max_tokens < 1 or (eval_max_tokens is not None and eval_max_tokens < 1):
-            raise UserError(f"data: max_tokens must be positive, got {max_tokens} / {eval_max_tokens}")
+        _check_settings(tokenizers, shared_vocab, max_tokens, eval_max_tokens)
         self.demo, self.demo_seed = demo, demo_seed
-        self.vocab_size_requested, self.shared_vocab, self.tokenizer, self.pipelines = (
-            vocab_size,
-            shared_vocab,
-            tokenizer,
-            pipelines,
-        )
-        self._texts: dict[str, SplitPaths] = {}
+        self.vocab_size_requested, self.shared_vocab = vocab_size, shared_vocab
+        self.tokenizer, self.pipelines = tokenizer, pipelines
         self.given_tokenizers, self.cache_dir = tokenizers, cache_dir
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.min_len, self.seed = max_len, min_len, seed
         self.options = loader_options(num_workers, pin_memory, pad_to_multiple)
         self.pad_to_multiple, self.static_shapes = pad_to_multiple, static_shapes
         self.source_eos = source_eos  # the token every source ends with (model.source_eos), if any
-        self.shapes: tuple[BucketShape, ...] = ()  # the training batches' shapes, under static_shapes
+        self._empty()
 
+    def _empty(self) -> None:
+        """What preparing and setting up fill: the tokenizers, the splits' texts and datasets."""
+        self.shapes: tuple[BucketShape, ...] = ()  # the training batches' shapes, under static_shapes
         self.src_tokenizer: Tokenizer | None = None
         self.tgt_tokenizer: Tokenizer | None = None
+        self._texts: dict[str, SplitPaths] = {}
         self.datasets: dict[str, Any] = {}  # each split's, as the reading made it
         self.filter_counts: dict[str, int] = {}
+        self.tokens_per_byte: dict[str, float] = {}  # evaluation splits of text: bits per byte from nats per token
+        self.sentences: dict[str, int] = {}  # evaluation splits of text: the sentences their rows hold
         self._train_loader: TrainLoader | None = None
 
     # ---- preparing: idempotent, deterministic, atomic writes ------------------------------------

@@ -102,10 +102,15 @@ class SentencePieceTokenizer(Tokenizer):
         return f"SentencePiece model of {own} pieces{extra}"
 
     def to_json(self) -> str:
-        return json.dumps({
-            "aiayn_tokenizer": SENTENCEPIECE, "version": 1, "model": base64.b64encode(self.model).decode("ascii"),
-            "vocab": self.vocab, "language_codes": self.language_codes,
-        })  # fmt: skip
+        return json.dumps(
+            {
+                "aiayn_tokenizer": SENTENCEPIECE,
+                "version": 1,
+                "model": base64.b64encode(self.model).decode("ascii"),
+                "vocab": self.vocab,
+                "language_codes": self.language_codes,
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str) -> "SentencePieceTokenizer":

@@ -85,8 +85,10 @@ class Ensemble(TransformerModel):
     def forward(self, src: Tensor, tgt_in: Tensor, **kwargs: Any) -> Tensor:
         """Teacher forcing: the log of the members' mean probabilities (B, T, V) (`kwargs`: what
         each member's forward takes besides, a decoder-only translation's `prefix`)."""
-        log_probs = [m(src, tgt_in, **kwargs).to(torch.promote_types(m.generator.weight.dtype, torch.float32)).log_softmax(dim=-1)
-                     for m in self.models]  # fmt: skip
+        log_probs = [
+            m(src, tgt_in, **kwargs).to(torch.promote_types(m.generator.weight.dtype, torch.float32)).log_softmax(dim=-1)
+            for m in self.models
+        ]
         return mean_of_probabilities(log_probs, self.counts)
 
     def output_room(self, src: Tensor) -> int | Tensor | None:

@@ -69,8 +69,16 @@ class EvalbScore:
         complete = 100.0 * sum(s.matched == s.gold == s.test for s in valid) / len(valid) if valid else 0.0
         counted = [s for s in self.sentences if cutoff is None or s.length <= cutoff]
         skipped = sum(s.error is not None and s.error.startswith("skip") for s in counted)
-        return {"recall": recall, "precision": precision, "f1": f1, "complete_match": complete, "sentences": len(counted),
-                "errors": sum(s.error is not None for s in counted) - skipped, "skipped": skipped, "valid": len(valid)}  # fmt: skip
+        return {
+            "recall": recall,
+            "precision": precision,
+            "f1": f1,
+            "complete_match": complete,
+            "sentences": len(counted),
+            "errors": sum(s.error is not None for s in counted) - skipped,
+            "skipped": skipped,
+            "valid": len(valid),
+        }
 
 
 def brackets(tree: Tree, params: EvalbParameters = COLLINS) -> tuple[Counter[tuple[str, int, int]], list[str], int]:

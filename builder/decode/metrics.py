@@ -160,9 +160,12 @@ def language_model_scores(model: Any, batches: Any, tokens_per_byte: float) -> d
             nll, count, rows = nll + float(total), count + int(n), rows + batch.tgt_in.size(0)
     per_token = nll / max(count, 1)
     return {
-        "loss": per_token, "ppl": math.exp(per_token), "bpb": per_token * tokens_per_byte / math.log(2),
-        "n_tokens": count, "n_sentences": rows,
-    }  # fmt: skip
+        "loss": per_token,
+        "ppl": math.exp(per_token),
+        "bpb": per_token * tokens_per_byte / math.log(2),
+        "n_tokens": count,
+        "n_sentences": rows,
+    }
 
 
 def line_log_probs(model: Any, tokenizer: Any, lines: Sequence[str], max_tokens: int) -> list[list[float]]:
@@ -212,6 +215,9 @@ def masked_lm_scores(model: Any, batches: Any) -> dict[str, Any]:
             count, rows = count + int(target.numel()), rows + src.size(0)
     per_token = nll / max(count, 1)
     return {
-        "loss": per_token, "ppl": math.exp(per_token), "mlm_accuracy": right / max(count, 1), "mlm_tokens": count,
+        "loss": per_token,
+        "ppl": math.exp(per_token),
+        "mlm_accuracy": right / max(count, 1),
+        "mlm_tokens": count,
         "n_sentences": rows,
-    }  # fmt: skip
+    }

@@ -156,9 +156,12 @@ def gpt2_model(config: Any, folder: Path) -> dict[str, Any]:
         "dropout": config.embd_pdrop,
         "embedding": {"share": "target_output" if config.tie_word_embeddings else "none", "scale": False},
         "positional": {"type": "learned", "max_len": config.n_positions},
-        "decoder": {"num_layers": config.n_layer, "add_norm": {"placement": "pre", "dropout": config.resid_pdrop, "norm": norm},
-                    "layer": [attention, ffn]},
-    }  # fmt: skip
+        "decoder": {
+            "num_layers": config.n_layer,
+            "add_norm": {"placement": "pre", "dropout": config.resid_pdrop, "norm": norm},
+            "layer": [attention, ffn],
+        },
+    }
 
 
 def llama_model(config: Any, folder: Path) -> dict[str, Any]:
@@ -182,8 +185,15 @@ def llama_model(config: Any, folder: Path) -> dict[str, Any]:
         if bad:
             raise _refuse(folder, field, value, why)
     kv = config.num_key_value_heads or heads
-    attention = {"type": "causal_self_attention", "h": heads, "d_k": d // heads, "d_v": d // heads, "bias": bool(config.attention_bias),
-                 "rotary": {"base": float(rope.get("rope_theta", 10000.0))}, "attn_dropout": float(config.attention_dropout)}  # fmt: skip
+    attention = {
+        "type": "causal_self_attention",
+        "h": heads,
+        "d_k": d // heads,
+        "d_v": d // heads,
+        "bias": bool(config.attention_bias),
+        "rotary": {"base": float(rope.get("rope_theta", 10000.0))},
+        "attn_dropout": float(config.attention_dropout),
+    }
     if kv != heads:
         attention["kv_heads"] = kv
     ffn = {"type": "gated_feed_forward", "d_ff": config.intermediate_size, "activation": "silu", "bias": bool(config.mlp_bias)}
@@ -193,9 +203,12 @@ def llama_model(config: Any, folder: Path) -> dict[str, Any]:
         "dropout": 0.0,
         "embedding": {"share": "target_output" if config.tie_word_embeddings else "none", "scale": False},
         "positional": "none",
-        "decoder": {"num_layers": config.num_hidden_layers, "add_norm": {"placement": "pre", "dropout": 0.0, "norm": norm},
-                    "layer": [attention, ffn]},
-    }  # fmt: skip
+        "decoder": {
+            "num_layers": config.num_hidden_layers,
+            "add_norm": {"placement": "pre", "dropout": 0.0, "norm": norm},
+            "layer": [attention, ffn],
+        },
+    }
 
 
 class Vocabulary(NamedTuple):
@@ -353,8 +366,12 @@ def copy_llama(model: Any, hf: Any, vocabulary: Vocabulary) -> None:
         a, f = ours.sublayers
         a.norm.weight.copy_(theirs.input_layernorm.weight)
         views = a.sublayer.projections()
-        for name, proj in (("q", theirs.self_attn.q_proj), ("k", theirs.self_attn.k_proj), ("v", theirs.self_attn.v_proj),
-                           ("o", theirs.self_attn.o_proj)):  # fmt: skip
+        for name, proj in (
+            ("q", theirs.self_attn.q_proj),
+            ("k", theirs.self_attn.k_proj),
+            ("v", theirs.self_attn.v_proj),
+            ("o", theirs.self_attn.o_proj),
+        ):
             weight, bias = views[name]
             weight.copy_(proj.weight)
             if bias is not None:

@@ -178,9 +178,14 @@ def marian_experiment(config: Any, folder: Path, *, vocab_size: int, source_eos:
     kinds = ["causal_self_attention", "cross_attention"]
     decoder = stack("decoder", config.decoder_layers, config.decoder_attention_heads, config.decoder_ffn_dim, kinds)
     model = {
-        "d_model": d, "dropout": config.dropout, "embedding": embedding, "positional": {"type": "sinusoidal", "layout": "concatenated"},
-        "encoder": encoder, "decoder": decoder, "source_eos": source_eos,
-    }  # fmt: skip
+        "d_model": d,
+        "dropout": config.dropout,
+        "embedding": embedding,
+        "positional": {"type": "sinusoidal", "layout": "concatenated"},
+        "encoder": encoder,
+        "decoder": decoder,
+        "source_eos": source_eos,
+    }
     return {
         "name": re.sub(r"[^A-Za-z0-9._\-]+", "-", resolved(folder).name) or "marian",
         "description": f"the Hugging Face Marian model in {folder}",

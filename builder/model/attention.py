@@ -20,9 +20,17 @@ def attention_parts(spec: AttentionSpec, ctx: BuildContext) -> dict[str, Any]:
     :returns: {d_model, h, d_k, d_v, kv_heads, bias, attn_dropout, mask, qk, score}"""
     qk = [m for m in (QKNorm(d_k=spec.d_k) if spec.qk_norm else None, shared_rotary(spec, ctx)) if m is not None]
     return {
-        "d_model": ctx.d_model, "h": spec.h, "d_k": spec.d_k, "d_v": spec.d_v, "kv_heads": spec.kv_heads, "bias": spec.bias,
-        "attn_dropout": spec.attn_dropout, "mask": CausalMask() if spec.causal else None, "qk": qk, "score": score_step(spec, ctx),
-    }  # fmt: skip
+        "d_model": ctx.d_model,
+        "h": spec.h,
+        "d_k": spec.d_k,
+        "d_v": spec.d_v,
+        "kv_heads": spec.kv_heads,
+        "bias": spec.bias,
+        "attn_dropout": spec.attn_dropout,
+        "mask": CausalMask() if spec.causal else None,
+        "qk": qk,
+        "score": score_step(spec, ctx),
+    }
 
 
 def score_step(spec: AttentionSpec, ctx: BuildContext) -> ScoreStep:

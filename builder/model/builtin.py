@@ -57,26 +57,46 @@ def activation_of(name: str) -> nn.Module:
 
 
 def register_builtins(registry: RegistryBuilder) -> None:
+    """aiayn's own types, slot by slot: the sublayers and scores, the data's and decoding's, the norms
+    and positions, the stacks' biases."""
+    _register_sublayers(registry)
+    for others in (register_text_steps, register_tokenizers, register_utilities, register_sampling_filters):
+        others(registry.add)  # the data's, decoding's: text steps, tokenizers, MBR utilities, sampling filters
+    _register_norms_and_positions(registry)
+    _register_biases(registry)
+
+
+def _register_sublayers(registry: RegistryBuilder) -> None:
     for attention in (SelfAttentionSpec, CausalSelfAttentionSpec, CrossAttentionSpec):
         registry.add(attention, slot="sublayer", build=build_attention, flops=attention_flops, activations=attention_activations)
     registry.add(
-        FeedForwardSpec, slot="sublayer", build=_feed_forward,
+        FeedForwardSpec,
+        slot="sublayer",
+        build=_feed_forward,
         flops=lambda spec, d, length: 4.0 * d * spec.d_ff,
         activations=lambda spec, d: 2 * spec.d_ff + 4 * d,  # the inner layer before and after the activation
-    )  # fmt: skip
+    )
     registry.add(
-        GatedFeedForwardSpec, slot="sublayer", build=_gated_feed_forward, label=lambda spec: f"gated_feed_forward ({spec.variant})",
+        GatedFeedForwardSpec,
+        slot="sublayer",
+        build=_gated_feed_forward,
+        label=lambda spec: f"gated_feed_forward ({spec.variant})",
         flops=lambda spec, d, length: 6.0 * d * spec.d_ff,  # three d x d_ff matrices
         activations=lambda spec, d: 4 * spec.d_ff + 4 * d,  # gate, up, act(gate), their product
-    )  # fmt: skip
+    )
     registry.add(
-        SlidingWindowAttentionSpec, slot="sublayer", build=build_window_attention, flops=window_flops, activations=attention_activations,
+        SlidingWindowAttentionSpec,
+        slot="sublayer",
+        build=build_window_attention,
+        flops=window_flops,
+        activations=attention_activations,
         label=lambda spec: f"sliding_window_attention (window {spec.window})",
-    )  # fmt: skip
+    )
     registry.add(SoftmaxSpec, slot="score", build=lambda spec, ctx: Softmax(), label=lambda spec: "softmax")
     registry.add(SigmoidSpec, slot="score", build=lambda spec, ctx: Sigmoid(bias=spec.bias), label=_sigmoid_label)
-    for others in (register_text_steps, register_tokenizers, register_utilities, register_sampling_filters):
-        others(registry.add)  # the data's, decoding's: text steps, tokenizers, MBR utilities, sampling filters
+
+
+def _register_norms_and_positions(registry: RegistryBuilder) -> None:
     registry.add(
         LayerNormSpec,
         slot="norm",
@@ -97,14 +117,19 @@ def register_builtins(registry: RegistryBuilder) -> None:
         build=lambda spec, ctx: LearnedPositionalEmbedding(max_len=spec.max_len, d_model=ctx.d_model, first=spec.first),
     )
     registry.add(NoPositionsSpec, slot="positional", build=lambda spec, ctx: NoPositions(d_model=ctx.d_model))
+
+
+def _register_biases(registry: RegistryBuilder) -> None:
     # a bias adds one number to each score: not counted, as the norms are not
     registry.add(AlibiSpec, slot="stack_bias", build=lambda spec, ctx: AlibiBias(h=_heads(ctx)), label=lambda spec: "ALiBi")
     registry.add(T5BiasSpec, slot="stack_bias", build=_t5_bias, label=lambda spec: "T5 relative bias")
     registry.add(
-        SumBiasSpec, slot="stack_bias", build=lambda spec, ctx: SummedBias([build(b, ctx) for b in spec.biases]),
+        SumBiasSpec,
+        slot="stack_bias",
+        build=lambda spec, ctx: SummedBias([build(b, ctx) for b in spec.biases]),
         flops=lambda spec, d, length: sum(registry_of(spec).registration(b).flops(b, d, length) for b in spec.biases),
         label=lambda spec: " + ".join(registry_of(spec).registration(b).label(b) for b in spec.biases),
-    )  # fmt: skip
+    )
 
 
 def _heads(ctx: BuildContext) -> int:

@@ -104,19 +104,29 @@ def _layers(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
     differ = {side: n for side, n in counts.items() if n[0] != n[1]}
     plan.done.new += [f"{side}.layers.{i}" for side, (s, t) in differ.items() for i in range(s, t)]
     plan.done.dropped += [f"{side}.layers.{i}" for side, (s, t) in differ.items() for i in range(t, s)]
-    return [f"{side} has {n[1]} layer{'s' if n[1] > 1 else ''} and the source {n[0]}: add layers to init_from.convert to start from its "
-            f"first {min(n)} ({'the rest initialised as usual' if n[1] > n[0] else 'the others dropped'})"
-            for side, n in differ.items()]  # fmt: skip
+    return [
+        f"{side} has {n[1]} layer{'s' if n[1] > 1 else ''} and the source {n[0]}: add layers to init_from.convert to start from its "
+        f"first {min(n)} ({'the rest initialised as usual' if n[1] > n[0] else 'the others dropped'})"
+        for side, n in differ.items()
+    ]
 
 
 def _kv_heads(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
     """Attentions with fewer K/V heads: their projections filled by mean-pooling the source's."""
     pooled = _kv_changes(target, source, exclude=plan.filled)
-    plan.filled |= {k for k in plan.tgt if k.startswith(tuple(
-        f"{name}.{child}." for name, t, _ in pooled for child, m in t.named_children() if isinstance(m, nn.Linear)))}  # fmt: skip
+    plan.filled |= {
+        k
+        for k in plan.tgt
+        if k.startswith(
+            tuple(f"{name}.{child}." for name, t, _ in pooled for child, m in t.named_children() if isinstance(m, nn.Linear))
+        )
+    }
     plan.after.append(lambda: plan.done.pooled.extend(_pool_kv(pooled)))
-    return [f"{name} has {t.kv_heads} K/V heads and the source {s.kv_heads}: add kv_heads to init_from.convert to "
-            "mean-pool each group's (GQA uptraining)" for name, t, s in pooled]  # fmt: skip
+    return [
+        f"{name} has {t.kv_heads} K/V heads and the source {s.kv_heads}: add kv_heads to init_from.convert to "
+        "mean-pool each group's (GQA uptraining)"
+        for name, t, s in pooled
+    ]
 
 
 def _new_blocks(target: nn.Module, source: nn.Module, plan: _Plan) -> list[str]:
@@ -136,8 +146,11 @@ CONVERSIONS = (
 
 def _mismatches(plan: _Plan) -> list[str]:
     """What no conversion accounts for: a tensor of another shape, one the source has and this model has not."""
-    shapes = [f"{k}: the source's {tuple(plan.src[k].shape)}, this model's {tuple(v.shape)}"
-              for k, v in plan.tgt.items() if k not in plan.filled and plan.src[k].shape != v.shape]  # fmt: skip
+    shapes = [
+        f"{k}: the source's {tuple(plan.src[k].shape)}, this model's {tuple(v.shape)}"
+        for k, v in plan.tgt.items()
+        if k not in plan.filled and plan.src[k].shape != v.shape
+    ]
     return shapes + [f"{k}: in the source, not in this model" for k in plan.src if k not in plan.tgt and k not in plan.left_out]
 
 

@@ -66,11 +66,14 @@ class Limits:
         """(the field, the message) of the first setting of a request above this server's limit, or None: a request
         may ask for less than the server allows, never more."""
         for field, limit, flag in (
-            ("beam", self.max_beam, "--max-beam"), ("n_best", self.max_n_best, "--max-n-best"),
-            ("mbr_references", self.max_n_best, "--max-n-best"), ("max_len_b", self.max_new_tokens, "--max-new-tokens"),
-            ("max_new_tokens", self.max_new_tokens, "--max-new-tokens"), ("max_input_len", self.max_input_len, "--max-input-len"),
+            ("beam", self.max_beam, "--max-beam"),
+            ("n_best", self.max_n_best, "--max-n-best"),
+            ("mbr_references", self.max_n_best, "--max-n-best"),
+            ("max_len_b", self.max_new_tokens, "--max-new-tokens"),
+            ("max_new_tokens", self.max_new_tokens, "--max-new-tokens"),
+            ("max_input_len", self.max_input_len, "--max-input-len"),
             ("max_tokens", self.max_batch_tokens, "--max-batch-tokens"),
-        ):  # fmt: skip
+        ):
             value = getattr(body, field, None)
             if value is not None and value > limit:
                 return field, f"{field}: {value} is more than this server allows ({limit}; aiayn serve {flag})"
@@ -89,9 +92,11 @@ class Service:
         for one in served:
             check_own_settings(one, limits)
         self.batcher = Batcher(
-            self.run, max_batch_tokens=limits.max_batch_tokens, max_queue_delay=limits.max_queue_delay_ms / 1000,
+            self.run,
+            max_batch_tokens=limits.max_batch_tokens,
+            max_queue_delay=limits.max_queue_delay_ms / 1000,
             enabled=limits.batching,
-        )  # fmt: skip
+        )
 
     def run(self, key: Hashable, items: list[Any]) -> list[Any]:
         """A batch's call, in the worker thread: the endpoint's, on the model the key names."""
@@ -125,9 +130,10 @@ class Service:
     def check_lines(self, items: Sequence[Any], field: str) -> None:
         if len(items) > self.limits.max_lines:
             raise RequestError(
-                413, f"{field}: {len(items)} lines, more than this server's max_lines ({self.limits.max_lines}); split the request",
+                413,
+                f"{field}: {len(items)} lines, more than this server's max_lines ({self.limits.max_lines}); split the request",
                 field,
-            )  # fmt: skip
+            )
 
     async def queue(
         self, request: Request, one: Served, endpoint: str, items: list[Any], texts: list[str], options: dict, alone: bool = False
@@ -148,9 +154,10 @@ def check_own_settings(one: Served, limits: Limits) -> None:
     """A served run's own decode settings, which a request that names none uses, within the server's limits."""
     decode = one.model.spec.decode
     for setting, value, limit, flag in (
-        ("beam", decode.beam, limits.max_beam, "--max-beam"), ("max_len_b", decode.max_len_b, limits.max_new_tokens, "--max-new-tokens"),
+        ("beam", decode.beam, limits.max_beam, "--max-beam"),
+        ("max_len_b", decode.max_len_b, limits.max_new_tokens, "--max-new-tokens"),
         ("max_input_len", decode.max_input_len, limits.max_input_len, "--max-input-len"),
-    ):  # fmt: skip
+    ):
         if one.model.reads_sources and value > limit:
             raise UserError(
                 f"{one.name}: its decode.{setting} is {value}, more than this server allows ({limit}): raise {flag}, or "

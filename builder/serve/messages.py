@@ -21,9 +21,10 @@ def _text_line(text: str) -> str:
         code, at = ord(found.group()), found.start()
         what = "a lone surrogate" if 0xD800 <= code <= 0xDFFF else "a control character"
         raise PydanticCustomError(
-            "not_text", "{what} (U+{code}) at character {at}: a line is text, one sentence; drop it",
+            "not_text",
+            "{what} (U+{code}) at character {at}: a line is text, one sentence; drop it",
             {"what": what, "code": f"{code:04X}", "at": at},
-        )  # fmt: skip
+        )
     return text
 
 

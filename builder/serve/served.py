@@ -121,9 +121,12 @@ def hypothesis(entry: str | Translation, scores: bool, alignments: bool) -> dict
     out: dict[str, Any] = {"text": entry.text}
     if scores:
         out.update(
-            score=entry.score, log_prob=entry.log_prob, length=entry.length, tokens=entry.tokens,
+            score=entry.score,
+            log_prob=entry.log_prob,
+            length=entry.length,
+            tokens=entry.tokens,
             token_log_probs=entry.token_log_probs,
-        )  # fmt: skip
+        )
         if entry.utility is not None:
             out["utility"] = entry.utility
     if alignments:

@@ -296,6 +296,10 @@ def _delta_fields(d: Difference | None) -> dict[str, Any]:
     if d is None:
         return {"delta_bleu": "", "delta_low": "", "delta_high": "", "p_value": "", "seeds_agree": "", "interval_over": ""}
     return {
-        "delta_bleu": round(d.delta, 4), "delta_low": round(d.low, 4), "delta_high": round(d.high, 4), "p_value": round(d.p, 4),
-        "seeds_agree": f"{d.agree}/{d.pairs}", "interval_over": "seeds and sentences" if d.covers_training else "sentences",
-    }  # fmt: skip
+        "delta_bleu": round(d.delta, 4),
+        "delta_low": round(d.low, 4),
+        "delta_high": round(d.high, 4),
+        "p_value": round(d.p, 4),
+        "seeds_agree": f"{d.agree}/{d.pairs}",
+        "interval_over": "seeds and sentences" if d.covers_training else "sentences",
+    }

@@ -93,10 +93,16 @@ class SweepRecord:
 
     def add(self, trial: Trial, run_dir: Path, status: str, **fields: Any) -> None:
         entry = {
-            "name": trial.name, "variant": trial.variant, "seed": trial.seed, "experiment": str(trial.experiment),
-            "overrides": list(trial.overrides), "config_hash": trial.config_hash, "run_dir": str(run_dir),
-            "status": status, **fields,
-        }  # fmt: skip
+            "name": trial.name,
+            "variant": trial.variant,
+            "seed": trial.seed,
+            "experiment": str(trial.experiment),
+            "overrides": list(trial.overrides),
+            "config_hash": trial.config_hash,
+            "run_dir": str(run_dir),
+            "status": status,
+            **fields,
+        }
         self.data["trials"].append(entry)
         self.index[trial.name] = entry
 

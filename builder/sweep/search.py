@@ -224,41 +224,56 @@ class Worker:
         run = run or (lambda job, env: run_job(job, env, threads))
         lock = lock or _FileLock(self.directory / "study.lock")
 
-        def budget_left(name: str) -> bool:
-            done = studies[name].get_trials(deepcopy=False)
-            counted = [
-                t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")
-            ]
-            return len(counted) < search.n_trials
-
         while True:
             with lock:
-                name = next((v for v in studies if budget_left(v)), None)
+                name = next((v for v in studies if _budget_left(studies[v], search.n_trials)), None)
                 if name is None:
                     return
                 trial = studies[name].ask()
             base = by_variant[name]
             params = suggest(trial, search)
-            run_dir = self.directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
-            run_dir.parent.mkdir(parents=True, exist_ok=True)
-            # the variant's trial as the sweep makes it (seed and name last), with the trial's settings and seed
-            overrides = [
-                *base.overrides[:-2],
-                *params,
-                *self.extra,
-                f"train.seed={self.seed}",
-                f"name={name}-trial{trial.number}",
-            ]
-            env = {ENV: json.dumps({"journal": str(journal), "study": name, "trial": trial.number, "metric": search.metric,
-                                    "pruner": search.pruner.model_dump(mode="json"), "params": trial.params})}  # fmt: skip
+            job, env = self._job(base, trial, params, journal)
             trial.set_user_attr("worker", os.environ.get("SLURM_JOB_ID") or f"pid {os.getpid()}")
-            outcome = run(
-                Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env
-            )
+            outcome = run(job, env)
             # nothing resumes a trial: its checkpoints go before the study hears of it, so that a
             # sweep killed in between leaves no finished trial with its checkpoints
-            RunDir(run_dir).drop_checkpoints("none")
-            report(_tell(studies[name], trial, RunDir(run_dir), outcome, search))
+            RunDir(job.run_dir).drop_checkpoints("none")
+            report(_tell(studies[name], trial, RunDir(job.run_dir), outcome, search))
+
+    def _job(self, base: Trial, trial: Any, params: list[str], journal: Path) -> tuple[Job, dict[str, str]]:
+        """A study's trial as a job: its run directory, its command line and the environment its
+        training reads (the study's journal, the trial's number and settings)."""
+        name, search = base.variant, self.search
+        run_dir = self.directory / SEARCH_DIR / name / f"trial{trial.number:03d}" / "version_0"
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        # the variant's trial as the sweep makes it (seed and name last), with the trial's settings and seed
+        overrides = [
+            *base.overrides[:-2],
+            *params,
+            *self.extra,
+            f"train.seed={self.seed}",
+            f"name={name}-trial{trial.number}",
+        ]
+        env = {
+            ENV: json.dumps(
+                {
+                    "journal": str(journal),
+                    "study": name,
+                    "trial": trial.number,
+                    "metric": search.metric,
+                    "pruner": search.pruner.model_dump(mode="json"),
+                    "params": trial.params,
+                }
+            )
+        }
+        return Job(f"{name}-trial{trial.number}", trial_argv(base.experiment, overrides, run_dir), run_dir, str(Path.cwd())), env
+
+
+def _budget_left(study: Any, n_trials: int) -> bool:
+    """Whether a study has fewer than n_trials trials that count: done, pruned, running, waiting or failed."""
+    done = study.get_trials(deepcopy=False)
+    counted = [t for t in done if t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING") or t.user_attrs.get("error")]
+    return len(counted) < n_trials
 
 
 class _FileLock:

@@ -67,9 +67,7 @@ class Board(TensorBoardLogger):
         columns.update(json.loads(os.environ.get(ENV) or "{}").get("params", {}))  # a search trial: what it tries
         columns = {k: v for k, v in columns.items() if v is not None}
         names = {k: f"{i:02d} {k}" for i, k in enumerate(columns)}  # sorted by name = Table 3's order
-        infos = [
-            api_pb2.HParamInfo(name=names[k], display_name=k, type=_type(v)) for k, v in columns.items()
-        ]  # fmt: skip
+        infos = [api_pb2.HParamInfo(name=names[k], display_name=k, type=_type(v)) for k, v in columns.items()]
         metrics = [
             api_pb2.MetricInfo(name=api_pb2.MetricName(tag=PPL), display_name=f"PPL (valid, {n_valid} sentences)"),
             api_pb2.MetricInfo(name=api_pb2.MetricName(tag=BLEU), display_name=f"BLEU (valid, {n_valid} sentences)"),

@@ -95,19 +95,8 @@ def _fit(
     started_from = start_from(task.model, source) if source else (run.status() or {}).get("init_from") if resume else None
     made = [p for p in (run.path, *run.path.parents) if not p.exists()]  # a new run, and the folders made for it
     sessions = _open_run(spec, run, experiment_path, trainer, resumable, checkpoint, started_from)
-    start = time.perf_counter()
     with _recording_failures(run, trainer, sessions, made=made):
-        check_vocabulary(
-            spec.model.embedding.vocab_size, *data.prepare_tokenizers(), where="",
-            fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
-            merges=spec.data.tokenizer.merges_asked(),
-        )  # fmt: skip
-        trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
-        wall = time.perf_counter() - start
-        pruned = pruning is not None and pruning.pruned_at is not None  # a search trial its study stopped: no result to keep
-        unsaved = not pruned and not (run.checkpoints / step_checkpoint_name(trainer.global_step)).is_file()
-        if trainer.strategy.broadcast(unsaved):  # rank 0's files decide: every rank must join the save
-            _step_checkpoints(trainer).save(trainer)  # the final step has its step file, whatever the interval
+        wall, pruned = _train(spec, run, trainer, task, data, checkpoint, pruning)
     if not trainer.is_global_zero:
         return None
     stopped = stopped_early(trainer)
@@ -117,6 +106,34 @@ def _fit(
     sessions.end("finished", trainer.global_step, wall, write=False)  # written with results.json
     with _time_limit_signal_ignored():  # the evaluation may still end before the limit
         return _finalise(spec, run, trainer, task, data, sessions, wall, stopped, started_from)
+
+
+def _train(
+    spec: ExperimentSpec,
+    run: RunDir,
+    trainer: L.Trainer,
+    task: TranslationTask,
+    data: Any,
+    checkpoint: Path | None,
+    pruning: Pruning | None,
+) -> tuple[float, bool]:
+    """trainer.fit on the run's data, the final step saved: (its wall-clock seconds, whether a
+    search's study pruned it)."""
+    start = time.perf_counter()
+    check_vocabulary(
+        spec.model.embedding.vocab_size,
+        *data.prepare_tokenizers(),
+        where="",
+        fix="set dims.vocab_size (or model.embedding.vocab_size) to at least the tokenizer's size",
+        merges=spec.data.tokenizer.merges_asked(),
+    )
+    trainer.fit(task, datamodule=data, ckpt_path=str(checkpoint) if checkpoint else None)
+    wall = time.perf_counter() - start
+    pruned = pruning is not None and pruning.pruned_at is not None  # a search trial its study stopped: no result to keep
+    unsaved = not pruned and not (run.checkpoints / step_checkpoint_name(trainer.global_step)).is_file()
+    if trainer.strategy.broadcast(unsaved):  # rank 0's files decide: every rank must join the save
+        _step_checkpoints(trainer).save(trainer)  # the final step has its step file, whatever the interval
+    return wall, pruned
 
 
 def _task(spec: ExperimentSpec) -> TranslationTask:

@@ -36,9 +36,14 @@ class Source(NamedTuple):
         """Where the weights came from: results.json's and status.json's `init_from`."""
         spec = self.loaded.spec
         return {
-            "path": self.given.path, "checkpoint": str(resolved(self.loaded.checkpoint)), "model": self.loaded.what,
-            "name": spec.name, "config_hash": config_hash(spec), "step": self.loaded.step, "tokenizer": self.given.tokenizer,
-        }  # fmt: skip
+            "path": self.given.path,
+            "checkpoint": str(resolved(self.loaded.checkpoint)),
+            "model": self.loaded.what,
+            "name": spec.name,
+            "config_hash": config_hash(spec),
+            "step": self.loaded.step,
+            "tokenizer": self.given.tokenizer,
+        }
 
 
 def load_source(spec: ExperimentSpec) -> Source | None:

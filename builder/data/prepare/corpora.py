@@ -124,8 +124,10 @@ def wmt14_en_fr() -> Corpus:
     Crawl, the UN corpus, News Commentary v9 and the 10^9 French-English corpus (about 36M pairs,
     the paper's Sec. 5.1), newstest2013 (dev) and the full newstest2014 (3003 sentences)."""
     fr = ("en", "fr")
-    giga = {lang: (Place(f"giga-fren.release2.fixed.{lang}.gz", "training-giga-fren.tar"),
-                   Place(f"giga-fren.release2.fixed.{lang}")) for lang in fr}  # fmt: skip
+    giga = {
+        lang: (Place(f"giga-fren.release2.fixed.{lang}.gz", "training-giga-fren.tar"), Place(f"giga-fren.release2.fixed.{lang}"))
+        for lang in fr
+    }
     train = (
         statmt_part("europarl-v7", "training-parallel-europarl-v7.tgz", "training/europarl-v7.fr-en", langs=fr),
         statmt_part("commoncrawl", "training-parallel-commoncrawl.tgz", "commoncrawl.fr-en", langs=fr),
