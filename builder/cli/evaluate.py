@@ -156,12 +156,7 @@ def _evaluate_translations(args: argparse.Namespace, loaded: Any, pair: tuple[li
         "decode": decode.model_dump(),
         **choice_record(args),
     }
-    if scoring.tokenized and raw_refs is not None and pipelines is not None:
-        result.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))
-    if args.tok_bleu:
-        result.update(tokenized_bleu(hyps, refs))
-    if args.lc_bleu:
-        result.update(literature_bleu(hyps, refs, loaded.spec.data.tgt_lang))
+    result.update(_other_bleus(args, loaded.spec, hyps, refs, raw_refs, pipelines, scoring))
     gold = gold_trees(loaded.spec.data, args.split) if pair is None else None
     if gold is not None:  # a parsing experiment's split: its trees scored as EVALB scores them, not by BLEU
         if against is not None:
@@ -171,6 +166,27 @@ def _evaluate_translations(args: argparse.Namespace, loaded: Any, pair: tuple[li
     if against is not None:
         result["against"] = compared_outputs(hyps, against, refs, scoring, str(args.against))
     return result
+
+
+def _other_bleus(
+    args: argparse.Namespace,
+    spec: Any,
+    hyps: list[str],
+    refs: list[str],
+    raw_refs: list[str] | None,
+    pipelines: Any,
+    scoring: Scoring,
+) -> dict[str, Any]:
+    """BLEU as others count it, beside sacreBLEU's: of the detokenized outputs against the raw
+    references (a tokenized experiment's), --tok-bleu's and --lc-bleu's."""
+    out: dict[str, Any] = {}
+    if scoring.tokenized and raw_refs is not None and pipelines is not None:
+        out.update(detokenized_bleu([pipelines[1].detokenize(h) for h in hyps], raw_refs))
+    if args.tok_bleu:
+        out.update(tokenized_bleu(hyps, refs))
+    if args.lc_bleu:
+        out.update(literature_bleu(hyps, refs, spec.data.tgt_lang))
+    return out
 
 
 def _outputs(path: Path | None, flag: str, count: int) -> list[str] | None:

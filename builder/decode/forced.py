@@ -91,15 +91,21 @@ def score_ids(
             log_probs, weights = _forward(model, src, tgt_in, attention)
             log_probs = _ruled(log_probs, rules, model, src, decode, eos_id)
             for n, i in enumerate(chunk):
-                picked = log_probs[n, : len(outputs[i])].gather(1, torch.tensor(outputs[i], device=device)[:, None])
-                token_log_probs = picked.flatten().tolist()
-                total = float(sum(token_log_probs))
-                lp = float(length_penalty(len(outputs[i]), decode.alpha, decode.length_penalty))
                 alignment = None if weights is None else hard_alignment(weights[n], len(sources[i]), len(targets[i]))
-                results[i] = Scored(token_log_probs, total, len(outputs[i]), total / lp if outputs[i] else 0.0, alignment)
+                results[i] = _scored(log_probs[n], outputs[i], decode, alignment)
             if on_batch is not None:
                 on_batch(len(chunk))
     return [r for r in results if r is not None]
+
+
+def _scored(log_probs: Tensor, output: list[int], decode: DecodeSpec, alignment: list[tuple[int, int]] | None) -> Scored:
+    """One row's score: the log-probabilities (T, V) of its output's tokens, their sum, and the sum
+    over the length penalty as the search ranks it."""
+    picked = log_probs[: len(output)].gather(1, torch.tensor(output, device=log_probs.device)[:, None])
+    token_log_probs = picked.flatten().tolist()
+    total = float(sum(token_log_probs))
+    lp = float(length_penalty(len(output), decode.alpha, decode.length_penalty))
+    return Scored(token_log_probs, total, len(output), total / lp if output else 0.0, alignment)
 
 
 def _ruled(log_probs: Tensor, rules: TokenRules, model: TransformerModel, src: Tensor, decode: DecodeSpec, eos_id: int) -> Tensor:

@@ -94,46 +94,46 @@ def check_uniform(
     if spec.positional.export_as not in has["positional"]:
         raise UserError(f"cannot export to {target}: positional.type: {spec.positional.type} has no counterpart in {target}")
     for side in ("encoder", "decoder"):
-        stack: StackSpec = getattr(spec, side)
-        differing = sorted(i for i, layer in stack.overrides.items() if layer != stack.layer)
-        if differing:
-            raise UserError(
-                f"cannot export to {target}: {side}.overrides makes a heterogeneous stack (layers {differing} differ "
-                f"from {side}.layer), and {target} repeats one layer; export a model whose layers are all alike"
-            )
-        for j, sub in enumerate(stack.layer):
-            if sub.export_as is None:
-                raise UserError(
-                    f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}"
-                )
+        _check_stack(getattr(spec, side), side, target, has, switches)
 
-        layout = [has["ffn"] if role == "ffn" else (role,) for role in LAYOUTS[side]]
-        roles = [sub.export_as for sub in stack.layer]
-        if len(roles) != len(layout) or any(role not in allowed for role, allowed in zip(roles, layout)):
-            names = ", ".join(s.type for s in stack.layer)
-            wanted = ", ".join(" or ".join(allowed) for allowed in layout)
-            raise UserError(f"cannot export to {target}: {side}.layer is [{names}]; {target} has only [{wanted}]")
-        if stack.add_norm.norm.export_as not in has["norm"]:
-            raise UserError(
-                f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has "
-                f"{' and '.join(has['norm'])} only"
-            )
-        _check_switches(stack, side, target, switches)
-        if stack.position_bias is not None:
-            raise UserError(
-                f"cannot export to {target}: {side}.position_bias ({stack.position_bias.type}) has no counterpart in {target}"
-            )
-        heads = {(s.table3["h"], s.table3["d_k"], s.table3["d_v"]) for s in stack.layer if s.export_as not in FFN}
-        if len(heads) > 1:
-            raise UserError(
-                f"cannot export to {target}: the attention sub-layers of {side}.layer differ in (h, d_k, d_v) "
-                f"{sorted(heads)}; {target} has one head shape per stack"
-            )
-        ((h, d_k, d_v),) = heads
-        if d_k != d_v:
-            raise UserError(
-                f"cannot export to {target}: {side} attention has d_k ({d_k}) != d_v ({d_v}); {target} has one head size"
-            )
+
+def _check_stack(stack: StackSpec, side: str, target: str, has: dict[str, tuple[str, ...]], switches: tuple[str, ...]) -> None:
+    """One stack of check_uniform: its layers alike, each with a counterpart in `target`, in its layout."""
+    differing = sorted(i for i, layer in stack.overrides.items() if layer != stack.layer)
+    if differing:
+        raise UserError(
+            f"cannot export to {target}: {side}.overrides makes a heterogeneous stack (layers {differing} differ "
+            f"from {side}.layer), and {target} repeats one layer; export a model whose layers are all alike"
+        )
+    for j, sub in enumerate(stack.layer):
+        if sub.export_as is None:
+            raise UserError(f"cannot export to {target}: {side}.layer[{j}] is {sub.type}, which has no counterpart in {target}")
+
+    layout = [has["ffn"] if role == "ffn" else (role,) for role in LAYOUTS[side]]
+    roles = [sub.export_as for sub in stack.layer]
+    if len(roles) != len(layout) or any(role not in allowed for role, allowed in zip(roles, layout)):
+        names = ", ".join(s.type for s in stack.layer)
+        wanted = ", ".join(" or ".join(allowed) for allowed in layout)
+        raise UserError(f"cannot export to {target}: {side}.layer is [{names}]; {target} has only [{wanted}]")
+    if stack.add_norm.norm.export_as not in has["norm"]:
+        raise UserError(
+            f"cannot export to {target}: {side}.add_norm.norm is {stack.add_norm.norm.type}; {target} has "
+            f"{' and '.join(has['norm'])} only"
+        )
+    _check_switches(stack, side, target, switches)
+    if stack.position_bias is not None:
+        raise UserError(
+            f"cannot export to {target}: {side}.position_bias ({stack.position_bias.type}) has no counterpart in {target}"
+        )
+    heads = {(s.table3["h"], s.table3["d_k"], s.table3["d_v"]) for s in stack.layer if s.export_as not in FFN}
+    if len(heads) > 1:
+        raise UserError(
+            f"cannot export to {target}: the attention sub-layers of {side}.layer differ in (h, d_k, d_v) "
+            f"{sorted(heads)}; {target} has one head shape per stack"
+        )
+    ((h, d_k, d_v),) = heads
+    if d_k != d_v:
+        raise UserError(f"cannot export to {target}: {side} attention has d_k ({d_k}) != d_v ({d_v}); {target} has one head size")
 
 
 def _check_switches(stack: StackSpec, side: str, target: str, switches: tuple[str, ...]) -> None:

@@ -57,42 +57,46 @@ def add_error_handlers(app: FastAPI) -> None:
     async def failed(request: Request, e: Exception) -> Response:  # a bug of ours: said as JSON, logged by uvicorn
         return error_response(500, f"internal error: {type(e).__name__}: {e}")
 
-    @app.exception_handler(StarletteHTTPException)
-    async def httperror_response(request: Request, e: StarletteHTTPException) -> Response:
-        """Starlette's and FastAPI's own errors (no route, a method the route does not take, a body that does not
-        parse) in this server's shape, saying what and where."""
-        if e.status_code == 400:  # FastAPI read a JSON body it could not parse: say why
-            return error_response(*await _unparsable(request))
-        if e.status_code == 405:
-            allowed = (e.headers or {}).get("Allow", "")
-            return error_response(
-                405, f"{request.method} {request.url.path}: this endpoint takes {allowed}", headers={"Allow": allowed}
-            )
-        if e.status_code == 404:
-            return error_response(404, f"{request.url.path}: no such endpoint ({ENDPOINTS})")
-        return error_response(e.status_code, str(e.detail))
+    app.exception_handler(StarletteHTTPException)(_http_error)
+    app.exception_handler(RequestValidationError)(_invalid_request)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> Response:
-        error = e.errors()[0]
-        kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-        if not kind:
-            return error_response(415, "the body has no Content-Type: send JSON (Content-Type: application/json)")
-        if kind != "application/json" and not kind.endswith("+json"):
-            return error_response(415, f"the body is {kind}: send JSON (Content-Type: application/json)")
-        if error["type"] == "missing" and tuple(error["loc"]) == ("body",):
-            return error_response(422, "the body is empty: send a JSON object of the request's fields (GET /openapi.json)")
-        if error["type"] == "json_invalid":
-            return error_response(400, f"the body is not JSON: {error.get('ctx', {}).get('error', error['msg'])}")
-        loc = [str(p) for p in error["loc"] if p != "body"]
-        field = ".".join(loc) or None
-        if error["type"] == "extra_forbidden":
-            return error_response(422, f"{field}: unknown field{_did_you_mean(field or '', error)}", field)
-        if error["type"] == "missing":
-            return error_response(422, f"{field}: required", field)
-        if not loc:
-            return error_response(422, "the body: expected a JSON object of the request's fields (GET /openapi.json)")
-        return error_response(422, f"{field}: {error['msg'][0].lower() + error['msg'][1:]}", field)
+
+async def _http_error(request: Request, e: StarletteHTTPException) -> Response:
+    """Starlette's and FastAPI's own errors (no route, a method the route does not take, a body that does not
+    parse) in this server's shape, saying what and where."""
+    if e.status_code == 400:  # FastAPI read a JSON body it could not parse: say why
+        return error_response(*await _unparsable(request))
+    if e.status_code == 405:
+        allowed = (e.headers or {}).get("Allow", "")
+        return error_response(
+            405, f"{request.method} {request.url.path}: this endpoint takes {allowed}", headers={"Allow": allowed}
+        )
+    if e.status_code == 404:
+        return error_response(404, f"{request.url.path}: no such endpoint ({ENDPOINTS})")
+    return error_response(e.status_code, str(e.detail))
+
+
+async def _invalid_request(request: Request, e: RequestValidationError) -> Response:
+    """A body FastAPI could not read as the request: the first thing wrong with it, and where."""
+    error = e.errors()[0]
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if not kind:
+        return error_response(415, "the body has no Content-Type: send JSON (Content-Type: application/json)")
+    if kind != "application/json" and not kind.endswith("+json"):
+        return error_response(415, f"the body is {kind}: send JSON (Content-Type: application/json)")
+    if error["type"] == "missing" and tuple(error["loc"]) == ("body",):
+        return error_response(422, "the body is empty: send a JSON object of the request's fields (GET /openapi.json)")
+    if error["type"] == "json_invalid":
+        return error_response(400, f"the body is not JSON: {error.get('ctx', {}).get('error', error['msg'])}")
+    loc = [str(p) for p in error["loc"] if p != "body"]
+    field = ".".join(loc) or None
+    if error["type"] == "extra_forbidden":
+        return error_response(422, f"{field}: unknown field{_did_you_mean(field or '', error)}", field)
+    if error["type"] == "missing":
+        return error_response(422, f"{field}: required", field)
+    if not loc:
+        return error_response(422, "the body: expected a JSON object of the request's fields (GET /openapi.json)")
+    return error_response(422, f"{field}: {error['msg'][0].lower() + error['msg'][1:]}", field)
 
 
 def _did_you_mean(field: str, error: dict[str, Any]) -> str:

@@ -218,9 +218,6 @@ def write_csv(
         writer = csv.DictWriter(f, fieldnames=[*CSV_FIELDS, *compared, *others, *settings])
         writer.writeheader()
         for row in rows:
-            ppl, ppl_std = mean_std(row.ppl)
-            bleu, bleu_std = _mean_std_or_blank(row.bleu)
-            bpb, bpb_std = _mean_std_or_blank(row.bpb)
             d = (differences or {}).get(row.variant)
             verdict = agreement.get(row.variant, "")
             writer.writerow(
@@ -232,14 +229,7 @@ def write_csv(
                     "positional": row.paper.get("positional"),
                     **{s: _full(row.paper.get(s)) for s in SWITCHES},
                     "steps": _steps(row.steps),
-                    "ppl": ppl,
-                    "ppl_std": "" if ppl_std is None else ppl_std,
-                    "bpb": bpb,
-                    "bpb_std": bpb_std,
-                    "bleu": bleu,
-                    "bleu_std": bleu_std,
-                    **dict(zip(("parse_f1", "parse_f1_std"), _mean_std_or_blank(row.f1))),
-                    **dict(zip(("parse_f1_repaired", "parse_f1_repaired_std"), _mean_std_or_blank(row.f1_repaired))),
+                    **_score_cells(row),
                     **_delta_fields(d),
                     "vs_paper": verdict,
                     "params": row.params,
@@ -251,6 +241,19 @@ def write_csv(
                     **{path: setting(row, path, full=True) for path in settings},
                 }
             )
+
+
+def _score_cells(row: Row) -> dict[str, Any]:
+    """A row's scores over its seeds, each a mean and a standard deviation (blank where none)."""
+    ppl, ppl_std = mean_std(row.ppl)
+    return {
+        "ppl": ppl,
+        "ppl_std": "" if ppl_std is None else ppl_std,
+        **dict(zip(("bpb", "bpb_std"), _mean_std_or_blank(row.bpb))),
+        **dict(zip(("bleu", "bleu_std"), _mean_std_or_blank(row.bleu))),
+        **dict(zip(("parse_f1", "parse_f1_std"), _mean_std_or_blank(row.f1))),
+        **dict(zip(("parse_f1_repaired", "parse_f1_repaired_std"), _mean_std_or_blank(row.f1_repaired))),
+    }
 
 
 def _mean_std_cells(values: tuple[float, ...]) -> tuple[Any, Any]:
