@@ -25,8 +25,8 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aiayn.builder.cli import verb_parser
-from tests.builder.decode.causal_lm import hf_folder
-from tests.builder.decode.opus_mt import opus_mt_folder
+from tests.builder.formats.causal_lm import hf_folder
+from tests.builder.formats.opus_mt import opus_mt_folder
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.longest]

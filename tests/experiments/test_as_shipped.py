@@ -16,8 +16,8 @@ import pytest
 
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.sweep.plan import load_sweep
-from tests.builder.decode.causal_lm import hf_folder
-from tests.builder.decode.opus_mt import opus_mt_folder
+from tests.builder.formats.causal_lm import hf_folder
+from tests.builder.formats.opus_mt import opus_mt_folder
 from tests.conftest import EXPERIMENTS, SHARED_DATA, load_experiment, registry
 from tests.experiments.corpora import aiayn, corpus_folder, multi30k, prepare
 

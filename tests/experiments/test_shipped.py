@@ -98,18 +98,18 @@ def test_show_json_reports_the_row(name, capsys):
 
 @pytest.fixture(scope="module")
 def opus_mt(tmp_path_factory):
-    """finetune-opus-mt.yaml's model is its folder's: one made here (tests/builder/decode/opus_mt.py)."""
+    """finetune-opus-mt.yaml's model is its folder's: one made here (tests/builder/formats/opus_mt.py)."""
     pytest.importorskip("transformers")
-    from tests.builder.decode.opus_mt import opus_mt_folder
+    from tests.builder.formats.opus_mt import opus_mt_folder
 
     return opus_mt_folder(tmp_path_factory.mktemp("opus") / "opus-mt-en-de")
 
 
 @pytest.fixture(scope="module")
 def hf_model(tmp_path_factory):
-    """lm/finetune-hf.yaml's model is its folder's: a GPT-2 one made here (tests/builder/decode/causal_lm.py)."""
+    """lm/finetune-hf.yaml's model is its folder's: a GPT-2 one made here (tests/builder/formats/causal_lm.py)."""
     pytest.importorskip("transformers")
-    from tests.builder.decode.causal_lm import hf_folder
+    from tests.builder.formats.causal_lm import hf_folder
 
     return hf_folder(tmp_path_factory.mktemp("hf") / "gpt2", "gpt2-tied", n_positions=256)
 

@@ -22,7 +22,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.formats.from_marian import NO_PROBABILITY
 from aiayn.builder.run.config import config_hash
 from aiayn.schemas.decode import DecodeSpec
-from tests.builder.decode.opus_mt import random_marian
+from tests.builder.formats.opus_mt import random_marian
 from tests.builder.train.test_training import DEMO, tiny
 
 transformers = pytest.importorskip("transformers")

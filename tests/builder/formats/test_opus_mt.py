@@ -22,7 +22,7 @@ from aiayn.builder.decode.load import load_run
 from aiayn.builder.decode.translate import padded, token_rules, translate_ids, with_source_eos
 from aiayn.builder.errors import UserError
 from aiayn.schemas.decode import DecodeSpec
-from tests.builder.decode.opus_mt import opus_mt_folder
+from tests.builder.formats.opus_mt import opus_mt_folder
 from tests.conftest import EXPERIMENTS
 
 transformers = pytest.importorskip("transformers")

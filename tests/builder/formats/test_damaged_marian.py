@@ -12,8 +12,8 @@ import pytest
 from aiayn.builder.decode.checkpoint import load_for_inference
 from aiayn.builder.errors import UserError
 from tests.builder.cli.test_bad_inputs import cli
-from tests.builder.decode.opus_mt import opus_mt_folder
-from tests.builder.decode.test_from_marian import marian_folder
+from tests.builder.formats.opus_mt import opus_mt_folder
+from tests.builder.formats.test_from_marian import marian_folder
 
 transformers = pytest.importorskip("transformers")
 
