@@ -43,6 +43,8 @@ CI_COMMANDS = (
 NOT_HERE = ("# on a GPU", "# needs ")  # a block that starts so is validated and parsed, not run
 
 
+# what the test itself puts in the folder (the links, the cache, the folders standing for a user's), and runs/
+MADE_HERE = {"experiments", "benchmarks", "cache", "opus-mt-en-de", "hf-model", "runs"}
 SEPARATE = ("sweeps.md", "language-models.md", "encoder-models.md")  # their commands use no run that another page's made
 
 
@@ -169,6 +171,8 @@ def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
         if rest:
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name not in MADE_HERE)
+    assert left == [], f"the manual's commands left {left} beside runs/: write them under runs/ or a folder the command names"
     return outputs
 
 

@@ -168,8 +168,8 @@ class TranslationDataModule(LightningDataModule):
             self.registry,
             vocab_size=self.vocab_size_requested,
             shared_vocab=self.shared_vocab,
-            src=partial(sampled_lines, src_path, n, keep),
-            tgt=partial(sampled_lines, tgt_path, n, keep),
+            src=(src_lines := partial(sampled_lines, src_path, n, keep)),
+            tgt=src_lines if tgt_path == src_path else partial(sampled_lines, tgt_path, n, keep),  # one text: once
             specials=self.reading.specials,
         )
 

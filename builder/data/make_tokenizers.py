@@ -29,7 +29,8 @@ class TokenizerInputs:
     :param vocab_size: the vocabulary asked for (model.embedding.vocab_size)
     :param shared_vocab: the two sides share one id space
     :param src: the source side's training text
-    :param tgt: the target side's training text
+    :param tgt: the target side's training text (the same object as `src` where the model reads one
+        language's text: train on it once)
     :param specials: special tokens beyond the four, from id 4 on (<sep> for a decoder-only translation)
     :param registry: the registrations in use (to read a saved tokenizer of any registered type)"""
 
@@ -93,6 +94,9 @@ def _load_sentencepiece(text: str, source: str) -> Tokenizer:
 
 
 def _both(src: Texts, tgt: Texts) -> Texts:
+    """The two sides' lines, each read once: one language's text (`src is tgt`) is not counted twice."""
+    if src is tgt:
+        return src
     return lambda: (line for texts in (src, tgt) for line in texts())
 
 
@@ -108,7 +112,8 @@ def _bpe(
 
     if shared_vocab:  # the lines stream from the files: WMT's text would take gigabytes
         tokenizer = train(_both(src, tgt))
-        return tokenizer, tokenizer, f"shared BPE of {tokenizer.vocab_size} ({asked}; {tokenizer.describe()})"
+        what = f"BPE of {tokenizer.vocab_size} for one language's text" if src is tgt else f"shared BPE of {tokenizer.vocab_size}"
+        return tokenizer, tokenizer, f"{what} ({asked}; {tokenizer.describe()})"
     s, t = train(src), train(tgt)
     return s, t, f"BPE of {s.vocab_size} and {t.vocab_size} ({asked}; {s.describe()}; {t.describe()})"
 

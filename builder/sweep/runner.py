@@ -1,7 +1,7 @@
 """`aiayn sweep`: plan the trials, skip the finished ones, launch the rest, record every outcome
 in sweep.json, then write the results table of the sweep's directory.
 
-`plan_sweep` and `render_plan` decide and describe; `run_sweep` is the shell that writes,
+`plan_sweep` decides and dry_run.py's `render_plan` describes; `run_sweep` is the shell that writes,
 launches and prints.
 """
 
@@ -21,6 +21,7 @@ from aiayn.builder.registry import Registry
 from aiayn.builder.run.atomic import write_json
 from aiayn.builder.run.outputs import hold_run, release_run
 from aiayn.builder.run.rundir import RunDir, final_scores
+from aiayn.builder.sweep.dry_run import render_plan
 from aiayn.builder.sweep.launch import (
     Job,
     LauncherFailed,
@@ -364,30 +365,3 @@ def _print_results(directory: Path, registry: Registry) -> None:
         print(f"wrote {directory / 'results.md'}, results.csv and results.png; tensorboard --logdir {directory}")
     except UserError as e:
         print(f"no results table: {e}")
-
-
-def render_plan(plan: Plan) -> str:
-    from aiayn.builder.model.size import count_params
-
-    launcher = plan.sweep.launcher
-    how = (
-        f"local, {launcher.parallel} at a time"
-        if isinstance(launcher, LocalLauncherSpec)
-        else (f"submitit ({launcher.cluster}), {launcher.nodes} node(s) x {launcher.gpus_per_node} GPU(s) per trial")
-    )
-    rows = [("trial", "params", "action", "changes")]
-    for trial, st in zip(plan.trials, plan.states):
-        action = {"skip": "skip (finished)", "resume": "resume", "run": "run"}[st.action]
-        rows.append((trial.name, f"{count_params(trial.spec.model):,}", f"{action} {st.run_dir}", " ".join(trial.changes)))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"sweep {plan.sweep.name} ({plan.path}): {len(plan.trials)} trials in {plan.directory}, launcher {how}"]
-    lines += [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip() for r in rows]
-    counts = {a: sum(s.action == a for s in plan.states) for a in ("run", "resume", "skip")}
-    lines.append(f"{counts['run']} to run, {counts['resume']} to resume, {counts['skip']} finished (skipped)")
-    if plan.sweep.search is not None:
-        search = plan.sweep.search
-        lines.append(
-            f"first a search: {search.n_trials} trials per variant over {', '.join(search.params)} ({search.sampler} sampler, "
-            f"{search.pruner.type} pruner, valid {search.metric.upper()}); the trials above then train each variant's best settings"
-        )
-    return "\n".join(lines)

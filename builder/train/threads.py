@@ -40,7 +40,7 @@ def threads_note(threads: int, *, processes_here: int = 1) -> str | None:
         return None
     return (
         f"cpu: {threads} of {share} threads: other processes keep the rest of the cores busy; looked at again every "
-        f"{EVERY_S:g} s ({OPTION}=N fixes it)"
+        f"{EVERY_S:g} s ({OPTION}=N holds the count at N, as a run that must repeat bit for bit needs)"
     )
 
 

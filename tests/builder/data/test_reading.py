@@ -68,3 +68,16 @@ def test_each_graph_hands_the_datamodule_its_reading(tmp_path):
     joint = make_datamodule(spec, tmp_path / "c", max_tokens=100).reading
     assert isinstance(joint, JointReading) and (joint.layout.source_loss, joint.layout.prefix) == (True, True)
     assert (joint.on_target().layout.source_loss, joint.on_target().layout.prefix) == (False, True)  # evaluate's perplexity
+
+
+def test_one_languages_text_trains_the_tokenizer_once_a_line(tmp_path):
+    """A reading of one file for both sides trains on each line once: counted twice, a pair seen
+    once would pass min_frequency 2, and the vocabulary would grow past what the text has."""
+    from aiayn.builder.data.bpe import train_tokenizer
+
+    data = make(tmp_path / "run", reading=TargetsOnly(), vocab_size=4000)
+    data.prepare_tokenizers()
+    lines = (tmp_path / "run" / "data" / "train.de").read_text().splitlines()
+    once = train_tokenizer(lambda: iter(lines), 4000, min_frequency=2, specials=("<mask>",))
+    twice = train_tokenizer(lambda: iter(lines + lines), 4000, min_frequency=2, specials=("<mask>",))
+    assert data.tgt_tokenizer.tokens() == once.tokens() and len(once.tokens()) < len(twice.tokens()) < 4000

@@ -626,5 +626,22 @@ def test_a_failed_submission_undoes_only_what_it_made(sweep_file, tmp_path, monk
 def test_the_shipped_searches_plan(name, tmp_path, capsys):
     assert main(["sweep", str(EXPERIMENTS / name), "--dry-run", "--runs", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith("first a search: ") and "train.lr_schedule.factor, train.lr_schedule.warmup_steps" in out[-1]
+    assert out[-1].startswith("first a search: ") and " over train.lr_schedule.factor [" in out[-1]
+    assert "log, train.lr_schedule.warmup_steps [" in out[-1]
     assert not any(tmp_path.iterdir())
+
+
+def test_the_dry_run_shows_what_each_file_variant_and_the_search_overrides_change(tmp_path, capsys):
+    """A variant given as a file shows its own settings (Table 3's rows, big); an override of the
+    search's ranges shows in the search's line."""
+    assert main(["sweep", str(EXPERIMENTS / "table3.sweep.yaml"), "--dry-run", "--runs", str(tmp_path)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:22]}
+    assert rows["base-seed1"].endswith("/base-seed1/version_0")  # the base: nothing changed
+    assert rows["table3-a-h1-seed1"].endswith("version_0          a_h1.yaml: dims.h=1 dims.d_k=512 dims.d_v=512")
+    assert rows["table3-e-learned-seed1"].endswith("e_learned.yaml: model.positional.type=learned model.positional.max_len=512")
+    assert " big.yaml: dims.d_model=1024 dims.d_ff=4096 dims.h=16 dims.P_drop=0.3 " in rows["big-seed1"]
+    sweep = EXPERIMENTS / "demo.search.sweep.yaml"
+    low = "sweep.search.params.train.lr_schedule.factor.low=0.5"
+    assert main(["sweep", str(sweep), "--dry-run", "--runs", str(tmp_path), low]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert " over train.lr_schedule.factor [0.5, 2] log, train.lr_schedule.warmup_steps [20, 100] step 20 (tpe" in last

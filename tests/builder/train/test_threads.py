@@ -118,7 +118,7 @@ def test_a_run_starts_on_the_free_cores_and_says_so(tmp_path, monkeypatch, capsy
     assert main(["train", DEMO, *tiny(tmp_path, "trainer.max_steps=1", "trainer.val_check_interval=null")]) == 0
     assert calls[0] == 1
     assert "cpu: 1 of 2 threads: other processes keep the rest of the cores busy; looked at again every 5 s " \
-           "(train.cpu_threads=N fixes it)" in capsys.readouterr().out  # fmt: skip
+           "(train.cpu_threads=N holds the count at N, as a run that must repeat bit for bit needs)" in capsys.readouterr().out  # fmt: skip
     assert (
         main(["train", DEMO, *tiny(tmp_path, "trainer.max_steps=1", "trainer.val_check_interval=null", "train.cpu_threads=2")])
         == 0
