@@ -16,6 +16,7 @@ its file names and of how they are written (atomically, see atomic.py).
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ class RunDir:
     translations = _Within("translations")
     status_file = _Within("status.json")
     results_file = _Within("results.json")
+    progress_file = _Within("progress.json")  # the step trained and its ETA, rewritten every few seconds
 
     @classmethod
     def next_in(cls, parent: Path) -> "RunDir":
@@ -153,6 +155,14 @@ class RunDir:
 
     def status(self) -> dict[str, Any] | None:
         return _read_json(self.status_file)
+
+    def progress(self) -> dict[str, Any] | None:
+        """progress.json: the latest step of the training under way (or last run), its max_steps, the ETA
+        (seconds) at its pace so far, and when it was written (seconds since the epoch)."""
+        return _read_json(self.progress_file)
+
+    def write_progress(self, step: int, max_steps: int, eta_s: float | None) -> None:
+        write_json(self.progress_file, {"step": step, "max_steps": max_steps, "eta_s": eta_s, "written_at": time.time()})
 
     def write_results(self, results: dict[str, Any]) -> None:
         write_json(self.results_file, results)

@@ -33,6 +33,7 @@ from aiayn.builder.sweep.launch import (
     trial_argv,
 )
 from aiayn.builder.sweep.plan import TRIAL_FILE, Trial, TrialState, expand, load_sweep, split_overrides, state, write_trial_record
+from aiayn.builder.sweep.progress import TrialLines
 from aiayn.builder.sweep.search import check_search
 from aiayn.schemas.sweep import LocalLauncherSpec, SlurmLauncherSpec, SweepSpec
 
@@ -147,9 +148,10 @@ def prepare(plan: Plan) -> tuple[SweepRecord, list[Job]]:
 class Reporter:
     """Prints and records each trial's outcome as it arrives (from the launcher's threads)."""
 
-    def __init__(self, record: SweepRecord, total: int) -> None:
+    def __init__(self, record: SweepRecord, total: int, lines: TrialLines | None = None) -> None:
         self.record, self.total, self.done = record, total, 0
         self.failed: list[str] = []
+        self.lines = lines  # the running trials' lines, which the ended trials' go above
 
     def __call__(self, job: Job, outcome: Outcome) -> None:
         run = RunDir(job.run_dir)
@@ -169,10 +171,7 @@ class Reporter:
                 ppl=results["ppl"],
                 **slurm,
             )
-            print(
-                f"{count} {job.name}: finished in {outcome.wall_time_s:.0f} s: {final_scores(results)}",
-                flush=True,
-            )
+            self._say(f"{count} {job.name}: finished in {_durations(outcome, results)}: {final_scores(results)}", job)
             return
         error = outcome.error if outcome.returncode != 0 else f"exited 0 without results.json: {_unfinished_reason(run)}"
         status = "cancelled" if outcome.slurm_state == "CANCELLED" else "failed"
@@ -189,7 +188,14 @@ class Reporter:
             **slurm,
         )
         how = "CANCELLED" if status == "cancelled" else f"FAILED (exit {outcome.returncode})"
-        print(f"{count} {job.name}: {how}: {_last_line(error)}", flush=True)
+        self._say(f"{count} {job.name}: {how}: {_last_line(error)}", job)
+
+    def _say(self, line: str, job: Job) -> None:
+        if self.lines is None:
+            print(line, flush=True)
+            return
+        self.lines.end(job.name)
+        self.lines.say(line)
 
     def raise_if_failed(self, trials: list[Trial]) -> None:
         if not self.failed:
@@ -210,6 +216,15 @@ class Reporter:
         raise SweepFailed(
             f"{len(self.failed)} of {len(trials)} trials {how} (their errors are in {self.record.path}):\n" + "\n".join(lines)
         )
+
+
+def _durations(outcome: Outcome, results: dict[str, Any]) -> str:
+    """The trial's process's time, and of it its training's (what the trial's own log says it
+    finished in; a resumed trial's, this session's): `960 s (743 s of it training)`."""
+    sessions = results.get("sessions") or [{}]
+    training = sessions[-1].get("wall_time_s", results.get("wall_time_s"))
+    of_it = f" ({training:.0f} s of it training)" if isinstance(training, (int, float)) else ""
+    return f"{outcome.wall_time_s:.0f} s{of_it}"
 
 
 def _last_line(text: str | None) -> str:
@@ -309,7 +324,23 @@ def _run(plan: Plan) -> int:
         f"sweep {plan.sweep.name}: {len(plan.trials)} trials, {skipped} finished before (skipped), {len(jobs)} to run -> {plan.directory}",
         flush=True,
     )
-    reporter = Reporter(record, len(jobs))
+    lines = TrialLines(jobs)
+    reporter = Reporter(record, len(jobs), lines)
+    with lines.shown():
+        _launch(plan, jobs, record, reporter, undo=before)
+    record.finish()
+    _print_results(plan.directory, plan.registry)
+    if plan.sweep.keep != "all":  # after the table, which may translate the test split with them
+        for trial, st in zip(plan.trials, plan.states):
+            if RunDir(st.run_dir).results() is not None:
+                RunDir(st.run_dir).drop_checkpoints(plan.sweep.keep)
+    reporter.raise_if_failed(plan.trials)
+    return 0
+
+
+def _launch(plan: Plan, jobs: list[Job], record: SweepRecord, reporter: Reporter, *, undo: Callable[[], None]) -> None:
+    """The jobs on the sweep's launcher, each outcome to the reporter as it arrives; `undo` where
+    the launcher could start none."""
     launcher = plan.sweep.launcher
     if jobs and isinstance(launcher, LocalLauncherSpec):
         launch_local(jobs, launcher, reporter)
@@ -324,16 +355,8 @@ def _run(plan: Plan) -> int:
                 on_submit=lambda job, job_id: record.update(job.name, status="submitted", job_id=job_id),
             )
         except LauncherFailed:
-            before()  # no job runs: the sweep's folder as it was
+            undo()  # no job runs: the sweep's folder as it was
             raise
-    record.finish()
-    _print_results(plan.directory, plan.registry)
-    if plan.sweep.keep != "all":  # after the table, which may translate the test split with them
-        for trial, st in zip(plan.trials, plan.states):
-            if RunDir(st.run_dir).results() is not None:
-                RunDir(st.run_dir).drop_checkpoints(plan.sweep.keep)
-    reporter.raise_if_failed(plan.trials)
-    return 0
 
 
 def _left_as_it_was(plan: Plan) -> Callable[[], None]:

@@ -19,6 +19,8 @@ from typing import Any, TextIO
 import lightning as L
 from lightning.pytorch.callbacks import ProgressBar
 
+from aiayn.builder.run.clock import clock
+from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.attributes import callbacks_of
 from aiayn.builder.train.board import BPB, PPL
 from aiayn.builder.train.callbacks import ValidationTranslations
@@ -137,12 +139,29 @@ class ConsoleProgress(ProgressBar):
         self.stream.flush()
 
 
-def clock(seconds: float) -> str:
-    """1h02m, 4m05s, 37s."""
-    s = round(seconds)
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+class ProgressFile(L.Callback):
+    """progress.json in the run directory (rank 0): the step, max_steps and the ETA at the pace so
+    far, rewritten at most every `every_s` seconds and at the last step, for what watches a run
+    from outside (a sweep's console, `cat`)."""
+
+    def __init__(self, run: RunDir, *, every_s: float = 5.0) -> None:
+        self.run, self.every_s = run, every_s
+        self._start: tuple[float, int] | None = None
+        self._written = 0.0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = (time.perf_counter(), trainer.global_step)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        now = time.perf_counter()
+        last = trainer.global_step >= trainer.max_steps
+        if self._start is None or not trainer.is_global_zero or (now - self._written < self.every_s and not last):
+            return
+        t0, step0 = self._start
+        done = trainer.global_step - step0
+        eta = (trainer.max_steps - trainer.global_step) * (now - t0) / done if done > 0 else None
+        self.run.write_progress(trainer.global_step, trainer.max_steps, None if eta is None else round(eta, 1))
+        self._written = now
 
 
 @contextmanager

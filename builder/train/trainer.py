@@ -24,7 +24,7 @@ from aiayn.builder.run.atomic import atomic_write
 from aiayn.builder.run.rundir import RunDir
 from aiayn.builder.train.board import Board
 from aiayn.builder.train.checkpoints import StepCheckpoints
-from aiayn.builder.train.progress import ConsoleProgress
+from aiayn.builder.train.progress import ConsoleProgress, ProgressFile
 from aiayn.builder.train.requeue import RequeueAtStepEnd, in_slurm_job
 from aiayn.schemas.experiment import ExperimentSpec
 from aiayn.schemas.train import EarlyStoppingSpec
@@ -146,6 +146,7 @@ def build_trainer(spec: ExperimentSpec, run: RunDir, *, callbacks: Sequence[L.Ca
             graph_of(spec).validation_callback(spec),  # what TensorBoard shows of each validation
             *([early_stopping(stopping)] if stopping else []),
             *([ConsoleProgress()] if t.enable_progress_bar else []),
+            ProgressFile(run),  # progress.json: what a sweep's console shows of the run
             *callbacks,
         ],
         # in a SLURM job, RequeueAtStepEnd saves and requeues before the time limit, not Lightning

@@ -489,7 +489,9 @@ def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch
         for job in jobs:
             given.append((job.name, job.run_dir, job.argv[4:]))
             if job.name == trials[1].name:
-                (job.run_dir / "results.json").write_text(json.dumps({**results, "name": job.name, "bleu": 2.5}))
+                sessions = [{"started_at_step": 0}, {"started_at_step": 4, "ended_at_step": 10, "wall_time_s": 0.6}]
+                done = {**results, "name": job.name, "bleu": 2.5, "wall_time_s": 2.4, "sessions": sessions}
+                (job.run_dir / "results.json").write_text(json.dumps(done))
                 on_done(job, Outcome(0, 1.0, None))
             elif job.name == trials[2].name:
                 on_done(job, Outcome(2, 1.0, "Traceback ...\nValueError: boom"))
@@ -526,7 +528,7 @@ def test_runner_skips_resumes_runs_and_reports(sweep_file, tmp_path, monkeypatch
     captured = capsys.readouterr()
     assert captured.out.splitlines()[0] == f"sweep s: 4 trials, 1 finished before (skipped), 3 to run -> {sweep_dir}"
     assert captured.out.splitlines()[1:4] == [
-        f"[1/3] {trials[1].name}: finished in 1 s: BLEU 2.50, PPL 9.00",
+        f"[1/3] {trials[1].name}: finished in 1 s (1 s of it training): BLEU 2.50, PPL 9.00",  # this session's training
         f"[2/3] {trials[2].name}: FAILED (exit 2): ValueError: boom",
         f"[3/3] {trials[3].name}: FAILED (exit 0): exited 0 without results.json: status.json says interrupted at step 3; re-run the sweep to resume it",
     ]

@@ -10,7 +10,8 @@ import pytest
 
 import aiayn.builder.train.fit as fitting
 from aiayn.builder.cli import main
-from aiayn.builder.train.progress import ConsoleProgress, clock
+from aiayn.builder.run.clock import clock
+from aiayn.builder.train.progress import ConsoleProgress
 from aiayn.builder.train.schedule import noam_lr
 from tests.builder.train.test_training import DEMO, tiny
 from tests.conftest import load_experiment

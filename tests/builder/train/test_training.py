@@ -56,6 +56,8 @@ def test_train_writes_a_finished_run(tmp_path, monkeypatch):
     assert results["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert 0 <= results["bleu"] <= 100 and results["ppl"] > 1
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
+    progress = json.loads((run / "progress.json").read_text())  # written at the last step whatever the interval
+    assert (progress["step"], progress["max_steps"], progress["eta_s"]) == (12, 12, 0.0)
     assert (run / "tokenizer.json").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
     assert "d_model: 32" in (run / "config.diff.yaml").read_text()
     check_results_equal_evaluate_on_the_validation_split(run, results)
