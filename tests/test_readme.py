@@ -44,7 +44,7 @@ NOT_HERE = ("# on a GPU", "# needs ")  # a block that starts so is validated and
 
 
 # what the test itself puts in the folder (the links, the cache, the folders standing for a user's), and runs/
-MADE_HERE = {"experiments", "benchmarks", "cache", "opus-mt-en-de", "hf-model", "runs"}
+MADE_HERE = {"experiments", "benchmarks", "examples", "cache", "opus-mt-en-de", "hf-model", "runs"}
 SEPARATE = ("sweeps.md", "language-models.md", "encoder-models.md")  # their commands use no run that another page's made
 
 
@@ -134,7 +134,7 @@ def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
     output of each one run, by its text."""
     commands = readme_commands(text)
     ci = (ROOT / ".ci" / "run").read_text()
-    for folder in ("experiments", "benchmarks"):
+    for folder in ("experiments", "benchmarks", "examples"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     env, outputs = environment(tmp_path), {}
     folders = (
@@ -166,7 +166,7 @@ def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
             continue
         parts = [p.strip() for p in command.split("&&")]
         for part in [p for p in parts if p.startswith(CI_COMMANDS)]:
-            assert part.replace("pip install", "pip install --quiet") in ci or part in ci, f"CI does not run: {part}"
+            assert in_ci(part, ci), f"CI does not run: {part}"
         rest = " && ".join(p for p in parts if not p.startswith(CI_COMMANDS))
         if rest:
             done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
@@ -174,6 +174,12 @@ def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
     left = sorted(p.name for p in tmp_path.iterdir() if p.name not in MADE_HERE)
     assert left == [], f"the manual's commands left {left} beside runs/: write them under runs/ or a folder the command names"
     return outputs
+
+
+def in_ci(command: str, ci: str) -> bool:
+    """Whether .ci/run runs `command` (quietly), or installs the folder of `pip install -e FOLDER`."""
+    folder = command.removeprefix("pip install -e ") if command.startswith("pip install -e ") else None
+    return command in ci or command.replace("pip install", "pip install --quiet") in ci or bool(folder and f"-e {folder}\n" in ci)
 
 
 def python_examples(text: str) -> list[str]:
