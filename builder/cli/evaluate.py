@@ -291,6 +291,11 @@ def _search(r: dict[str, Any]) -> str:
     return f"MBR ({mbr['utility']['type']}{weights}) among {mbr['candidates']} candidates of {how}"
 
 
+def _f(value: float | None, width: int = 0) -> str:
+    """A score with two decimals; n/a where no sentence could be scored (EVALB's -nan)."""
+    return f"{value:{width}.2f}" if value is not None else f"{'n/a':>{width}}"
+
+
 def render(r: dict[str, Any]) -> str:
     d = r["decode"]
     lines = [
@@ -302,10 +307,11 @@ def render(r: dict[str, Any]) -> str:
     ]
     if "parse_f1" in r:  # a parser is scored by its trees' brackets (EVALB), as the parsing literature scores it
         lines += [
-            f"F1          {r['parse_f1']:6.2f}  bracketing (recall {r['parse_recall']:.2f}, precision {r['parse_precision']:.2f}, "
-            f"complete match {r['parse_complete_match']:.2f}; {r['parse_errors']} error sentences: an unbalanced, empty or "
-            f"misshapen tree, and {r.get('parse_skipped', 0)} skipped: no word kept, as EVALB counts them), {r['parse_scorer']}",
-            f"F1 repaired {r['parse_f1_repaired']:6.2f}  the outputs' brackets mended first (stray and empty ones dropped, open "
+            f"F1          {_f(r['parse_f1'], 6)}  bracketing (recall {_f(r['parse_recall'])}, precision "
+            f"{_f(r['parse_precision'])}, complete match {_f(r['parse_complete_match'])}; {r['parse_errors']} error sentences: an "
+            f"unbalanced, empty or misshapen tree, and {r.get('parse_skipped', 0)} skipped: no word kept, as EVALB counts them), "
+            f"{r['parse_scorer']}",
+            f"F1 repaired {_f(r['parse_f1_repaired'], 6)}  the outputs' brackets mended first (stray and empty ones dropped, open "
             f"ones closed; {r['parse_errors_repaired']} error sentences left): not EVALB's number",
         ]
     else:

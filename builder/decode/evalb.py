@@ -58,15 +58,20 @@ class EvalbScore:
     def _valid(self, cutoff: int | None) -> list[SentenceScore]:
         return [s for s in self.sentences if s.error is None and (cutoff is None or s.length <= cutoff)]
 
-    def totals(self, cutoff: int | None = None) -> dict[str, float]:
+    def totals(self, cutoff: int | None = None) -> dict[str, float | None]:
         """recall, precision, f1 and complete_match (percent, of the valid sentences; `cutoff`: of
-        those of at most that many words), and the sentences, errors, skipped and valid counts."""
+        those of at most that many words; None where no sentence is valid, EVALB's -nan), and the
+        sentences, errors, skipped and valid counts."""
         valid = self._valid(cutoff)
         matched, gold, test = (sum(getattr(s, k) for s in valid) for k in ("matched", "gold", "test"))
-        recall = 100.0 * matched / gold if gold else 0.0
-        precision = 100.0 * matched / test if test else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        complete = 100.0 * sum(s.matched == s.gold == s.test for s in valid) / len(valid) if valid else 0.0
+        recall = (100.0 * matched / gold if gold else 0.0) if valid else None
+        precision = (100.0 * matched / test if test else 0.0) if valid else None
+        f1 = (
+            (2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+            if recall is not None and precision is not None
+            else None
+        )
+        complete = 100.0 * sum(s.matched == s.gold == s.test for s in valid) / len(valid) if valid else None
         counted = [s for s in self.sentences if cutoff is None or s.length <= cutoff]
         skipped = sum(s.error is not None and s.error.startswith("skip") for s in counted)
         return {
@@ -129,7 +134,11 @@ def evalb(gold: Sequence[Tree], test: Sequence[Tree | Malformed | None], params:
     return EvalbScore([score_sentence(g, t, params) for g, t in zip(gold, test)])
 
 
-def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int | str]:
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int | str | None]:
     """Bracketing F1 of linearised trees (a parsing model's output, one a line) against the gold
     trees `aiayn data wsj` wrote beside the split (`{split}.gold`), each output read back over its
     gold tree's words and tags (builder/data/trees.py): the keys `aiayn evaluate` adds. parse_f1
@@ -138,18 +147,18 @@ def tree_scores(gold_path: Path, hyps: Sequence[str]) -> dict[str, float | int |
     gold = read_gold_trees(gold_path)
     if len(gold) != len(hyps):
         raise UserError(f"{gold_path} holds {len(gold)} trees for {len(hyps)} outputs; is it the split's?")
-    scores: dict[str, float | int | str] = {}
+    scores: dict[str, float | int | str | None] = {}
     for repair, suffix in ((False, ""), (True, "_repaired")):
         tests = [read_output(h.split(), g.words(), [tag for tag, _ in g.tagged()], repair=repair) for h, g in zip(hyps, gold)]
         totals = evalb(gold, tests).totals()
-        scores[f"parse_f1{suffix}"] = round(totals["f1"], 2)
+        scores[f"parse_f1{suffix}"] = _rounded(totals["f1"])  # None (null): no valid sentence, EVALB's -nan
         if not repair:
             scores.update(
-                parse_recall=round(totals["recall"], 2),
-                parse_precision=round(totals["precision"], 2),
-                parse_complete_match=round(totals["complete_match"], 2),
+                parse_recall=_rounded(totals["recall"]),
+                parse_precision=_rounded(totals["precision"]),
+                parse_complete_match=_rounded(totals["complete_match"]),
             )
-        scores[f"parse_errors{suffix}"] = int(totals["errors"])
-        scores[f"parse_skipped{suffix}"] = int(totals["skipped"])  # EVALB's skip: an output with no word it keeps
+        scores[f"parse_errors{suffix}"] = int(totals["errors"] or 0)
+        scores[f"parse_skipped{suffix}"] = int(totals["skipped"] or 0)  # EVALB's skip: an output with no word it keeps
     scores["parse_scorer"] = "EVALB's rules, COLLINS.prm (aiayn), on the output as it is; _repaired: brackets mended first"
     return scores

@@ -232,6 +232,8 @@ def final_scores(results: dict) -> str:
     bracketing F1, a translation's BLEU, a language model's bits per byte, a masked language model's
     accuracy on the tokens it predicts, and the PPL of each."""
     scores = f"bracketing F1 {results['parse_f1']:.2f} (EVALB's), " if results.get("parse_f1") is not None else ""
+    if "parse_f1" in results and results["parse_f1"] is None:  # EVALB's -nan: no output it could score
+        scores = f"bracketing F1 n/a (no valid sentence: {results.get('parse_errors', 0)} errors), "
     scores += f"BLEU {results['bleu']:.2f}, " if results.get("bleu") is not None else ""
     scores += f"PPL {results['ppl']:.2f}"
     if results.get("mlm_accuracy") is not None:

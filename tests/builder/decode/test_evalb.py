@@ -178,3 +178,35 @@ def test_a_damaged_treebank_is_named():
     with pytest.raises(UserError, match=r"^x.mrg: tree 1: 'word' outside any bracket$"):
         read_trees("word (S)", "x.mrg")
     assert COLLINS.canonical("PRT") == "ADVP" and COLLINS.canonical("NP-SBJ-1") == "NP"
+
+
+def test_no_valid_sentence_has_no_score_as_evalbs_nan_not_zero(tmp_path):
+    """EVALB prints -nan for recall, precision and F1 where no sentence is valid (0 of 0 brackets);
+    aiayn says there is no score (null, "n/a"), never 0.00, which would read as a parser's result."""
+    from aiayn.builder.cli.evaluate import _f
+    from aiayn.builder.run.rundir import final_scores
+
+    gold = "(TOP (S (NP (DT The) (NN dog)) (VP (VBD barked))))\n(TOP (S (NP (DT A) (NN cat)) (VP (VBD sat))))\n"
+    (tmp_path / "valid.gold").write_text(gold)
+    totals = evalb(read_trees(gold), [None, None]).totals()
+    assert [totals[k] for k in ("recall", "precision", "f1", "complete_match", "errors", "valid")] == [None] * 4 + [2, 0]
+    scores = tree_scores(tmp_path / "valid.gold", ["(S (NP XX XX )NP", ""])  # an error and a skip: nothing valid
+    assert [scores[k] for k in ("parse_f1", "parse_recall", "parse_precision", "parse_complete_match")] == [None] * 4
+    assert (scores["parse_errors"], scores["parse_skipped"], scores["parse_f1_repaired"]) == (1, 1, None)  # 2 words of 3
+    assert _f(None, 6) == "   n/a" and _f(82.3456, 6) == " 82.35"
+    line = final_scores({"parse_f1": None, "parse_errors": 2, "bleu": None, "ppl": 9.5})
+    assert line == "bracketing F1 n/a (no valid sentence: 2 errors), PPL 9.50"
+    one = evalb(read_trees(gold), [read_trees(gold)[0], None]).totals()  # a valid sentence: scores, and 100
+    assert (one["f1"], one["complete_match"]) == (100.0, 100.0)
+
+
+def test_a_stray_close_bracket_offset_by_an_open_one_is_an_error_sentence():
+    """EVALB reads `)` with no bracket open below its stack (undefined behaviour in evalb.c's popb);
+    where a later `(` balances the counts it scores what it read. aiayn's rule is EVALB's wherever the
+    counts do not balance: an error sentence, before any bracket counts."""
+    [gold] = read_trees("(TOP (S (NP (DT a) (NN b)) (VP (VB c) (NN d))))")
+    test = read_output("(S (NP XX XX )NP )S )S (VP XX XX".split(), gold.words(), [t for t, _ in gold.tagged()])
+    [sentence] = evalb([gold], [test]).sentences
+    assert (sentence.error, sentence.matched, sentence.test) == ("too many close brackets", 0, 0)
+    repaired = read_output("(S (NP XX XX )NP )S )S (VP XX XX".split(), gold.words(), [t for t, _ in gold.tagged()], repair=True)
+    assert evalb([gold], [repaired]).sentences[0].error is None  # the repaired score reads it as a tree
