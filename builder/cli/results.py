@@ -21,10 +21,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the row each ΔBLEU is measured from (default: the paper's base row, else the sweep's base experiment, else the first row)",
     )
 
+    p.add_argument(
+        "--bleu-parts",
+        action="store_true",
+        help="add each row's BLEU in parts (BP, 1-4-gram precisions; a line a seed, their mean ± std) and the 95%% interval "
+        "of its mean over seeds and sentences against the experiment's reported BLEU",
+    )
+
 
 def results(args: argparse.Namespace) -> int:
     text = write_results(
-        args.directory, args.base, args.split, report=lambda line: print(line, file=sys.stderr), registry=args.registry
+        args.directory,
+        args.base,
+        args.split,
+        report=lambda line: print(line, file=sys.stderr),
+        registry=args.registry,
+        bleu_parts=args.bleu_parts,
     )
     print(text, end="")
     print(f"wrote {args.directory / 'results.md'}, results.csv and results.png")

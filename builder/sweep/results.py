@@ -9,6 +9,7 @@ the plot; this module ties them together for `aiayn results` and the sweep's end
 
 import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from aiayn.builder.run.outputs import run_of
 from aiayn.builder.sweep.formats import markdown, write_csv
 from aiayn.builder.sweep.rows import Row, base_differences, base_row, collect, sweep_base, sweep_order, table, with_split
 from aiayn.builder.sweep.search_notes import recorded_search
-from aiayn.builder.sweep.split_scores import score_runs
+from aiayn.builder.sweep.split_scores import score_runs, translations
 
 
 def write_figures(rows: list[Row], folder: Path, registry: Registry) -> dict[str, str]:
@@ -87,12 +88,15 @@ def write_results(
     *,
     report: Callable[[str], None] = print,
     registry: Registry | None = None,
+    bleu_parts: bool = False,
 ) -> str:
     """results.md (with a link to each row's model figure in figures/), results.csv and
     results.png in `directory`; returns the markdown. `base`: the variant ΔBLEU is measured from
     (default: see base_row); `split`: the split ΔBLEU compares on, its translations made where
     missing (default: test for a sweep that searched, whose settings the validation split chose;
-    else valid); `registry`: what reads the runs (default: aiayn.load_registry())."""
+    else valid); `registry`: what reads the runs (default: aiayn.load_registry()); `bleu_parts`: a
+    section of each row's BLEU in parts and the interval of its mean against the reported BLEU
+    (bleu_parts.py)."""
     registry = registry if registry is not None else default_registry()
     _check_directory(directory)
     runs = collect(directory)
@@ -115,6 +119,11 @@ def write_results(
         from aiayn.builder.sweep.search_notes import search_section  # Optuna only here
 
         text += "\n" + search_section(directory)
+    if bleu_parts:
+        from aiayn.builder.sweep import bleu_parts as parts
+
+        saved = partial(translations, directory, split=split)  # a run's own for valid, else the cached
+        text += "\n" + parts.section(rows, saved, split)
     (directory / "results.md").write_text(text)
     write_csv(rows, directory / "results.csv", differences, reference, split=split)
     from aiayn.builder.sweep.plot import plot  # matplotlib is imported only here
