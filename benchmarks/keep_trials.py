@@ -8,6 +8,7 @@ beside its results.json), while the checkpoints are there. `aiayn results OUT --
 later sweep given OUT's trials skips them (their config hashes match).
 
     python benchmarks/keep_trials.py runs/multi30k-graphs docs/results/graphs-multi30k [--last-checkpoint] [--figure F.svg]
+        [--sentence-stats]                                  # each test sentence's BLEU statistics (test.sentences.tsv)
         [--against OTHER_KEPT_FOLDER --labels THIS OTHER]   # the same trials of another sweep, dashed
 """
 
@@ -68,6 +69,32 @@ def _order(sweep: Path, out: Path) -> None:
     records.sort(key=lambda r: (order.index(r["variant"]) if r["variant"] in order else len(order), r.get("seed") or 0))
     trials = [{"name": r["trial"], "variant": r["variant"], "seed": r.get("seed")} for r in records]
     (out / "sweep.json").write_text(json.dumps({"name": sweep.name, "trials": trials}, indent=2) + "\n")
+
+
+STATS_HEADER = ["line", "sys_len", "ref_len", *(f"match{n}" for n in range(1, 5)), *(f"total{n}" for n in range(1, 5))]
+
+
+def sentence_stats_files(out: Path) -> list[Path]:
+    """Beside each kept run's test translations (scores/TRIAL/RUN/test.hyp, test.ref), test.sentences.tsv:
+    each sentence's BLEU statistics as the run's signature scores it (its length, its reference's, the
+    matching and the hypothesis n-grams, 1 to 4): summed, they give the corpus BLEU; resampled, the
+    bootstrap of `aiayn results` (builder/sweep/significance.py's sentence_stats)."""
+    from aiayn.builder.data.scoring import Scoring
+    from aiayn.builder.sweep.significance import sentence_stats
+
+    written = []
+    for hyp in sorted(out.glob("scores/*/*/test.hyp")):
+        run = out / hyp.parent.parent.name / hyp.parent.name
+        signature = json.loads((run / "results.json").read_text())["sacrebleu_signature"]
+        hyps, refs = hyp.read_text().splitlines(), hyp.with_suffix(".ref").read_text().splitlines()
+        stats = sentence_stats(hyps, refs, Scoring.of_signature(signature))
+        path = hyp.with_name("test.sentences.tsv")
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f, delimiter="\t")
+            writer.writerow(STATS_HEADER)
+            writer.writerows([i, *(int(v) for v in row)] for i, row in enumerate(stats))
+        written.append(path)
+    return written
 
 
 LAST = "last-checkpoint.test.json"
@@ -156,6 +183,9 @@ def main() -> None:
     p.add_argument("out", type=Path, help="the folder to keep the trials in")
     p.add_argument("--figure", type=Path, help="draw the validation curves here (.svg or .png)")
     p.add_argument("--last-checkpoint", action="store_true", help="score each run's last step checkpoint on the test split")
+    p.add_argument(
+        "--sentence-stats", action="store_true", help="write each kept test translation's per-sentence BLEU statistics beside it"
+    )
     p.add_argument("--against", type=Path, help="a kept folder whose trials of the same names the figure draws dashed")
     p.add_argument("--labels", nargs=2, default=("", ""), metavar=("THIS", "AGAINST"), help="the legend's names of the two")
     a = p.parse_args()
@@ -163,6 +193,8 @@ def main() -> None:
     print(f"kept {len(kept)} finished trials in {a.out}: {', '.join(kept)}")
     if a.last_checkpoint:
         score_last(a.sweep, a.out)
+    if a.sentence_stats:
+        print(f"wrote {len(sentence_stats_files(a.out))} test.sentences.tsv")
     written = curves(a.sweep, a.out)
     print(f"wrote {written}")
     if a.figure is not None:
