@@ -37,6 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="how long the oldest request waits for others to join it (default: 5)",
     )
     g.add_argument("--no-batching", action="store_true", help="decode each request alone, in turn")
+    _add_limits(p)
+    p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="info")
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """What one request may ask; how many may wait and connect, and from which origins."""
     g = p.add_argument_group("request limits")
     g.add_argument("--max-lines", type=int, default=256, metavar="N", help="lines (pairs, prompts) a request (default: 256)")
     g.add_argument("--max-request-bytes", type=int, default=1 << 20, metavar="N", help="bytes a request body (default: 1048576)")
@@ -58,8 +65,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-input-len", type=int, default=1024, metavar="N", help="tokens a request may let an input line have (default: 1024)"
     )
-    p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="info")
+    g = p.add_argument_group("backpressure and access")
+    g.add_argument(
+        "--max-queue", type=int, default=256, metavar="N", help="requests waiting at most; one more is a 429 (default: 256)"
+    )
+    g.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="open connections at most (uvicorn's limit_concurrency: one more is answered 503; default: 1024)",
+    )
+    g.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="an origin whose pages may call the server (CORS), e.g. https://app.example; repeat for more (default: none)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -85,7 +108,10 @@ def serve(args: argparse.Namespace) -> int:
             "aiayn serve: listening beyond this machine, with no authentication: put it behind a proxy that has it",
             file=sys.stderr,
         )
-    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=None)
+    # each request's log line is the app's (with its id: builder/serve/operations.py), not uvicorn's access line
+    config = uvicorn.Config(
+        app, log_level=args.log_level, timeout_graceful_shutdown=None, access_log=False, limit_concurrency=args.max_connections
+    )
     # uvicorn drains on SIGTERM, then raises it again for the handler it found: this one, so that a drained stop exits 0
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
@@ -107,6 +133,8 @@ def limits_of(args: argparse.Namespace) -> "Limits":
         ("--max-n-best", args.max_n_best),
         ("--max-new-tokens", args.max_new_tokens),
         ("--max-input-len", args.max_input_len),
+        ("--max-queue", args.max_queue),
+        ("--max-connections", args.max_connections),
     ):
         if value < 1:
             raise UserError(f"{flag}: give 1 or more, got {value}")
@@ -122,6 +150,8 @@ def limits_of(args: argparse.Namespace) -> "Limits":
         max_n_best=args.max_n_best,
         max_new_tokens=args.max_new_tokens,
         max_input_len=args.max_input_len,
+        max_queue=args.max_queue,
+        cors_origins=tuple(args.cors_origin),
     )
 
 

@@ -1,6 +1,7 @@
 """The ASGI application of `aiayn serve` (FastAPI on Starlette; uvicorn runs it): JSON endpoints
-for translate, score and generate, each request queued in the dynamic batcher (batcher.py);
-GET /health, GET /models, GET /openapi.json and the page at /.
+for translate, score and generate, each request queued in the dynamic batcher (batcher.py), at most
+`max_queue` waiting (one more: 429); GET /health, GET /models, GET /metrics (operations.py), GET
+/openapi.json and the page at /. Every answer carries its request's id (X-Request-ID).
 
 Errors are JSON `{"error": message, "field": name}` (errors.py): 400 for a request the model or
 the server's limits refuse, 413 for a body over `max_request_bytes` or more than `max_lines` lines,
@@ -19,7 +20,9 @@ from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from aiayn.builder.errors import UserError
 from aiayn.builder.serve.batcher import Batcher
@@ -32,6 +35,7 @@ from aiayn.builder.serve.messages import (
     TranslateRequest,
     TranslateResponse,
 )
+from aiayn.builder.serve.operations import Metrics, RequestIds
 from aiayn.builder.serve.served import Served, run_generate, run_score, run_translate
 
 DISCONNECT_POLL = 0.05  # seconds between checks that a waiting client is still there
@@ -50,7 +54,9 @@ class Limits:
     :param max_beam: the widest beam a request may ask for
     :param max_n_best: the most candidates (n-best, samples, MBR's references) a line
     :param max_new_tokens: the most tokens an output may have (a translation's max_len_b, a continuation's)
-    :param max_input_len: the most tokens an input line may have"""
+    :param max_input_len: the most tokens an input line may have
+    :param max_queue: requests waiting for the batcher at most; one more is answered 429 with Retry-After
+    :param cors_origins: the origins a browser may call the server from (CORS; none by default)"""
 
     max_lines: int = 256
     max_request_bytes: int = 1 << 20
@@ -61,6 +67,8 @@ class Limits:
     max_n_best: int = 16
     max_new_tokens: int = 256
     max_input_len: int = 1024
+    max_queue: int = 256
+    cors_origins: tuple[str, ...] = ()
 
     def exceeded(self, body: Any) -> tuple[str, str] | None:
         """(the field, the message) of the first setting of a request above this server's limit, or None: a request
@@ -91,6 +99,7 @@ class Service:
         self.models = {s.name: s for s in served}
         for one in served:
             check_own_settings(one, limits)
+        self.metrics = Metrics(lambda: len(self.batcher.pending))
         self.batcher = Batcher(
             self.run,
             max_batch_tokens=limits.max_batch_tokens,
@@ -102,6 +111,7 @@ class Service:
         """A batch's call, in the worker thread: the endpoint's, on the model the key names."""
         assert isinstance(key, tuple)
         name, endpoint, options = key
+        self.metrics.batch.observe(len(items))
         return CALLS[endpoint](self.models[name], items, json.loads(options))
 
     def pick(self, name: str | None, endpoint: str) -> Served:
@@ -139,15 +149,35 @@ class Service:
         self, request: Request, one: Served, endpoint: str, items: list[Any], texts: list[str], options: dict, alone: bool = False
     ) -> list[Any]:
         """The request's items through the batcher; a client that leaves takes its request out of the queue."""
+        waiting, most = len(self.batcher.pending), self.limits.max_queue
+        if waiting >= most:
+            raise RequestError(
+                429, f"the queue is full: {waiting} waiting, this server's max_queue ({most}); try again shortly (aiayn serve "
+                "--max-queue)", headers={"Retry-After": "1"},
+            )  # fmt: skip
         key = (one.name, endpoint, json.dumps(options, sort_keys=True))
-        task = asyncio.ensure_future(self.batcher.submit(key, items, one.tokens(texts), alone=alone))
+        tokens = one.tokens(texts)
+        self.metrics.tokens_in.labels(model=one.name, endpoint=endpoint).inc(tokens)
+        task = asyncio.ensure_future(self.batcher.submit(key, items, tokens, alone=alone))
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
             if done:
-                return task.result()
+                found = task.result()
+                self.metrics.tokens_out.labels(model=one.name, endpoint=endpoint).inc(
+                    one.tokens(_outputs(endpoint, found), output=True)
+                )
+                return found
             if await request.is_disconnected():
                 task.cancel()
                 raise RequestError(499, "the client closed the connection")
+
+
+def _outputs(endpoint: str, found: list[Any]) -> list[str]:
+    """The texts an answer holds, whose tokens aiayn_tokens_out counts: each hypothesis of a
+    translation, each continuation (with its prompt) of a generation, none of a score."""
+    if endpoint == "translate":
+        return [h["text"] for line in found for h in line["hypotheses"]]
+    return [str(text) for text in found] if endpoint == "generate" else []
 
 
 def check_own_settings(one: Served, limits: Limits) -> None:
@@ -186,6 +216,12 @@ def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
     app.state.service = service
     add_error_handlers(app)
     app.add_middleware(BodyLimit, limit=limits.max_request_bytes)
+    if limits.cors_origins:  # a page of another origin may call it: the origins named, and no credentials
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(limits.cors_origins), allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "X-Request-ID"], expose_headers=["X-Request-ID"],
+        )  # fmt: skip
+    app.add_middleware(RequestIds, metrics=service.metrics)  # outermost of ours: every answer has its id
     _add_translation_routes(app, service)
     _add_language_model_routes(app, service)
     _add_info_routes(app, service)
@@ -274,6 +310,11 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
     async def list_models() -> dict[str, Any]:
         """Each model: its task, graph, exact parameters, tokenizer and decode settings; the batching settings."""
         return {"models": [s.info() for s in service.served], "limits": asdict(service.limits)}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics() -> Response:
+        """The server's metrics in Prometheus' text format (operations.py lists them)."""
+        return Response(service.metrics.text(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:

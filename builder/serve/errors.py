@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from aiayn.builder.errors import UserError
 from aiayn.builder.run.inherit import first_line
 from aiayn.builder.serve.messages import ErrorBody, GenerateRequest, ScoreRequest, TranslateRequest
+from aiayn.builder.serve.operations import request_id
 
 FIELDS = {name for m in (TranslateRequest, ScoreRequest, GenerateRequest) for name in m.model_fields}
 # what a POST endpoint answers besides 200, as /openapi.json documents it: the one shape every error has
@@ -29,6 +30,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (413, "more lines or bytes than the server takes"),
         (415, "a body not sent as UTF-8 JSON"),
         (422, "a body that does not match the request's schema, or text that is not text"),
+        (429, "the queue is full (max_queue): try again after Retry-After seconds"),
         (499, "the client closed the connection before its answer"),
         (500, "a bug of aiayn's, said as JSON (the server goes on)"),
     )
@@ -38,15 +40,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 class RequestError(Exception):
     """A request refused before it reaches a model: its status, message and field."""
 
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+    def __init__(self, status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.field = status, field
+        self.status, self.field, self.headers = status, field, headers
 
 
 def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestError)
     async def refused(request: Request, e: RequestError) -> Response:
-        return error_response(e.status, str(e), e.field)
+        return error_response(e.status, str(e), e.field, e.headers)
 
     @app.exception_handler(UserError)
     async def usererror_response(request: Request, e: UserError) -> Response:
@@ -55,7 +57,10 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def failed(request: Request, e: Exception) -> Response:  # a bug of ours: said as JSON, logged by uvicorn
-        return error_response(500, f"internal error: {type(e).__name__}: {e}")
+        # answered outside the middleware that gives the others their id (Starlette's outermost): given here
+        rid = request_id(request.scope)
+        body = {"error": f"internal error: {type(e).__name__}: {e}", **({"request_id": rid} if rid else {})}
+        return JSONResponse(body, status_code=500, headers={"X-Request-ID": rid} if rid else None)
 
     app.exception_handler(StarletteHTTPException)(_http_error)
     app.exception_handler(RequestValidationError)(_invalid_request)
@@ -108,7 +113,7 @@ def error_response(status: int, message: str, field: str | None = None, headers:
     return JSONResponse({"error": message, **({"field": field} if field else {})}, status_code=status, headers=headers)
 
 
-ENDPOINTS = "POST /translate, /score, /generate; GET /health, /models, /openapi.json, /"
+ENDPOINTS = "POST /translate, /score, /generate; GET /health, /models, /metrics, /openapi.json, /"
 
 
 async def _unparsable(request: Request) -> tuple[int, str]:

@@ -107,6 +107,7 @@ class ErrorBody(BaseModel):
 
     error: str = Field(description="what is wrong, and what to send instead")
     field: str | None = Field(default=None, description="the field to blame (lines.0 for a list's first item)")
+    request_id: str = Field(description="the request's id: its X-Request-ID, or the one the server made (also in that header)")
 
 
 class Hypothesis(BaseModel):

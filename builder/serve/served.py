@@ -61,10 +61,11 @@ class Served:
             "endpoints": list(model.endpoints),
         }
 
-    def tokens(self, texts: Sequence[str]) -> int:
-        """The tokens of `texts` (each with its </s>): a request's cost in the batch budget."""
-        tokenizer = self.model.input_tokenizer
-        return sum(len(ids) + 1 for ids in tokenizer.encode_batch(list(texts)))
+    def tokens(self, texts: Sequence[str], *, output: bool = False) -> int:
+        """The tokens of `texts` (each with its </s>): a request's cost in the batch budget; `output`: texts the
+        model wrote, counted by its output tokenizer."""
+        tokenizer = self.model.output_tokenizer if output else self.model.input_tokenizer
+        return sum(len(ids) + 1 for ids in tokenizer.encode_batch(list(texts))) if texts else 0
 
 
 def model_argument(text: str) -> tuple[str | None, list[str]]:

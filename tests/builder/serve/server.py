@@ -54,7 +54,8 @@ class Server:
             time.sleep(0.05)
 
     def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None, headers: dict | None = None):
-        """(status, the JSON answer, or the text where it is not JSON)."""
+        """(status, the JSON answer, or the text where it is not JSON). An error's `request_id` is checked to be
+        the response's X-Request-ID and taken out (the tests compare the rest); the headers are `last_headers`."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
         try:
             data = raw if raw is not None else None if body is None else json.dumps(body).encode()
@@ -66,10 +67,14 @@ class Server:
             return 0, None
         finally:
             connection.close()
+        self.last_headers = {k.lower(): v for k, v in response.getheaders()}
         try:
-            return response.status, json.loads(text)
+            data = json.loads(text)
         except json.JSONDecodeError:
             return response.status, text
+        if response.status >= 400 and isinstance(data, dict):
+            assert data.pop("request_id") == self.last_headers["x-request-id"], (data, self.last_headers)
+        return response.status, data
 
     def get(self, path: str):
         return self.request("GET", path)

@@ -18,6 +18,7 @@ import pytest
 from tests.builder.cli.test_bad_inputs import cli
 from tests.builder.serve.server import Server, make_runs
 
+ORIGIN = "http://page.test"  # the origin the module's server lets a browser call it from (--cors-origin)
 LINES = ["she sold eight apples", "we counted two pictures", "", "the dog", "two dogs saw a cat"]
 
 
@@ -30,7 +31,7 @@ def runs(tmp_path_factory):
 def server(runs, tmp_path_factory):
     log = tmp_path_factory.mktemp("log") / "serve.log"
     one = Server(f"base={runs['base']}", f"variant={runs['variant']}", f"lm={runs['lm']}",
-                 f"both={runs['base']},{runs['variant']}", log=log)  # fmt: skip
+                 f"both={runs['base']},{runs['variant']}", "--cors-origin", ORIGIN, log=log)  # fmt: skip
     yield one
     assert one.stop() == 0, log.read_text()
 
@@ -147,12 +148,12 @@ def test_models_health_and_the_openapi_schema(server, runs):
     assert "n_best" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
     for path in ("/translate", "/score", "/generate"):  # the error bodies documented as the server sends them
         answers = schema["paths"][path]["post"]["responses"]
-        assert set(answers) == {"200", "400", "404", "413", "415", "422", "499", "500"}, answers
+        assert set(answers) == {"200", "400", "404", "413", "415", "422", "429", "499", "500"}, answers
         assert {answers[s]["content"]["application/json"]["schema"]["$ref"] for s in answers if s != "200"} == {
             "#/components/schemas/ErrorBody"
         }
     assert "HTTPValidationError" not in schema["components"]["schemas"]  # FastAPI's own shape, which it never sends
-    assert set(schema["components"]["schemas"]["ErrorBody"]["properties"]) == {"error", "field"}
+    assert set(schema["components"]["schemas"]["ErrorBody"]["properties"]) == {"error", "field", "request_id"}
     status, page = server.get("/")
     assert status == 200 and "<title>aiayn serve</title>" in page
 
@@ -224,7 +225,7 @@ def test_malformed_json_and_other_content_types_are_refused(server):
     # one error shape for what FastAPI and Starlette answer themselves, saying what and where (issue 74)
     assert server.request("GET", "/translate") == (405, {"error": "GET /translate: this endpoint takes POST"})
     assert server.get("/nope") == (
-        404, {"error": "/nope: no such endpoint (POST /translate, /score, /generate; GET /health, /models, /openapi.json, /)"})  # fmt: skip
+        404, {"error": "/nope: no such endpoint (POST /translate, /score, /generate; GET /health, /models, /metrics, /openapi.json, /)"})  # fmt: skip
     json_type = {"Content-Type": "application/json"}
     for raw, headers, answer in [
         (b"", json_type, (422, {"error": "the body is empty: send a JSON object of the request's fields (GET /openapi.json)"})),
@@ -259,7 +260,7 @@ def test_limits_on_lines_and_bytes_are_named(runs, tmp_path):
         chunked.request("POST", "/translate", body=iter([b'{"lines": ["', b"a" * 300, b'"]}']), encode_chunked=True,
                         headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})  # fmt: skip
         response = chunked.getresponse()
-        assert (response.status, json.loads(response.read())) == (
+        assert (response.status, {k: v for k, v in json.loads(response.read()).items() if k != "request_id"}) == (
             413, {"error": "the body (sent without a Content-Length) is longer than this server's max_request_bytes (200)"})  # fmt: skip
         chunked.close()
         small = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
@@ -410,3 +411,106 @@ def test_an_error_of_ours_is_a_json_500_and_the_server_goes_on(runs, monkeypatch
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def test_every_answer_has_a_request_id_and_a_log_line(server):
+    """X-Request-ID: the client's where it gives a usable one, else one made; echoed in the header,
+    in an error's body (the client helper checks the two agree) and in the request's log line."""
+    assert server.post("/translate", {"lines": ["the dog"]}, headers={"X-Request-ID": "trace-42"})[0] == 200
+    assert server.last_headers["x-request-id"] == "trace-42"
+    assert server.post("/translate", {"lines": []}, headers={"X-Request-ID": "trace-43"})[0] == 422
+    assert server.last_headers["x-request-id"] == "trace-43"  # and in the body: the helper took it out, equal
+    made = []
+    for given in (None, "has a space", "x" * 129):  # none, or none usable: one is made
+        server.get("/health") if given is None else server.request("GET", "/health", headers={"X-Request-ID": given})
+        made.append(server.last_headers["x-request-id"])
+    assert all(len(m) == 32 and int(m, 16) >= 0 for m in made) and len(set(made)) == 3
+    assert server.get("/nope")[0] == 404  # Starlette's own answer has one too
+    deadline = time.monotonic() + 10
+    while "request trace-43: POST /translate 422 in " not in server.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = server.log.read_text()
+    assert "request trace-42: POST /translate 200 in " in log and "request trace-43: POST /translate 422 in " in log
+    assert '"POST /translate HTTP/1.1"' not in log  # uvicorn's access line is off: one line a request, the app's
+
+
+def metric(server, name, **labels):
+    """The value of a sample of GET /metrics (0 where it has none yet)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = server.get("/metrics")
+    assert status == 200 and server.last_headers["content-type"].startswith("text/plain; version=")  # Prometheus text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+def test_metrics_count_the_requests_their_tokens_and_batches(server, runs):
+    import aiayn
+
+    ok, bad = dict(path="/translate", status="200"), dict(path="/translate", status="422")
+    before = {
+        "ok": metric(server, "aiayn_requests_total", **ok),
+        "bad": metric(server, "aiayn_requests_total", **bad),
+        "latency": metric(server, "aiayn_request_duration_seconds_count", path="/translate"),
+        "in": metric(server, "aiayn_tokens_in_total", model="base", endpoint="translate"),
+        "out": metric(server, "aiayn_tokens_out_total", model="base", endpoint="translate"),
+        "batches": metric(server, "aiayn_batch_items_count"),
+    }
+    status, answer = server.post("/translate", {"lines": ["the dog", "two dogs saw a cat"], "model": "base"})
+    assert status == 200 and server.post("/translate", {"lines": "no"})[0] == 422
+    translator = aiayn.load_run(runs["base"], device="cpu")
+    tokens_in = sum(len(ids) + 1 for ids in translator.input_tokenizer.encode_batch(["the dog", "two dogs saw a cat"]))
+    texts = [h["text"] for line in answer["translations"] for h in line]
+    tokens_out = sum(len(ids) + 1 for ids in translator.output_tokenizer.encode_batch(texts))
+    assert metric(server, "aiayn_requests_total", **ok) == before["ok"] + 1
+    assert metric(server, "aiayn_requests_total", **bad) == before["bad"] + 1
+    assert metric(server, "aiayn_request_duration_seconds_count", path="/translate") == before["latency"] + 2
+    assert metric(server, "aiayn_tokens_in_total", model="base", endpoint="translate") == before["in"] + tokens_in
+    assert metric(server, "aiayn_tokens_out_total", model="base", endpoint="translate") == before["out"] + tokens_out
+    assert metric(server, "aiayn_batch_items_count") == before["batches"] + 1 and metric(server, "aiayn_queue_depth") == 0
+    assert metric(server, "aiayn_requests_total", path="/metrics", status="200") >= 7  # the scrapes count too
+
+
+def test_cors_lets_the_named_origin_alone_call_the_server(server):
+    preflight = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    assert server.request("OPTIONS", "/translate", headers=preflight)[0] == 200
+    assert server.last_headers["access-control-allow-origin"] == ORIGIN
+    assert server.post("/translate", {"lines": ["the dog"]}, headers={"Origin": ORIGIN})[0] == 200
+    assert server.last_headers["access-control-allow-origin"] == ORIGIN
+    assert "x-request-id" in server.last_headers["access-control-expose-headers"].lower()
+    assert server.request("OPTIONS", "/translate", headers={**preflight, "Origin": "http://other.test"})[0] == 400
+    assert server.post("/translate", {"lines": ["the dog"]}, headers={"Origin": "http://other.test"})[0] == 200
+    assert "access-control-allow-origin" not in server.last_headers  # the browser refuses it the answer
+
+
+@pytest.mark.slow  # a server of its own
+def test_a_full_queue_is_a_429_with_retry_after_and_the_server_goes_on(runs, tmp_path):
+    """--max-queue 1 with batching off: while one long request decodes and one waits (as /health
+    says), the next is refused at once with 429 and Retry-After, and answered once the queue has room."""
+    server = Server(runs["base"], "--max-queue", "1", "--no-batching", log=tmp_path / "log")
+    long = {"lines": [" ".join(["two dogs saw a cat"] * 8)] * 64, "beam": 16, "max_len_b": 200}
+
+    def until(key, value):  # bounded: at most 3000 looks, 10 ms apart
+        for _ in range(3000):
+            if server.get("/health")[1][key] == value:
+                return True
+            time.sleep(0.01)
+        return False
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(server.post, "/translate", long)
+            assert until("running", 1)
+            second = pool.submit(server.post, "/translate", long)
+            assert until("queued", 1)
+            status, answer = server.post("/translate", {"lines": ["the dog"]})
+            retry = server.last_headers.get("retry-after")
+            assert (first.result()[0], second.result()[0]) == (200, 200)
+        message = "the queue is full: 1 waiting, this server's max_queue (1); try again shortly (aiayn serve --max-queue)"
+        assert (status, answer, retry) == (429, {"error": message}, "1")
+        assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
+    finally:
+        assert server.stop() == 0
