@@ -169,7 +169,9 @@ def run_commands(text: str, tmp_path: Path) -> dict[str, str]:
             assert in_ci(part, ci), f"CI does not run: {part}"
         rest = " && ".join(p for p in parts if not p.startswith(CI_COMMANDS))
         if rest:
-            done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+            # plugins.md's commands: the example plugin, which .ci/run installs, selected (the tests load none by default)
+            uses = {**env, "AIAYN_PLUGINS": "aiayn-example-plugin"} if "examples/plugin" in rest or "min_p" in rest else env
+            done = subprocess.run(["bash", "-c", rest], cwd=tmp_path, env=uses, capture_output=True, text=True, timeout=1200)
             outputs[command] = check(done, command)
     left = sorted(p.name for p in tmp_path.iterdir() if p.name not in MADE_HERE)
     assert left == [], f"the manual's commands left {left} beside runs/: write them under runs/ or a folder the command names"

@@ -88,8 +88,8 @@ def test_the_manuals_deploy_examples_print_aiayns_translation(trained, tmp_path)
     run, loaded, _ = trained
     section = (ROOT / "docs" / "deploy.md").read_text().split("## Deploy")[1].split("\n## ")[0]
     ct2_example, marian_example = re.findall(r"```python\n(.*?)```", section, re.S)
-    export(run, "ctranslate2", tmp_path / "deploy" / "ct2")
-    export(run, "huggingface", tmp_path / "deploy" / "marian")
+    export(run, "ctranslate2", tmp_path / "runs" / "deploy" / "ct2")  # where the page's `aiayn export` lines write
+    export(run, "huggingface", tmp_path / "runs" / "deploy" / "marian")
     sentence = "she bought three hundred twenty-one books"
     assert sentence in ct2_example and sentence in marian_example
     decode = DecodeSpec(beam=4, alpha=0.6, length_penalty="fairseq", max_len_b=50)
