@@ -65,7 +65,27 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-input-len", type=int, default=1024, metavar="N", help="tokens a request may let an input line have (default: 1024)"
     )
-    g = p.add_argument_group("backpressure and access")
+    _add_access(p)
+
+
+def _add_access(p: argparse.ArgumentParser) -> None:
+    """How long a request may take, how many may wait and connect, and from which origins."""
+    g = p.add_argument_group("deadlines, backpressure and access")
+    g.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds from a request's arrival to its answer (its body read within them too): past them a 504, and "
+        "its decoding stopped; a request may ask for less, timeout_s (default: 60)",
+    )
+    g.add_argument(
+        "--timeout-keep-alive",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds an idle connection stays open (uvicorn's timeout_keep_alive; default: 5)",
+    )
     g.add_argument(
         "--max-queue", type=int, default=256, metavar="N", help="requests waiting at most; one more is a 429 (default: 256)"
     )
@@ -110,7 +130,12 @@ def serve(args: argparse.Namespace) -> int:
         )
     # each request's log line is the app's (with its id: builder/serve/operations.py), not uvicorn's access line
     config = uvicorn.Config(
-        app, log_level=args.log_level, timeout_graceful_shutdown=None, access_log=False, limit_concurrency=args.max_connections
+        app,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=None,
+        access_log=False,
+        limit_concurrency=args.max_connections,
+        timeout_keep_alive=args.timeout_keep_alive,
     )
     # uvicorn drains on SIGTERM, then raises it again for the handler it found: this one, so that a drained stop exits 0
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -138,6 +163,9 @@ def limits_of(args: argparse.Namespace) -> "Limits":
     ):
         if value < 1:
             raise UserError(f"{flag}: give 1 or more, got {value}")
+    for flag, seconds in (("--request-timeout-s", args.request_timeout_s), ("--timeout-keep-alive", args.timeout_keep_alive)):
+        if not 0 < seconds <= 86_400:
+            raise UserError(f"{flag}: give more than 0 and at most 86400 seconds, got {seconds:g}")
     if not 0 <= args.max_queue_delay_ms <= 10_000:
         raise UserError(f"--max-queue-delay-ms: give 0 to 10000 milliseconds, got {args.max_queue_delay_ms}")
     return Limits(
@@ -151,6 +179,7 @@ def limits_of(args: argparse.Namespace) -> "Limits":
         max_new_tokens=args.max_new_tokens,
         max_input_len=args.max_input_len,
         max_queue=args.max_queue,
+        request_timeout_s=args.request_timeout_s,
         cors_origins=tuple(args.cors_origin),
     )
 

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import Sublayer, TransformerModel
+from aiayn.builder.decode.interrupt import check
 from aiayn.builder.decode.loop import TokenRules, output_limits
 from aiayn.builder.decode.search import length_penalty
 from aiayn.builder.decode.translate import batches, evaluating, padded, with_source_eos
@@ -85,6 +86,7 @@ def score_ids(
     device = next(model.parameters()).device
     with evaluating(model):
         for chunk in batches(model, order, lengths, decode.max_tokens, out_lengths):
+            check()  # a watching caller (interrupt.py) that wants none of it stops it here
             rows = [outputs[i] for i in chunk]
             src = padded([read[i] for i in chunk], model.pad_id).to(device)
             tgt_in = padded([[bos_id, *o[:-1]] if o else [bos_id] for o in rows], model.pad_id).to(device)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from aiayn.blocks import TransformerModel
+from aiayn.builder.decode.interrupt import decoding
 from aiayn.builder.decode.strategy import Sampled, Strategy, Wanted
 from aiayn.schemas.decode import DecodeSpec
 
@@ -64,6 +65,8 @@ def generate_ids(
         wanted = Wanted(
             1, bos_id=eos_id if bos is None else bos, eos_id=eos_id, generator=drawn
         )  # bos: what each row starts with
-        for i, continuation in zip(rows, strategy.continuations(model, ids, steps, decode, wanted, use_cache=use_cache)):
+        with decoding(rows):  # a watching caller (interrupt.py) may stop some of its prompts
+            found = strategy.continuations(model, ids, steps, decode, wanted, use_cache=use_cache)
+        for i, continuation in zip(rows, found):
             out[i] = continuation
     return out

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import DecoderState, TransformerModel
+from aiayn.builder.decode.interrupt import stopped_sources, watched
 from aiayn.builder.errors import UserError
 
 
@@ -104,12 +105,18 @@ def run_loop(
     eos_id: int,
     rules: TokenRules = TokenRules(),
     use_cache: bool = True,
+    copies: int = 1,
 ) -> None:
     """Decode from rows `tokens` (n, t0) reading `memory` (n, ...) until every row finished or
-    reached its limit `max_len` (n,) of generated tokens; the chooser keeps what it found."""
+    reached its limit `max_len` (n,) of generated tokens; the chooser keeps what it found. Rows
+    b * copies to b * copies + copies - 1 decode the loop's source b: where a caller watches
+    (interrupt.py), a stopped source's rows end at the step it was stopped."""
     state = model.init_state() if use_cache else None
     hidden = bool(chooser.wants_hidden)
+    origin = torch.arange(tokens.size(0), device=tokens.device) // copies if watched() else None  # (n,) each row's source
     for step in range(1, int(max_len.max()) + 1 if max_len.numel() else 1):
+        if origin is not None:
+            max_len = _stopped_end(origin, max_len, step)
         log_probs, states = next_log_probs(model, tokens, memory, memory_padding_mask, state, hidden=hidden)
         log_probs = rules.apply(log_probs, model.pad_id, eos_id, max_len.le(step))
         chosen = chooser.choose(Step(log_probs, tokens, max_len, step, states))
@@ -118,6 +125,7 @@ def run_loop(
             if rows.numel() == 0:
                 break
             tokens, max_len = tokens[rows], max_len[rows]
+            origin = None if origin is None else origin[rows]
             if state is not None:
                 state.reorder(rows, memory=False)
         if memory_rows is not None:
@@ -126,6 +134,15 @@ def run_loop(
             if state is not None:
                 state.reorder_memory(memory_rows)
         tokens = torch.cat([tokens, chosen.token[:, None]], dim=1)
+
+
+def _stopped_end(origin: Tensor, max_len: Tensor, step: int) -> Tensor:
+    """max_len (n,) with the rows of the sources a caller stopped limited to `step`: they end now."""
+    stopped = stopped_sources()
+    if stopped is None:
+        return max_len
+    ends = torch.isin(origin, torch.tensor(stopped, device=origin.device))
+    return torch.where(ends, max_len.clamp(max=step), max_len)
 
 
 def next_log_probs(
@@ -182,7 +199,7 @@ def decode_sources(
     max_len = output_limits(model, src, max_len_a, max_len_b).repeat_interleave(copies)
     memory = memory.repeat_interleave(copies, 0)
     src_pad = None if src_pad is None else src_pad.repeat_interleave(copies, 0)
-    run_loop(model, memory, src_pad, tokens, max_len, chooser, eos_id=eos_id, rules=rules, use_cache=use_cache)
+    run_loop(model, memory, src_pad, tokens, max_len, chooser, eos_id=eos_id, rules=rules, use_cache=use_cache, copies=copies)
 
 
 @torch.no_grad()
@@ -202,7 +219,9 @@ def continue_prompts(
     prompt b's j-th), each adding at most `steps` tokens."""
     rows = prompts if copies == 1 else prompts.repeat_interleave(copies, 0)
     max_len = torch.full((rows.size(0),), steps, dtype=torch.long, device=prompts.device)
-    run_loop(model, rows[:, :-1], None, rows[:, -1:], max_len, chooser, eos_id=eos_id, rules=rules, use_cache=use_cache)
+    run_loop(
+        model, rows[:, :-1], None, rows[:, -1:], max_len, chooser, eos_id=eos_id, rules=rules, use_cache=use_cache, copies=copies
+    )
 
 
 def output_limits(model: TransformerModel, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:

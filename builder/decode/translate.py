@@ -15,6 +15,7 @@ import torch
 from aiayn.blocks import TransformerModel
 from aiayn.builder.data.sampler import pack
 from aiayn.builder.data.tokenizer import Tokenizer
+from aiayn.builder.decode.interrupt import decoding
 from aiayn.builder.decode.loop import TokenRules
 from aiayn.builder.decode.search import Hypothesis
 from aiayn.builder.decode.strategy import BeamSearch, Strategy, Wanted
@@ -188,7 +189,8 @@ def translate_hypotheses(
     with evaluating(model):
         for chunk in batches(model, order, lengths, decode.max_tokens):
             src = padded([sources[i] for i in chunk], model.pad_id).to(device)
-            found = strategy.hypotheses(model, src, decode, wanted)
+            with decoding(chunk):  # a watching caller (interrupt.py) may stop some of its sources
+                found = strategy.hypotheses(model, src, decode, wanted)
             for i, hyps in zip(chunk, found):
                 results[i] = hyps
             if on_batch is not None:

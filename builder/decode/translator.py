@@ -18,6 +18,7 @@ from aiayn.builder.data.tokenizer import Tokenizer
 from aiayn.builder.decode.device import resolve_device
 from aiayn.builder.decode.forced import alignment_layers, score_ids
 from aiayn.builder.decode.inference import Inference
+from aiayn.builder.decode.interrupt import check
 from aiayn.builder.decode.mbr import make_utility, mbr_choice
 from aiayn.builder.decode.options import decoding_of
 from aiayn.builder.decode.records import Score, Translation, scored_record, translation_record
@@ -246,6 +247,7 @@ class Translator(Inference):
             references = self._candidates(ids, settings, decoding.references(), chooser.references, seed, None)
         utility, chosen, values = make_utility(chooser.utility, registry_of(self.spec)), [], []
         for hyps, group, ref_hyps, refs, source in zip(found, texts, *references, ids):
+            check()  # a watching caller that wants none of it (interrupt.py) stops it here
             if not source:  # a blank line: its one empty translation
                 chosen.append(0)
                 values.append(0.0)

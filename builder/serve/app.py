@@ -24,6 +24,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from aiayn.builder.decode.interrupt import watching
 from aiayn.builder.errors import UserError
 from aiayn.builder.serve.batcher import Batcher
 from aiayn.builder.serve.errors import ERRORS, RequestError, add_error_handlers, error_response
@@ -39,6 +40,7 @@ from aiayn.builder.serve.operations import Metrics, RequestIds
 from aiayn.builder.serve.served import Served, run_generate, run_score, run_translate
 
 DISCONNECT_POLL = 0.05  # seconds between checks that a waiting client is still there
+PER_REQUEST = {"timeout_s"}  # a request's fields that are not the model's options (and do not split batches)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class Limits:
     :param max_new_tokens: the most tokens an output may have (a translation's max_len_b, a continuation's)
     :param max_input_len: the most tokens an input line may have
     :param max_queue: requests waiting for the batcher at most; one more is answered 429 with Retry-After
+    :param request_timeout_s: seconds from a request's arrival to its answer at most (a request may ask for less,
+        `timeout_s`): past them it is answered 504 and its decoding stopped between steps
     :param cors_origins: the origins a browser may call the server from (CORS; none by default)"""
 
     max_lines: int = 256
@@ -68,6 +72,7 @@ class Limits:
     max_new_tokens: int = 256
     max_input_len: int = 1024
     max_queue: int = 256
+    request_timeout_s: float = 60.0
     cors_origins: tuple[str, ...] = ()
 
     def exceeded(self, body: Any) -> tuple[str, str] | None:
@@ -81,6 +86,7 @@ class Limits:
             ("max_new_tokens", self.max_new_tokens, "--max-new-tokens"),
             ("max_input_len", self.max_input_len, "--max-input-len"),
             ("max_tokens", self.max_batch_tokens, "--max-batch-tokens"),
+            ("timeout_s", self.request_timeout_s, "--request-timeout-s"),
         ):
             value = getattr(body, field, None)
             if value is not None and value > limit:
@@ -107,12 +113,14 @@ class Service:
             enabled=limits.batching,
         )
 
-    def run(self, key: Hashable, items: list[Any]) -> list[Any]:
-        """A batch's call, in the worker thread: the endpoint's, on the model the key names."""
+    def run(self, key: Hashable, items: list[Any], stopped: Callable[[], list[int]]) -> list[Any]:
+        """A batch's call, in the worker thread: the endpoint's, on the model the key names, stopping the items
+        whose requests were cancelled (the client left, the deadline passed) between decoding steps."""
         assert isinstance(key, tuple)
         name, endpoint, options = key
         self.metrics.batch.observe(len(items))
-        return CALLS[endpoint](self.models[name], items, json.loads(options))
+        with watching(stopped, len(items)):
+            return CALLS[endpoint](self.models[name], items, json.loads(options))
 
     def pick(self, name: str | None, endpoint: str) -> Served:
         """The model a request names (None: the first), checked to answer `endpoint`."""
@@ -146,21 +154,35 @@ class Service:
             )
 
     async def queue(
-        self, request: Request, one: Served, endpoint: str, items: list[Any], texts: list[str], options: dict, alone: bool = False
+        self,
+        request: Request,
+        one: Served,
+        endpoint: str,
+        items: list[Any],
+        texts: list[str],
+        options: dict,
+        alone: bool = False,
+        timeout_s: float | None = None,
     ) -> list[Any]:
-        """The request's items through the batcher; a client that leaves takes its request out of the queue."""
+        """The request's items through the batcher; a client that leaves, or its deadline (`timeout_s`, at most the
+        server's), takes its request out of the queue, or stops its decoding between steps."""
         waiting, most = len(self.batcher.pending), self.limits.max_queue
         if waiting >= most:
             raise RequestError(
-                429, f"the queue is full: {waiting} waiting, this server's max_queue ({most}); try again shortly (aiayn serve "
-                "--max-queue)", headers={"Retry-After": "1"},
-            )  # fmt: skip
+                429,
+                f"the queue is full: {waiting} waiting, this server's max_queue ({most}); try again shortly (aiayn serve "
+                "--max-queue)",
+                headers={"Retry-After": "1"},
+            )
+        timeout = self.limits.request_timeout_s if timeout_s is None else timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout
         key = (one.name, endpoint, json.dumps(options, sort_keys=True))
         tokens = one.tokens(texts)
         self.metrics.tokens_in.labels(model=one.name, endpoint=endpoint).inc(tokens)
         task = asyncio.ensure_future(self.batcher.submit(key, items, tokens, alone=alone))
         while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
+            left = deadline - asyncio.get_running_loop().time()
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(DISCONNECT_POLL, left)))
             if done:
                 found = task.result()
                 self.metrics.tokens_out.labels(model=one.name, endpoint=endpoint).inc(
@@ -170,6 +192,25 @@ class Service:
             if await request.is_disconnected():
                 task.cancel()
                 raise RequestError(499, "the client closed the connection")
+            if left <= 0:  # cancelled: out of the queue, or stopped between its decoding steps
+                task.cancel()
+                raise self.past_deadline(timeout_s)
+
+    def past_deadline(self, timeout_s: float | None) -> RequestError:
+        """The 504 of a request that had no answer by its deadline (its own `timeout_s`, or the server's)."""
+        most = self.limits.request_timeout_s
+        if timeout_s is not None:
+            return RequestError(
+                504,
+                f"timeout_s: no answer within {timeout_s:g} s; its work was stopped (a request may ask for up to "
+                f"{most:g} s: aiayn serve --request-timeout-s)",
+                "timeout_s",
+            )
+        return RequestError(
+            504,
+            f"no answer within this server's {most:g} s (aiayn serve --request-timeout-s); its work was stopped: send "
+            "fewer lines, or ask for less (a smaller beam or n_best, fewer new tokens)",
+        )
 
 
 def _outputs(endpoint: str, found: list[Any]) -> list[str]:
@@ -196,8 +237,10 @@ def check_own_settings(one: Served, limits: Limits) -> None:
 
 
 CALLS: dict[str, Callable[[Served, list[Any], dict[str, Any]], list[Any]]] = {
-    "translate": run_translate, "score": run_score, "generate": run_generate,
-}  # fmt: skip
+    "translate": run_translate,
+    "score": run_score,
+    "generate": run_generate,
+}
 
 
 def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
@@ -215,12 +258,15 @@ def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
     app = FastAPI(title="aiayn serve", description=__doc__, version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     add_error_handlers(app)
-    app.add_middleware(BodyLimit, limit=limits.max_request_bytes)
+    app.add_middleware(BodyLimit, limit=limits.max_request_bytes, timeout=limits.request_timeout_s)
     if limits.cors_origins:  # a page of another origin may call it: the origins named, and no credentials
         app.add_middleware(
-            CORSMiddleware, allow_origins=list(limits.cors_origins), allow_methods=["GET", "POST"],
-            allow_headers=["Content-Type", "X-Request-ID"], expose_headers=["X-Request-ID"],
-        )  # fmt: skip
+            CORSMiddleware,
+            allow_origins=list(limits.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "X-Request-ID"],
+            expose_headers=["X-Request-ID"],
+        )
     app.add_middleware(RequestIds, metrics=service.metrics)  # outermost of ours: every answer has its id
     _add_translation_routes(app, service)
     _add_language_model_routes(app, service)
@@ -236,10 +282,10 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         one = service.pick(body.model, "/translate")
         service.check_lines(body.lines, "lines")
         service.check_limits(body, one)
-        options = body.model_dump(exclude={"model", "lines"})
+        options = body.model_dump(exclude={"model", "lines", *PER_REQUEST})
         # a strategy that draws takes one generator over its batch: its lines alone, not beside another request's
         alone = body.sampling or body.mbr_references is not None or body.strategy is not None or one.draws
-        found = await service.queue(request, one, "translate", body.lines, body.lines, options, alone)
+        found = await service.queue(request, one, "translate", body.lines, body.lines, options, alone, body.timeout_s)
         words = [f["words"] for f in found] if body.alignments else None
         return {"model": one.name, "translations": [f["hypotheses"] for f in found], "source_words": words}
 
@@ -248,12 +294,12 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         """What `aiayn score` gives: `src` and `tgt` for a translation model, `text` for a language model."""
         one = service.pick(body.model, "/score")
         service.check_limits(body, one)
-        options = body.model_dump(exclude={"model", "src", "tgt", "text"})
+        options = body.model_dump(exclude={"model", "src", "tgt", "text", *PER_REQUEST})
         if not one.model.reads_sources:  # a language model's lines
             _check_text_request(one, body, options)
             assert body.text is not None
             service.check_lines(body.text, "text")
-            found = await service.queue(request, one, "score", body.text, body.text, options)
+            found = await service.queue(request, one, "score", body.text, body.text, options, timeout_s=body.timeout_s)
         else:
             if body.text is not None or body.src is None or body.tgt is None:
                 field = "text" if body.text is not None else "src" if body.src is None else "tgt"
@@ -265,7 +311,9 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
                     422, f"tgt: {len(body.src)} sources but {len(body.tgt)} targets: give one target a source", "tgt"
                 )
             service.check_lines(body.src, "src")
-            found = await service.queue(request, one, "score", list(zip(body.src, body.tgt)), body.src + body.tgt, options)
+            found = await service.queue(
+                request, one, "score", list(zip(body.src, body.tgt)), body.src + body.tgt, options, timeout_s=body.timeout_s
+            )
         return {"model": one.name, "scores": found}
 
 
@@ -287,8 +335,8 @@ def _add_language_model_routes(app: FastAPI, service: Service) -> None:
         one = service.pick(body.model, "/generate")
         service.check_lines(body.prompts, "prompts")
         service.check_limits(body, one)
-        options = body.model_dump(exclude={"model", "prompts"})
-        texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options)
+        options = body.model_dump(exclude={"model", "prompts", *PER_REQUEST})
+        texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options, timeout_s=body.timeout_s)
         return {"model": one.name, "texts": texts}
 
 
@@ -322,36 +370,41 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
 
 
 class BodyLimit:
-    """ASGI middleware: a body over `limit` bytes is refused (413): unread where its Content-Length
-    says so, or once that many bytes of a body sent without one (chunked) have come.
+    """ASGI middleware: a body over `limit` bytes is refused (413), unread where its Content-Length
+    says so, else once that many bytes have come; a body that has not all come within `timeout`
+    seconds is refused (408: a slow client holds no worker). The body is read here, then handed on.
 
     :param app: the application it wraps
-    :param limit: bytes a body at most"""
+    :param limit: bytes a body at most
+    :param timeout: seconds the whole body may take to arrive"""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, timeout: float) -> None:
+        self.app, self.limit, self.timeout = app, limit, timeout
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None:
-            if length.isdigit() and int(length) > self.limit:
-                await self._refuse(f"the body has {int(length)} bytes, more than", scope, receive, send)
-                return
-            await self.app(scope, receive, send)
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await self._refuse(
+                413,
+                f"the body has {int(length)} bytes, more than this server's max_request_bytes ({self.limit})",
+                scope,
+                receive,
+                send,
+            )
             return
-        read, total = [], 0  # no length given: read it here, counting, then hand it on
-        while True:
-            message = await receive()
-            read.append(message)
-            total += len(message.get("body", b""))
-            if total > self.limit:
-                await self._refuse("the body (sent without a Content-Length) is longer than", scope, receive, send)
-                return
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
+        try:
+            read = await asyncio.wait_for(self._read(receive), self.timeout)
+        except asyncio.TimeoutError:
+            message = f"the body did not all arrive within {self.timeout:g} s (aiayn serve --request-timeout-s)"
+            await self._refuse(408, message, scope, receive, send)
+            return
+        if read is None:
+            message = f"the body (sent without a Content-Length) is longer than this server's max_request_bytes ({self.limit})"
+            await self._refuse(413, message, scope, receive, send)
+            return
         replay = iter(read)
 
         async def replayed() -> Any:
@@ -359,8 +412,20 @@ class BodyLimit:
 
         await self.app(scope, replayed, send)
 
-    async def _refuse(self, what: str, scope: dict, receive: Callable, send: Callable) -> None:
-        await error_response(413, f"{what} this server's max_request_bytes ({self.limit})")(scope, receive, send)
+    async def _read(self, receive: Callable) -> list[dict] | None:
+        """The body's messages, or None once more than `limit` bytes came."""
+        read, total = [], 0
+        while True:
+            message = await receive()
+            read.append(message)
+            total += len(message.get("body", b""))
+            if total > self.limit:
+                return None
+            if message["type"] != "http.request" or not message.get("more_body"):
+                return read
+
+    async def _refuse(self, status: int, message: str, scope: dict, receive: Callable, send: Callable) -> None:
+        await error_response(status, message)(scope, receive, send)
 
 
 def _version() -> str:

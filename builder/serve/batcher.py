@@ -7,7 +7,9 @@ shared). While a call runs, new requests queue, so a busy server batches more.
 A request is never split; one larger than the budget runs alone. A request marked `alone` (its
 output would depend on its batch) is never merged. Where a merged call fails, each of its requests
 runs again alone, so that one bad request answers for itself only. A request whose client has gone
-(its future cancelled) is dropped from the queue before it costs anything."""
+or whose deadline has passed (its future cancelled) is dropped from the queue before it costs
+anything, and from a running call between its decoding steps: `run` is handed `stopped`, which says
+which of the call's items belong to such requests (interrupt.py stops them)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-Run = Callable[[Hashable, list[Any]], Sequence[Any]]
+Run = Callable[[Hashable, list[Any], Callable[[], list[int]]], Sequence[Any]]
 
 
 @dataclass(eq=False)
@@ -48,8 +50,9 @@ class Counts:
 class Batcher:
     """The queue and its worker.
 
-    :param run: called in the worker thread with a key and the items of every request of a batch
-        (in queue order); returns one output an item
+    :param run: called in the worker thread with a key, the items of every request of a batch (in
+        queue order) and `stopped()`, the indices of the items whose request was cancelled since;
+        returns one output an item
     :param max_batch_tokens: the most tokens a merged batch holds
     :param max_queue_delay: seconds the oldest request waits for others to join it
     :param enabled: False: every request alone, one after another (batching off)"""
@@ -143,8 +146,11 @@ class Batcher:
         loop = asyncio.get_running_loop()
         items = [item for job in batch for item in job.items]
         try:
-            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items)
+            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items, _stopped(batch))
         except Exception as e:  # noqa: BLE001 - handed to the request(s) that caused it
+            if all(job.future.done() for job in batch):  # each was answered (cancelled) while it ran: stopped
+                self.counts.cancelled += len(batch)
+                return
             if len(batch) > 1:
                 self.counts.split += 1
                 for job in batch:
@@ -170,3 +176,17 @@ class Batcher:
         else:
             self.counts.requests += 1
             job.future.set_result(outputs)
+
+
+def _stopped(batch: list[Job]) -> Callable[[], list[int]]:
+    """What a call on `batch` asks between its steps: the indices of its items whose request's future is done
+    (cancelled: the client left or the deadline passed), read from the worker thread."""
+    spans, start = [], 0
+    for job in batch:
+        spans.append((job, range(start, start + len(job.items))))
+        start += len(job.items)
+
+    def stopped() -> list[int]:
+        return [i for job, span in spans if job.future.done() for i in span]
+
+    return stopped

@@ -27,11 +27,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for status, what in (
         (400, "a setting the model or the server's limits refuse; a body that does not parse"),
         (404, "no model (or endpoint) of that name"),
+        (408, "a body that did not all arrive within the request timeout"),
         (413, "more lines or bytes than the server takes"),
         (415, "a body not sent as UTF-8 JSON"),
         (422, "a body that does not match the request's schema, or text that is not text"),
         (429, "the queue is full (max_queue): try again after Retry-After seconds"),
         (499, "the client closed the connection before its answer"),
+        (504, "no answer within the request's timeout_s (or the server's --request-timeout-s): its work was stopped"),
         (500, "a bug of aiayn's, said as JSON (the server goes on)"),
     )
 }

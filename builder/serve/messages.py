@@ -35,6 +35,9 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(default=None, description=MODEL)
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="answer 504 and stop its work past this many seconds (default and most: the server's)"
+    )
 
 
 class DecodeOptions(Request):

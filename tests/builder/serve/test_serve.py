@@ -148,7 +148,7 @@ def test_models_health_and_the_openapi_schema(server, runs):
     assert "n_best" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
     for path in ("/translate", "/score", "/generate"):  # the error bodies documented as the server sends them
         answers = schema["paths"][path]["post"]["responses"]
-        assert set(answers) == {"200", "400", "404", "413", "415", "422", "429", "499", "500"}, answers
+        assert set(answers) == {"200", "400", "404", "408", "413", "415", "422", "429", "499", "500", "504"}, answers
         assert {answers[s]["content"]["application/json"]["schema"]["$ref"] for s in answers if s != "200"} == {
             "#/components/schemas/ErrorBody"
         }
@@ -198,6 +198,10 @@ BAD = [  # (endpoint, body, status, the answer)
      {"error": "max_tokens: 1000000000 is more than this server allows (4096; aiayn serve --max-batch-tokens)", "field": "max_tokens"}),
     ("/generate", {"prompts": ["a"], "model": "lm", "max_new_tokens": 100000}, 400,
      {"error": "max_new_tokens: 100000 is more than this server allows (256; aiayn serve --max-new-tokens)", "field": "max_new_tokens"}),
+    ("/translate", {"lines": ["a"], "timeout_s": 61.0}, 400,
+     {"error": "timeout_s: 61.0 is more than this server allows (60.0; aiayn serve --request-timeout-s)", "field": "timeout_s"}),
+    ("/score", {"src": ["a"], "tgt": ["b"], "timeout_s": 0}, 422,
+     {"error": "timeout_s: input should be greater than 0", "field": "timeout_s"}),
     # no 500 from any input: what is not text, and a temperature the logits cannot be divided by
     ("/translate", {"lines": ["a\ud800"]}, 422,
      {"error": "lines.0: a lone surrogate (U+D800) at character 1: a line is text, one sentence; drop it", "field": "lines.0"}),
@@ -371,6 +375,8 @@ def test_startup_errors_are_messages(runs):
         2, "aiayn serve: error: two models are named 'x': name each as NAME=PATH (aiayn serve base=runs/a variant=runs/b)\n")  # fmt: skip
     assert cli("serve", runs["base"], "--max-lines", "0")[::2] == (2, "aiayn serve: error: --max-lines: give 1 or more, got 0\n")
     assert cli("serve", runs["base"], "--max-beam", "0")[::2] == (2, "aiayn serve: error: --max-beam: give 1 or more, got 0\n")
+    assert cli("serve", runs["base"], "--request-timeout-s", "0")[::2] == (
+        2, "aiayn serve: error: --request-timeout-s: give more than 0 and at most 86400 seconds, got 0\n")  # fmt: skip
     code, _, err = cli("serve", f"base={runs['base']}", "--max-beam", "2", "--port", "0")  # the run's own beam is 4
     assert (code, err) == (2, "aiayn serve: error: base: its decode.beam is 4, more than this server allows (2): raise --max-beam, or "
                               "serve it with a lower one (aiayn serve reads the run's decode section)\n")  # fmt: skip

@@ -1,0 +1,95 @@
+"""Stopping a decoding between its steps, for a caller that waits on it (the server's deadlines, a
+client that leaves): the caller watches a call with `watching(stopped, n)`, where `stopped()` gives
+the indices of the call's n inputs (lines, pairs, prompts) whose outputs are no longer wanted.
+
+The decoding asks between chunks and between steps. Where every input of the call is stopped it
+raises `Interrupted`: nothing it would compute is wanted. Where some of a loop's sources are, their
+rows end at that step (their length limit lowered to it, which every chooser honours: search.py,
+sampling.py, a plugin's) and the others go on, to the tokens they find alone where no row's
+choice reads another's: the search, and generation's generator per prompt (a sampled translation
+draws for its whole batch from one generator, which the server never merges). With nothing
+watched, which is every use but the server's, a check is one ContextVar read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["Interrupted", "check", "decoding", "stopped_sources", "watched", "watching"]
+
+
+class Interrupted(Exception):
+    """Every input of a watched call was stopped: its caller wants nothing it computes."""
+
+
+@dataclass
+class _Watch:
+    stopped: Callable[[], Collection[int]]
+    n: int
+    sources: Sequence[int] | None = None  # the call's inputs that the running loop's sources are (None: all, in order)
+
+    def now(self) -> set[int]:
+        stopped = set(self.stopped())
+        if len(stopped) >= self.n:
+            raise Interrupted(f"all {self.n} inputs of the call were stopped")
+        return stopped
+
+
+_WATCHED: ContextVar[_Watch | None] = ContextVar("aiayn_decode_watch", default=None)
+
+
+@contextmanager
+def watching(stopped: Callable[[], Collection[int]], n: int) -> Iterator[None]:
+    """Within it (in this thread), decoding asks `stopped()` which of the call's `n` inputs to stop.
+
+    :param stopped: the indices (0 to n - 1) of the inputs whose outputs are no longer wanted
+    :param n: how many inputs the call has"""
+    token = _WATCHED.set(_Watch(stopped, n))
+    try:
+        yield
+    finally:
+        _WATCHED.reset(token)
+
+
+@contextmanager
+def decoding(sources: Sequence[int]) -> Iterator[None]:
+    """Within it, the loop's sources are the call's inputs `sources` (a chunk's indices, in the loop's order);
+    raises `Interrupted` first where every input of the call is stopped."""
+    watch = _WATCHED.get()
+    if watch is None:
+        yield
+        return
+    watch.now()
+    outer, watch.sources = watch.sources, list(sources)
+    try:
+        yield
+    finally:
+        watch.sources = outer
+
+
+def watched() -> bool:
+    """Whether a caller watches the decoding running in this thread."""
+    return _WATCHED.get() is not None
+
+
+def check() -> None:
+    """Raises `Interrupted` where every input of the watched call is stopped (nothing watched: never)."""
+    watch = _WATCHED.get()
+    if watch is not None:
+        watch.now()
+
+
+def stopped_sources() -> list[int] | None:
+    """The running loop's sources (their positions in it) that were stopped; None where nothing is watched or none is.
+    Raises `Interrupted` where every input of the call is stopped."""
+    watch = _WATCHED.get()
+    if watch is None:
+        return None
+    stopped = watch.now()
+    if not stopped:
+        return None
+    sources = watch.sources if watch.sources is not None else range(watch.n)
+    found = [i for i, source in enumerate(sources) if source in stopped]
+    return found or None
