@@ -8,7 +8,12 @@ rows end at that step (their length limit lowered to it, which every chooser hon
 sampling.py, a plugin's) and the others go on, to the tokens they find alone where no row's
 choice reads another's: the search, and generation's generator per prompt (a sampled translation
 draws for its whole batch from one generator, which the server never merges). With nothing
-watched, which is every use but the server's, a check is one ContextVar read."""
+watched, which is every use but the server's, a check is one ContextVar read.
+
+A watcher may also take each step's tokens as they are chosen (`on_tokens`: the server's streaming):
+for a loop of one row a source (greedy, a sample a line, a continuation a prompt), the inputs whose
+rows go on and the token each adds; a row's last token (its EOS, or the one at its limit) ends it
+and is not handed on: the caller reads the output itself."""
 
 from __future__ import annotations
 
@@ -17,7 +22,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["Interrupted", "check", "decoding", "stopped_sources", "watched", "watching"]
+__all__ = ["Interrupted", "OnTokens", "check", "decoding", "step_tokens", "stopped_sources", "streams", "watched", "watching"]
+
+OnTokens = Callable[[list[int], list[int]], None]  # (the call's inputs, the token each adds), one call a step
 
 
 class Interrupted(Exception):
@@ -28,6 +35,7 @@ class Interrupted(Exception):
 class _Watch:
     stopped: Callable[[], Collection[int]]
     n: int
+    on_tokens: OnTokens | None = None
     sources: Sequence[int] | None = None  # the call's inputs that the running loop's sources are (None: all, in order)
 
     def now(self) -> set[int]:
@@ -41,12 +49,14 @@ _WATCHED: ContextVar[_Watch | None] = ContextVar("aiayn_decode_watch", default=N
 
 
 @contextmanager
-def watching(stopped: Callable[[], Collection[int]], n: int) -> Iterator[None]:
+def watching(stopped: Callable[[], Collection[int]], n: int, on_tokens: OnTokens | None = None) -> Iterator[None]:
     """Within it (in this thread), decoding asks `stopped()` which of the call's `n` inputs to stop.
 
     :param stopped: the indices (0 to n - 1) of the inputs whose outputs are no longer wanted
-    :param n: how many inputs the call has"""
-    token = _WATCHED.set(_Watch(stopped, n))
+    :param n: how many inputs the call has
+    :param on_tokens: called after each step of a loop of one row a source with the inputs whose rows go on and
+        the token each adds (in the worker's thread: hand them on, do not decode there)"""
+    token = _WATCHED.set(_Watch(stopped, n, on_tokens))
     try:
         yield
     finally:
@@ -93,3 +103,19 @@ def stopped_sources() -> list[int] | None:
     sources = watch.sources if watch.sources is not None else range(watch.n)
     found = [i for i, source in enumerate(sources) if source in stopped]
     return found or None
+
+
+def step_tokens(origin: list[int], tokens: list[int]) -> None:
+    """Hands a step's tokens to the watcher that takes them: `origin`, the loop position of the source each row
+    that goes on decodes (one row a source), and the token it adds."""
+    watch = _WATCHED.get()
+    if watch is None or watch.on_tokens is None or not origin:
+        return
+    sources = watch.sources if watch.sources is not None else range(watch.n)
+    watch.on_tokens([sources[i] for i in origin], tokens)
+
+
+def streams() -> bool:
+    """Whether a watcher takes each step's tokens."""
+    watch = _WATCHED.get()
+    return watch is not None and watch.on_tokens is not None

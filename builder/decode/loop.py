@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import DecoderState, TransformerModel
-from aiayn.builder.decode.interrupt import stopped_sources, watched
+from aiayn.builder.decode.interrupt import step_tokens, stopped_sources, streams, watched
 from aiayn.builder.errors import UserError
 
 
@@ -114,6 +114,12 @@ def run_loop(
     state = model.init_state() if use_cache else None
     hidden = bool(chooser.wants_hidden)
     origin = torch.arange(tokens.size(0), device=tokens.device) // copies if watched() else None  # (n,) each row's source
+    streamed = streams()  # one row a source: its tokens are its output's, handed on as chosen
+    if streamed and copies > 1:
+        raise UserError(
+            f"stream: this decoding keeps {copies} rows a source until it ends (a beam of {copies}, or {copies} samples), "
+            "so there is no one output to stream: ask for one (beam 1, greedy, or one sample)"
+        )
     for step in range(1, int(max_len.max()) + 1 if max_len.numel() else 1):
         if origin is not None:
             max_len = _stopped_end(origin, max_len, step)
@@ -134,6 +140,8 @@ def run_loop(
             if state is not None:
                 state.reorder_memory(memory_rows)
         tokens = torch.cat([tokens, chosen.token[:, None]], dim=1)
+        if streamed and origin is not None:  # after the reorder: each new row's source
+            step_tokens(origin.tolist(), chosen.token.tolist())
 
 
 def _stopped_end(origin: Tensor, max_len: Tensor, step: int) -> Tensor:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -21,13 +21,15 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from aiayn.builder.decode.interrupt import watching
+from aiayn.builder.decode.language_model import LanguageModel
 from aiayn.builder.errors import UserError
-from aiayn.builder.serve.batcher import Batcher
-from aiayn.builder.serve.errors import ERRORS, RequestError, add_error_handlers, error_response
+from aiayn.builder.serve.batcher import Batcher, Call, OnTokens
+from aiayn.builder.serve.body import BodyLimit
+from aiayn.builder.serve.errors import ERRORS, RequestError, add_error_handlers
 from aiayn.builder.serve.messages import (
     GenerateRequest,
     GenerateResponse,
@@ -36,11 +38,16 @@ from aiayn.builder.serve.messages import (
     TranslateRequest,
     TranslateResponse,
 )
-from aiayn.builder.serve.operations import Metrics, RequestIds
+from aiayn.builder.serve.operations import Metrics, RequestIds, request_id
 from aiayn.builder.serve.served import Served, run_generate, run_score, run_translate
+from aiayn.builder.serve.streaming import TextStream, stream_events
 
 DISCONNECT_POLL = 0.05  # seconds between checks that a waiting client is still there
-PER_REQUEST = {"timeout_s"}  # a request's fields that are not the model's options (and do not split batches)
+PER_REQUEST = {"timeout_s", "stream"}
+# what an endpoint that streams documents besides its errors: its 200 as server-sent events too (streaming.py)
+STREAMS: dict[int | str, dict[str, Any]] = {
+    **ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "the answer, or with stream: true its events"},
+}  # fmt: skip  # a request's fields that are not the model's options (and do not split batches)
 
 
 @dataclass(frozen=True)
@@ -113,13 +120,13 @@ class Service:
             enabled=limits.batching,
         )
 
-    def run(self, key: Hashable, items: list[Any], stopped: Callable[[], list[int]]) -> list[Any]:
+    def run(self, key: Hashable, items: list[Any], call: Call) -> list[Any]:
         """A batch's call, in the worker thread: the endpoint's, on the model the key names, stopping the items
         whose requests were cancelled (the client left, the deadline passed) between decoding steps."""
         assert isinstance(key, tuple)
         name, endpoint, options = key
         self.metrics.batch.observe(len(items))
-        with watching(stopped, len(items)):
+        with watching(call.stopped, len(items), call.on_tokens):
             return CALLS[endpoint](self.models[name], items, json.loads(options))
 
     def pick(self, name: str | None, endpoint: str) -> Served:
@@ -163,23 +170,18 @@ class Service:
         options: dict,
         alone: bool = False,
         timeout_s: float | None = None,
+        on_tokens: OnTokens | None = None,
     ) -> list[Any]:
         """The request's items through the batcher; a client that leaves, or its deadline (`timeout_s`, at most the
-        server's), takes its request out of the queue, or stops its decoding between steps."""
-        waiting, most = len(self.batcher.pending), self.limits.max_queue
-        if waiting >= most:
-            raise RequestError(
-                429,
-                f"the queue is full: {waiting} waiting, this server's max_queue ({most}); try again shortly (aiayn serve "
-                "--max-queue)",
-                headers={"Retry-After": "1"},
-            )
+        server's), takes its request out of the queue, or stops its decoding between steps. `on_tokens`: the request
+        streams (alone), handed each step's tokens."""
+        self._check_room()
         timeout = self.limits.request_timeout_s if timeout_s is None else timeout_s
         deadline = asyncio.get_running_loop().time() + timeout
         key = (one.name, endpoint, json.dumps(options, sort_keys=True))
         tokens = one.tokens(texts)
         self.metrics.tokens_in.labels(model=one.name, endpoint=endpoint).inc(tokens)
-        task = asyncio.ensure_future(self.batcher.submit(key, items, tokens, alone=alone))
+        task = asyncio.ensure_future(self.batcher.submit(key, items, tokens, alone=alone, on_tokens=on_tokens))
         while True:
             left = deadline - asyncio.get_running_loop().time()
             done, _ = await asyncio.wait({task}, timeout=max(0.0, min(DISCONNECT_POLL, left)))
@@ -196,6 +198,41 @@ class Service:
                 task.cancel()
                 raise self.past_deadline(timeout_s)
 
+    def _check_room(self) -> None:
+        """A 429 where the queue is full."""
+        waiting, most = len(self.batcher.pending), self.limits.max_queue
+        if waiting >= most:
+            raise RequestError(
+                429,
+                f"the queue is full: {waiting} waiting, this server's max_queue ({most}); try again shortly (aiayn serve "
+                "--max-queue)",
+                headers={"Retry-After": "1"},
+            )
+
+    async def streamed(
+        self,
+        request: Request,
+        one: Served,
+        endpoint: str,
+        items: list[str],
+        options: dict,
+        timeout_s: float | None,
+        streams: list[TextStream],
+        answer_of: Callable[[list[Any]], dict[str, Any]],
+    ) -> StreamingResponse:
+        """The request's answer as server-sent events (streaming.py), decoded alone; its first event is awaited here,
+        so that a refusal before it (a beam to stream, a line too long, the deadline) is an error with its status."""
+
+        def answered(on_tokens: OnTokens) -> Awaitable[list[Any]]:
+            return self.queue(request, one, endpoint, items, items, options, True, timeout_s, on_tokens)
+
+        def texts_of(found: list[Any]) -> list[str]:
+            return [f["hypotheses"][0]["text"] for f in found] if endpoint == "translate" else list(found)
+
+        events = stream_events(answered, streams, texts_of, answer_of, request_id(request.scope) or "")
+        first = await anext(events, "")
+        return StreamingResponse(_chained(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
     def past_deadline(self, timeout_s: float | None) -> RequestError:
         """The 504 of a request that had no answer by its deadline (its own `timeout_s`, or the server's)."""
         most = self.limits.request_timeout_s
@@ -211,6 +248,13 @@ class Service:
             f"no answer within this server's {most:g} s (aiayn serve --request-timeout-s); its work was stopped: send "
             "fewer lines, or ask for less (a smaller beam or n_best, fewer new tokens)",
         )
+
+
+async def _chained(first: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    if first:
+        yield first
+    async for event in rest:
+        yield event
 
 
 def _outputs(endpoint: str, found: list[Any]) -> list[str]:
@@ -275,7 +319,7 @@ def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
 
 
 def _add_translation_routes(app: FastAPI, service: Service) -> None:
-    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True, responses=ERRORS)
+    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True, responses=STREAMS)
     async def translate(body: TranslateRequest, request: Request) -> Any:
         """What `aiayn translate` gives for `lines` with these options (the run's decode settings
         by default)."""
@@ -285,9 +329,20 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         options = body.model_dump(exclude={"model", "lines", *PER_REQUEST})
         # a strategy that draws takes one generator over its batch: its lines alone, not beside another request's
         alone = body.sampling or body.mbr_references is not None or body.strategy is not None or one.draws
-        found = await service.queue(request, one, "translate", body.lines, body.lines, options, alone, body.timeout_s)
-        words = [f["words"] for f in found] if body.alignments else None
-        return {"model": one.name, "translations": [f["hypotheses"] for f in found], "source_words": words}
+
+        def answer(found: list[Any]) -> dict[str, Any]:
+            words = {"source_words": [f["words"] for f in found]} if body.alignments else {}
+            return {"model": one.name, "translations": [f["hypotheses"] for f in found], **words}
+
+        if body.stream:
+            if body.detokenize:
+                raise RequestError(
+                    400, "stream: detokenize undoes the run's tokenization once an output ends; drop one", "stream"
+                )
+            decode = one.model.output_tokenizer.decode
+            streams = [TextStream(decode) for _ in body.lines]
+            return await service.streamed(request, one, "translate", body.lines, options, body.timeout_s, streams, answer)
+        return answer(await service.queue(request, one, "translate", body.lines, body.lines, options, alone, body.timeout_s))
 
     @app.post("/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:
@@ -328,7 +383,7 @@ def _check_text_request(one: Served, body: ScoreRequest, options: dict[str, Any]
 
 
 def _add_language_model_routes(app: FastAPI, service: Service) -> None:
-    @app.post("/generate", response_model=GenerateResponse, responses=ERRORS)
+    @app.post("/generate", response_model=GenerateResponse, responses=STREAMS)
     async def generate(body: GenerateRequest, request: Request) -> Any:
         """What `aiayn generate` prints: each prompt with its continuation (each prompt draws from
         a generator of its own: batching changes no sample)."""
@@ -336,6 +391,20 @@ def _add_language_model_routes(app: FastAPI, service: Service) -> None:
         service.check_lines(body.prompts, "prompts")
         service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "prompts", *PER_REQUEST})
+        if body.stream:
+            assert isinstance(one.model, LanguageModel)
+            decode = one.model.output_tokenizer.decode
+            streams = [TextStream(decode, ids) for ids in one.model.prompt_ids(body.prompts)]
+            return await service.streamed(
+                request,
+                one,
+                "generate",
+                body.prompts,
+                options,
+                body.timeout_s,
+                streams,
+                lambda texts: {"model": one.name, "texts": texts},
+            )
         texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options, timeout_s=body.timeout_s)
         return {"model": one.name, "texts": texts}
 
@@ -367,65 +436,6 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(resources.files("aiayn.builder.serve").joinpath("page.html").read_text(encoding="utf-8"))
-
-
-class BodyLimit:
-    """ASGI middleware: a body over `limit` bytes is refused (413), unread where its Content-Length
-    says so, else once that many bytes have come; a body that has not all come within `timeout`
-    seconds is refused (408: a slow client holds no worker). The body is read here, then handed on.
-
-    :param app: the application it wraps
-    :param limit: bytes a body at most
-    :param timeout: seconds the whole body may take to arrive"""
-
-    def __init__(self, app: Any, limit: int, timeout: float) -> None:
-        self.app, self.limit, self.timeout = app, limit, timeout
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._refuse(
-                413,
-                f"the body has {int(length)} bytes, more than this server's max_request_bytes ({self.limit})",
-                scope,
-                receive,
-                send,
-            )
-            return
-        try:
-            read = await asyncio.wait_for(self._read(receive), self.timeout)
-        except asyncio.TimeoutError:
-            message = f"the body did not all arrive within {self.timeout:g} s (aiayn serve --request-timeout-s)"
-            await self._refuse(408, message, scope, receive, send)
-            return
-        if read is None:
-            message = f"the body (sent without a Content-Length) is longer than this server's max_request_bytes ({self.limit})"
-            await self._refuse(413, message, scope, receive, send)
-            return
-        replay = iter(read)
-
-        async def replayed() -> Any:
-            return next(replay, None) or await receive()
-
-        await self.app(scope, replayed, send)
-
-    async def _read(self, receive: Callable) -> list[dict] | None:
-        """The body's messages, or None once more than `limit` bytes came."""
-        read, total = [], 0
-        while True:
-            message = await receive()
-            read.append(message)
-            total += len(message.get("body", b""))
-            if total > self.limit:
-                return None
-            if message["type"] != "http.request" or not message.get("more_body"):
-                return read
-
-    async def _refuse(self, status: int, message: str, scope: dict, receive: Callable, send: Callable) -> None:
-        await error_response(status, message)(scope, receive, send)
 
 
 def _version() -> str:

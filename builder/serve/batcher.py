@@ -8,7 +8,7 @@ A request is never split; one larger than the budget runs alone. A request marke
 output would depend on its batch) is never merged. Where a merged call fails, each of its requests
 runs again alone, so that one bad request answers for itself only. A request whose client has gone
 or whose deadline has passed (its future cancelled) is dropped from the queue before it costs
-anything, and from a running call between its decoding steps: `run` is handed `stopped`, which says
+anything, and from a running call between its decoding steps: `run` is handed a `Call`, which says
 which of the call's items belong to such requests (interrupt.py stops them)."""
 
 from __future__ import annotations
@@ -19,18 +19,33 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-Run = Callable[[Hashable, list[Any], Callable[[], list[int]]], Sequence[Any]]
+OnTokens = Callable[[list[int], list[int]], None]
 
 
 @dataclass(eq=False)
 class Job:
-    """One request's share of a batch: its items (lines, pairs, prompts) and their cost in tokens."""
+    """One request's share of a batch: its items (lines, pairs, prompts) and their cost in tokens;
+    `on_tokens`, where the request streams (it runs alone), takes each step's tokens."""
 
     key: Hashable
     items: list[Any]
     tokens: int
     alone: bool
     future: asyncio.Future = field(repr=False)
+    on_tokens: OnTokens | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a running call is handed besides its items: `stopped()`, the indices of the items whose
+    request was cancelled since it began (read between decoding steps), and the streaming request's
+    `on_tokens` (None: none streams)."""
+
+    stopped: Callable[[], list[int]]
+    on_tokens: OnTokens | None = None
+
+
+Run = Callable[[Hashable, list[Any], Call], Sequence[Any]]
 
 
 @dataclass
@@ -51,7 +66,7 @@ class Batcher:
     """The queue and its worker.
 
     :param run: called in the worker thread with a key, the items of every request of a batch (in
-        queue order) and `stopped()`, the indices of the items whose request was cancelled since;
+        queue order) and the `Call` (which of them were cancelled since; a stream's token hook);
         returns one output an item
     :param max_batch_tokens: the most tokens a merged batch holds
     :param max_queue_delay: seconds the oldest request waits for others to join it
@@ -66,13 +81,16 @@ class Batcher:
         self._worker: asyncio.Task | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-decode")
 
-    async def submit(self, key: Hashable, items: list[Any], tokens: int, *, alone: bool = False) -> list[Any]:
-        """Queue a request and wait for its outputs (one an item); cancelling the wait drops it from the queue."""
+    async def submit(
+        self, key: Hashable, items: list[Any], tokens: int, *, alone: bool = False, on_tokens: OnTokens | None = None
+    ) -> list[Any]:
+        """Queue a request and wait for its outputs (one an item); cancelling the wait drops it from the queue, or
+        stops its call. A request with `on_tokens` (streamed) runs alone, handing it each step's tokens."""
         loop = asyncio.get_running_loop()
         if self._worker is None:
             self._arrived = asyncio.Event()
             self._worker = loop.create_task(self._work())
-        job = Job(key, items, tokens, alone or not self.enabled, loop.create_future())
+        job = Job(key, items, tokens, alone or not self.enabled or on_tokens is not None, loop.create_future(), on_tokens)
         self.pending.append(job)
         assert self._arrived is not None
         self._arrived.set()
@@ -146,7 +164,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         items = [item for job in batch for item in job.items]
         try:
-            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items, _stopped(batch))
+            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items, _call(batch))
         except Exception as e:  # noqa: BLE001 - handed to the request(s) that caused it
             if all(job.future.done() for job in batch):  # each was answered (cancelled) while it ran: stopped
                 self.counts.cancelled += len(batch)
@@ -178,9 +196,9 @@ class Batcher:
             job.future.set_result(outputs)
 
 
-def _stopped(batch: list[Job]) -> Callable[[], list[int]]:
+def _call(batch: list[Job]) -> Call:
     """What a call on `batch` asks between its steps: the indices of its items whose request's future is done
-    (cancelled: the client left or the deadline passed), read from the worker thread."""
+    (cancelled: the client left or the deadline passed), read from the worker thread; a lone stream's hook."""
     spans, start = [], 0
     for job in batch:
         spans.append((job, range(start, start + len(job.items))))
@@ -189,4 +207,4 @@ def _stopped(batch: list[Job]) -> Callable[[], list[int]]:
     def stopped() -> list[int]:
         return [i for job, span in spans if job.future.done() for i in span]
 
-    return stopped
+    return Call(stopped, batch[0].on_tokens if len(batch) == 1 else None)

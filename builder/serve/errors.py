@@ -39,6 +39,18 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def usererror_field(e: UserError) -> str | None:
+    """The request's field a model's refusal names first (its message starts with it), or None."""
+    first = re.split(r"[\s:\[(]", str(e), maxsplit=1)[0]
+    return first if first in FIELDS else None
+
+
+def error_body(e: Exception, request_id: str) -> dict[str, Any]:
+    """The error body of a refusal (RequestError, UserError) as a stream's error event carries it."""
+    field = e.field if isinstance(e, RequestError) else usererror_field(e) if isinstance(e, UserError) else None
+    return {"error": str(e), **({"field": field} if field else {}), "request_id": request_id}
+
+
 class RequestError(Exception):
     """A request refused before it reaches a model: its status, message and field."""
 
@@ -54,8 +66,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(UserError)
     async def usererror_response(request: Request, e: UserError) -> Response:
-        first = re.split(r"[\s:\[(]", str(e), maxsplit=1)[0]
-        return error_response(400, str(e), first if first in FIELDS else None)
+        return error_response(400, str(e), usererror_field(e))
 
     @app.exception_handler(Exception)
     async def failed(request: Request, e: Exception) -> Response:  # a bug of ours: said as JSON, logged by uvicorn

@@ -75,6 +75,7 @@ class TranslateRequest(DecodeOptions):
     mbr: str | dict[str, Any] | None = Field(default=None, description="minimum-Bayes-risk choice with this utility")
     mbr_weights: Literal["uniform", "model"] = "uniform"
     mbr_references: int | None = None
+    stream: bool = Field(default=False, description="answer as server-sent events while it decodes (one output a line)")
 
 
 class ScoreRequest(DecodeOptions):
@@ -103,6 +104,7 @@ class GenerateRequest(Request):
     epsilon: float = 0.0
     filters: list[str | dict[str, Any]] | None = Field(default=None, description="a plugin's sampling filters, in order")
     seed: int = 1
+    stream: bool = Field(default=False, description="answer as server-sent events while it generates (not a beam's)")
 
 
 class ErrorBody(BaseModel):

@@ -76,6 +76,27 @@ class Server:
             assert data.pop("request_id") == self.last_headers["x-request-id"], (data, self.last_headers)
         return response.status, data
 
+    def stream(self, path: str, body: Any) -> tuple[int, list[tuple[str, Any]]]:
+        """(status, the server-sent events as (name, data) where the answer is a stream, else [("", the JSON)])."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
+        try:
+            connection.request("POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            text = response.read().decode()
+            kind = response.getheader("Content-Type", "")
+        finally:
+            connection.close()
+        if not kind.startswith("text/event-stream"):
+            data = json.loads(text)
+            data.pop("request_id", None)
+            return response.status, [("", data)]
+        events = []
+        for block in text.split("\n\n")[:-1]:
+            fields = dict(line.split(": ", 1) for line in block.split("\n"))
+            events.append((fields.get("event", "message"), json.loads(fields["data"])))
+        assert text.endswith("\n\n"), text
+        return response.status, events
+
     def get(self, path: str):
         return self.request("GET", path)
 

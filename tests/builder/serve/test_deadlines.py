@@ -100,3 +100,22 @@ def test_a_body_that_does_not_arrive_in_time_is_a_408(runs, tmp_path):
         assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
     finally:
         assert server.stop() == 0
+
+
+def test_a_client_that_leaves_a_stream_stops_its_decoding(runs, tmp_path):
+    """The client reads the first event, then closes: the call ends between two steps (no batch
+    counted, where decoding on would have ended in one)."""
+    server = Server(runs["base"], log=tmp_path / "log")
+    try:
+        body = json.dumps({"lines": [LONG] * 64, "beam": 1, "max_len_b": 200, "stream": True}).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as leaving:
+            leaving.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+            read = b""
+            while b"data: " not in read:
+                read += leaving.recv(4096)
+        assert read.startswith(b"HTTP/1.1 200 ") and b"content-type: text/event-stream" in read.lower()
+        assert counts(until_idle(server)) == {"requests": 0, "batches": 0, "cancelled": 1, "failed": 0}
+        assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
+    finally:
+        assert server.stop() == 0

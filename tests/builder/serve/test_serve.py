@@ -520,3 +520,49 @@ def test_a_full_queue_is_a_429_with_retry_after_and_the_server_goes_on(runs, tmp
         assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
     finally:
         assert server.stop() == 0
+
+
+def joined(events):
+    """Each output's streamed pieces joined, by index, and the done event's answer."""
+    texts: dict[int, str] = {}
+    for name, data in events[:-1]:
+        assert name == "message", events
+        texts[data["index"]] = texts.get(data["index"], "") + data["text"]
+    assert events[-1][0] == "done", events
+    return texts, events[-1][1]
+
+
+STREAMED = [  # (endpoint, the request): each streamed is the request unstreamed, piece by piece
+    ("/translate", {"model": "variant", "lines": LINES, "beam": 1, "max_len_b": 30}),
+    ("/translate", {"model": "base", "lines": LINES, "sampling": True, "seed": 5, "top_k": 8, "scores": True}),
+    ("/generate", {"model": "lm", "prompts": ["she sold", "two", "we counted"], "seed": 7, "max_new_tokens": 12}),
+    ("/generate", {"model": "lm", "prompts": ["she sold", "the dog"], "greedy": True, "max_new_tokens": 9}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "body"), STREAMED)
+def test_a_streamed_answer_is_the_answer_piece_by_piece(server, endpoint, body):
+    status, unstreamed = server.post(endpoint, body)
+    assert status == 200, unstreamed
+    status, events = server.stream(endpoint, {**body, "stream": True})
+    texts, done = joined(events)
+    assert status == 200 and done == unstreamed
+    final = [h[0]["text"] for h in done["translations"]] if endpoint == "/translate" else done["texts"]
+    assert [texts.get(i, "") for i in range(len(final))] == final
+    assert len(events) > 1 + sum(bool(t) for t in final)  # pieces as they came, not the texts at the end alone
+
+
+def test_what_cannot_stream_is_refused_before_it_starts(server):
+    message = ("stream: this decoding keeps 4 rows a source until it ends (a beam of 4, or 4 samples), so there is no one "
+               "output to stream: ask for one (beam 1, greedy, or one sample)")  # fmt: skip
+    assert server.stream("/translate", {"lines": ["the dog"], "stream": True}) == (
+        400,
+        [("", {"error": message, "field": "stream"})],
+    )
+    message = message.replace("4", "3")
+    refused = server.stream("/translate", {"lines": ["the dog"], "sampling": True, "n_best": 3, "stream": True})
+    assert refused == (400, [("", {"error": message, "field": "stream"})])
+    refused = server.stream("/translate", {"lines": ["the dog"], "beam": 1, "detokenize": True, "stream": True})
+    message = "stream: detokenize undoes the run's tokenization once an output ends; drop one"
+    assert refused == (400, [("", {"error": message, "field": "stream"})])
+    assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
