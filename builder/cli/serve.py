@@ -63,6 +63,14 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
         help="tokens an output at most: a translation's max_len_b, a continuation's max_new_tokens (default: 256)",
     )
     g.add_argument(
+        "--max-batch-memory-gb",
+        type=float,
+        default=4.0,
+        metavar="GB",
+        help="GiB a request's largest decoding batch may hold, estimated from the model's dims; more is refused before "
+        "it decodes (default: 4)",
+    )
+    g.add_argument(
         "--max-input-len", type=int, default=1024, metavar="N", help="tokens a request may let an input line have (default: 1024)"
     )
     _add_access(p)
@@ -163,6 +171,8 @@ def limits_of(args: argparse.Namespace) -> "Limits":
     ):
         if value < 1:
             raise UserError(f"{flag}: give 1 or more, got {value}")
+    if not 0 < args.max_batch_memory_gb <= 2**20:
+        raise UserError(f"--max-batch-memory-gb: give more than 0 GiB, got {args.max_batch_memory_gb:g}")
     for flag, seconds in (("--request-timeout-s", args.request_timeout_s), ("--timeout-keep-alive", args.timeout_keep_alive)):
         if not 0 < seconds <= 86_400:
             raise UserError(f"{flag}: give more than 0 and at most 86400 seconds, got {seconds:g}")
@@ -180,6 +190,7 @@ def limits_of(args: argparse.Namespace) -> "Limits":
         max_input_len=args.max_input_len,
         max_queue=args.max_queue,
         request_timeout_s=args.request_timeout_s,
+        max_batch_memory_gb=args.max_batch_memory_gb,
         cors_origins=tuple(args.cors_origin),
     )
 

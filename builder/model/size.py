@@ -185,6 +185,17 @@ def memory_estimate(spec: ModelSpec, tokens_per_batch: int) -> dict[str, int]:
     }
 
 
+def decode_memory(spec: ModelSpec, rows: int, positions: int) -> int:
+    """Bytes a decoding of `rows` rows (sources times their beam or samples) of up to `positions`
+    positions each (the source and the output) holds at most, in fp32: keys and values of
+    d_model each a position for every sub-layer of every stack (an upper bound: a feed-forward
+    caches none, a self-attention only the output's positions), and each row's logits, their
+    log-softmax and the candidates ranked from them (3 x vocab)."""
+    sublayers = sum(times * len(subs) for stack in spec.stacks.values() for _, subs, times, _ in stack.groups)
+    per_row = positions * sublayers * 2 * spec.d_model + 3 * spec.embedding.vocab_size
+    return 4 * rows * per_row
+
+
 LARGEST = 2**50  # bytes: 1 PiB, beyond the memory of any one training job there is
 
 

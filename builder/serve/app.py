@@ -30,6 +30,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.serve.batcher import Batcher, Call, OnTokens
 from aiayn.builder.serve.body import BodyLimit
 from aiayn.builder.serve.errors import ERRORS, RequestError, add_error_handlers
+from aiayn.builder.serve.memory import batch_memory
 from aiayn.builder.serve.messages import (
     GenerateRequest,
     GenerateResponse,
@@ -67,6 +68,8 @@ class Limits:
     :param max_queue: requests waiting for the batcher at most; one more is answered 429 with Retry-After
     :param request_timeout_s: seconds from a request's arrival to its answer at most (a request may ask for less,
         `timeout_s`): past them it is answered 504 and its decoding stopped between steps
+    :param max_batch_memory_gb: GiB a request's largest decoding batch may hold at most (serve/memory.py's upper
+        bound from the model's dims); a request above it is refused before it decodes
     :param cors_origins: the origins a browser may call the server from (CORS; none by default)"""
 
     max_lines: int = 256
@@ -80,6 +83,7 @@ class Limits:
     max_input_len: int = 1024
     max_queue: int = 256
     request_timeout_s: float = 60.0
+    max_batch_memory_gb: float = 4.0
     cors_origins: tuple[str, ...] = ()
 
     def exceeded(self, body: Any) -> tuple[str, str] | None:
@@ -150,6 +154,19 @@ class Service:
         if a is not None and a > run:
             raise RequestError(
                 400, f"max_len_a: {a} is more than the model's decode.max_len_a ({run}); a request may lower it only", "max_len_a"
+            )
+        self.check_memory(body, one)
+
+    def check_memory(self, body: Any, one: Served) -> None:
+        """A decoding request whose largest batch would hold more than --max-batch-memory-gb, refused before it decodes."""
+        found, most = batch_memory(one, body), self.limits.max_batch_memory_gb
+        if found is not None and found[0] > most * 2**30:
+            raise RequestError(
+                400,
+                f"this request needs up to {found[0] / 2**30:.2f} GiB to decode one batch ({found[1]:,} rows of "
+                f"{found[2]:,} positions: sources x beam or candidates, the longest line and its output), more than this "
+                f"server's {most:g} GiB (aiayn serve --max-batch-memory-gb): send shorter lines, ask for a smaller beam or "
+                "fewer candidates, fewer new tokens, or a lower max_tokens",
             )
 
     def check_lines(self, items: Sequence[Any], field: str) -> None:

@@ -31,7 +31,8 @@ def runs(tmp_path_factory):
 def server(runs, tmp_path_factory):
     log = tmp_path_factory.mktemp("log") / "serve.log"
     one = Server(f"base={runs['base']}", f"variant={runs['variant']}", f"lm={runs['lm']}",
-                 f"both={runs['base']},{runs['variant']}", "--cors-origin", ORIGIN, log=log)  # fmt: skip
+                 f"both={runs['base']},{runs['variant']}", "--cors-origin", ORIGIN, "--max-batch-memory-gb", "0.5",
+                 log=log)  # fmt: skip
     yield one
     assert one.stop() == 0, log.read_text()
 
@@ -202,6 +203,10 @@ BAD = [  # (endpoint, body, status, the answer)
      {"error": "timeout_s: 61.0 is more than this server allows (60.0; aiayn serve --request-timeout-s)", "field": "timeout_s"}),
     ("/score", {"src": ["a"], "tgt": ["b"], "timeout_s": 0}, 422,
      {"error": "timeout_s: input should be greater than 0", "field": "timeout_s"}),
+    ("/translate", {"lines": ["a"] * 256, "beam": 16, "max_len_b": 256}, 400,  # 4 x 4096 x (262 x 160 + 150) bytes
+     {"error": "this request needs up to 0.64 GiB to decode one batch (4,096 rows of 262 positions: sources x beam or "
+      "candidates, the longest line and its output), more than this server's 0.5 GiB (aiayn serve --max-batch-memory-gb): "
+      "send shorter lines, ask for a smaller beam or fewer candidates, fewer new tokens, or a lower max_tokens"}),
     # no 500 from any input: what is not text, and a temperature the logits cannot be divided by
     ("/translate", {"lines": ["a\ud800"]}, 422,
      {"error": "lines.0: a lone surrogate (U+D800) at character 1: a line is text, one sentence; drop it", "field": "lines.0"}),
