@@ -30,6 +30,12 @@ class Inference:
         """The tokenizer of what it writes."""
         raise NotImplementedError
 
+    def decode_settings(self) -> dict[str, Any]:
+        """The decode settings its calls use where a request names none, as GET /models lists them (the run's
+        decode section; a model whose calls read only part of it says which)."""
+        spec: Any = getattr(self, "spec")
+        return spec.decode.model_dump(mode="json")
+
     def text_scores(self, lines: Sequence[str], max_tokens: int) -> dict[str, Any]:
         """What `aiayn evaluate` reports of lines of its own text (a model that `reads_sources` is given none).
 

@@ -3,6 +3,7 @@ gives one, as it gives a Translator for a translation model."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,15 @@ class LanguageModel(TextInference):
         params = sum(p.numel() for p in self.model.parameters())
         device = next(self.model.parameters()).device
         return f"LanguageModel({str(self.checkpoint)!r}, {self.what}, {params:,} parameters, on {device})"
+
+    def decode_settings(self) -> dict[str, Any]:
+        """What `generate` uses where a call names none: sampling with its defaults, and the run's beam settings for
+        the beam strategy (the rest of its decode section is a translation's: lengths, batches, token rules)."""
+        beam = {k: getattr(self.spec.decode, k) for k in ("beam", "alpha", "length_penalty", "early_stopping")}
+        defaults = inspect.signature(LanguageModel.generate).parameters
+        shaping = {k: defaults[k].default for k in ("temperature", "top_k", "top_p", "epsilon")}
+        lengths = {k: defaults[k].default for k in ("max_new_tokens", "seed")}
+        return {**lengths, "strategy": {"type": "sampling", **shaping}, "beam": beam}
 
     def generate(
         self,

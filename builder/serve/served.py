@@ -57,7 +57,7 @@ class Served:
             "experiment": spec.name,
             "tokenizer": tokenizer.describe(),
             "vocab_size": tokenizer.vocab_size,
-            "decode": spec.decode.model_dump(mode="json"),
+            "decode": model.decode_settings(),
             "endpoints": list(model.endpoints),
         }
 

@@ -4,6 +4,7 @@ for two models side by side — each line's translation, its n-best rows with th
 alignment heatmap — against what /translate answers; then a language model beside a translation
 model. A screenshot is kept (in $AIAYN_ARTIFACTS where set, else the test's folder)."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -48,7 +49,9 @@ def browser(tmp_path):
     driver.quit()
 
 
-def submit(browser, server, lines, left, right):
+def submit(browser, server, lines, left, right, **settings):
+    """Open the page, type `lines`, choose the models, set the inputs named in `settings` (id: value; a
+    checkbox's True clicks it), submit, and wait until both panels are done."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.select import Select
     from selenium.webdriver.support.ui import WebDriverWait
@@ -58,7 +61,16 @@ def submit(browser, server, lines, left, right):
     browser.find_element(By.ID, "input").send_keys("\n".join(lines))
     Select(browser.find_element(By.ID, "left")).select_by_value(left)
     Select(browser.find_element(By.ID, "right")).select_by_value(right)
+    for name, value in settings.items():
+        field = browser.find_element(By.ID, name)
+        if value is True:
+            field.click()
+        else:
+            field.clear()
+            field.send_keys(str(value))
     browser.find_element(By.ID, "submit").click()
+    if not lines:
+        return
     for side in ("left", "right"):
         WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, f"panel-{side}").get_attribute("data-done") == "1")
 
@@ -105,3 +117,56 @@ def test_a_language_model_beside_a_translation_model(server, browser):
     assert translations == answer["texts"] and rows == []
     _, translations, rows = rendered(browser, "left")
     assert len(translations) == 1 and len(rows) == 4
+
+
+def test_the_pages_states_say_what_happened_as_the_api_does(server, browser):
+    """An empty input says so where the input is; an answer goes loading -> done with its time and
+    copy buttons; an n-best above the beam is capped, saying so; `unique` is the API's; a refusal
+    goes loading -> error with the API's message under the input."""
+    import re
+
+    from selenium.webdriver.common.by import By
+
+    submit(browser, server, [], "base", "variant")
+    assert browser.find_element(By.ID, "input-error").text == "Type a sentence to send (one a line)."
+    assert browser.find_element(By.ID, "panel-left").get_attribute("data-states") is None  # nothing was sent
+
+    submit(browser, server, LINES, "base", "", beam=3, nbest=9, unique=True)
+    panel, translations, rows = rendered(browser, "left")
+    sent = json.loads(panel.get_attribute("data-request"))
+    assert sent == {"model": "base", "lines": LINES, "beam": 3, "n_best": 3, "unique": True, "scores": True, "alignments": True}
+    status, answer = server.post("/translate", sent)
+    assert status == 200
+    assert panel.get_attribute("data-states") == "loading done"
+    assert panel.find_element(By.CLASS_NAME, "note").text == "n-best 9 is more than the beam (3): at most 3 shown"
+    assert rows == [[str(k + 1), f"{h['score']:.4f}", h["text"]] for group in answer["translations"] for k, h in enumerate(group)]
+    copies = [b.get_attribute("data-copy") for b in panel.find_elements(By.CLASS_NAME, "copy")]
+    assert copies == translations == [group[0]["text"] for group in answer["translations"]]
+    assert re.fullmatch(r"answered in \d+ ms", panel.find_element(By.CLASS_NAME, "timing").text)
+    assert browser.find_element(By.ID, "panel-right").get_attribute("data-states") == "done"  # (none): nothing to wait for
+
+    submit(browser, server, LINES, "base", "lm", beam=1000)
+    status, refused = server.post("/translate", {"model": "base", "lines": LINES, "beam": 1000, "n_best": 4, "scores": True,
+                                                 "alignments": True})  # fmt: skip
+    assert status == 400
+    assert browser.find_element(By.ID, "panel-left").get_attribute("data-states") == "loading error"
+    assert browser.find_element(By.ID, "input-error").text == f"base: {refused['error']}"
+    assert browser.find_element(By.ID, "panel-right").get_attribute("data-states") == "loading done"
+
+
+def test_each_models_settings_only_where_a_model_takes_them(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"http://127.0.0.1:{server.port}/")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    shown = {}
+    for left, right in (("base", "variant"), ("lm", ""), ("base", "lm")):
+        Select(browser.find_element(By.ID, "left")).select_by_value(left)
+        Select(browser.find_element(By.ID, "right")).select_by_value(right)
+        shown[left, right] = (browser.find_element(By.ID, "translation-settings").is_displayed(),
+                              browser.find_element(By.ID, "generation-settings").is_displayed(),
+                              browser.find_element(By.ID, "submit").text)  # fmt: skip
+    assert shown == {("base", "variant"): (True, False, "Translate"), ("lm", ""): (False, True, "Generate"),
+                     ("base", "lm"): (True, True, "Translate")}  # fmt: skip

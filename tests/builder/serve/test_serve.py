@@ -141,6 +141,9 @@ def test_models_health_and_the_openapi_schema(server, runs):
     assert (described["lm"]["task"], described["lm"]["graph"], described["lm"]["endpoints"]) == (
         "language_model", "decoder-only", ["/generate", "/score"])  # fmt: skip
     assert described["both"]["ensemble"] and described["base"]["decode"] == base.spec.decode.model_dump(mode="json")
+    assert described["lm"]["decode"] == {  # what /generate uses, not a translation's lengths and batches
+        "max_new_tokens": 50, "seed": 1, "strategy": {"type": "sampling", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "epsilon": 0.0},
+        "beam": {"beam": 4, "alpha": 0.6, "length_penalty": "gnmt", "early_stopping": True}}  # fmt: skip
     assert described["base"]["tokenizer"] == base.tgt_tokenizer.describe()
     status, health = server.get("/health")
     assert status == 200 and health["status"] == "ok" and health["models"] == ["base", "variant", "lm", "both"]
