@@ -28,13 +28,14 @@ def save_slim_checkpoint(model: EncoderDecoder, spec_json: dict, path: Path) -> 
     """`model` as a slim checkpoint `aiayn` reads anywhere it reads a model (translate, export,
     serve), with a word-level tokenizer that names the token ids t4, t5, ... (no training data)."""
     from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import models
+    from tokenizers import models, pre_tokenizers
 
     from aiayn.builder.data.tokenizer import SPECIALS
     from aiayn.builder.decode.checkpoint import save_checkpoint
 
     vocab = {**{t: i for i, t in enumerate(SPECIALS)}, **{f"t{i}": i for i in range(len(SPECIALS), model.generator.vocab_size)}}
     tokenizer = HFTokenizer(models.WordLevel(vocab, unk_token=SPECIALS[3]))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # a word a token (without it a line is one <unk>)
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
     ckpt = {"state_dict": state, "hyper_parameters": {"experiment": spec_json},
             "aiayn": {"format": 1, "tokenizers": {"tokenizer.json": tokenizer.to_str()}}}  # fmt: skip

@@ -37,6 +37,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="how long the oldest request waits for others to join it (default: 5)",
     )
     g.add_argument("--no-batching", action="store_true", help="decode each request alone, in turn")
+    g.add_argument(
+        "--heavy-request-gb",
+        type=float,
+        default=0.25,
+        metavar="GB",
+        help="a request whose lines would hold more than this decoded all at once (estimated from the model's dims) "
+        "queues and decodes in a lane of its own, beside the others (default: 0.25)",
+    )
+    g.add_argument(
+        "--heavy-threads", type=int, default=1, metavar="N", help="torch threads of the heavy lane's calls (default: 1)"
+    )
     _add_limits(p)
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="info")
@@ -168,11 +179,13 @@ def limits_of(args: argparse.Namespace) -> "Limits":
         ("--max-input-len", args.max_input_len),
         ("--max-queue", args.max_queue),
         ("--max-connections", args.max_connections),
+        ("--heavy-threads", args.heavy_threads),
     ):
         if value < 1:
             raise UserError(f"{flag}: give 1 or more, got {value}")
-    if not 0 < args.max_batch_memory_gb <= 2**20:
-        raise UserError(f"--max-batch-memory-gb: give more than 0 GiB, got {args.max_batch_memory_gb:g}")
+    for flag, gib in (("--max-batch-memory-gb", args.max_batch_memory_gb), ("--heavy-request-gb", args.heavy_request_gb)):
+        if not 0 < gib <= 2**20:
+            raise UserError(f"{flag}: give more than 0 GiB, got {gib:g}")
     for flag, seconds in (("--request-timeout-s", args.request_timeout_s), ("--timeout-keep-alive", args.timeout_keep_alive)):
         if not 0 < seconds <= 86_400:
             raise UserError(f"{flag}: give more than 0 and at most 86400 seconds, got {seconds:g}")
@@ -191,6 +204,8 @@ def limits_of(args: argparse.Namespace) -> "Limits":
         max_queue=args.max_queue,
         request_timeout_s=args.request_timeout_s,
         max_batch_memory_gb=args.max_batch_memory_gb,
+        heavy_request_gb=args.heavy_request_gb,
+        heavy_threads=args.heavy_threads,
         cors_origins=tuple(args.cors_origin),
     )
 

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import Sublayer, TransformerModel
-from aiayn.builder.decode.interrupt import check
+from aiayn.builder.decode.interrupt import check, held
 from aiayn.builder.decode.loop import TokenRules, output_limits
 from aiayn.builder.decode.search import length_penalty
 from aiayn.builder.decode.translate import batches, evaluating, padded, with_source_eos
@@ -87,6 +87,7 @@ def score_ids(
     with evaluating(model):
         for chunk in batches(model, order, lengths, decode.max_tokens, out_lengths):
             check()  # a watching caller (interrupt.py) that wants none of it stops it here
+            held()  # and the server's heavy lane waits here while its light lane has work
             rows = [outputs[i] for i in chunk]
             src = padded([read[i] for i in chunk], model.pad_id).to(device)
             tgt_in = padded([[bos_id, *o[:-1]] if o else [bos_id] for o in rows], model.pad_id).to(device)

@@ -17,12 +17,24 @@ and is not handed on: the caller reads the output itself."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["Interrupted", "OnTokens", "check", "decoding", "step_tokens", "stopped_sources", "streams", "watched", "watching"]
+__all__ = [
+    "Interrupted",
+    "OnTokens",
+    "check",
+    "decoding",
+    "held",
+    "step_tokens",
+    "stopped_sources",
+    "streams",
+    "watched",
+    "watching",
+]
 
 OnTokens = Callable[[list[int], list[int]], None]  # (the call's inputs, the token each adds), one call a step
 
@@ -36,6 +48,7 @@ class _Watch:
     stopped: Callable[[], Collection[int]]
     n: int
     on_tokens: OnTokens | None = None
+    hold: Callable[[], bool] | None = None
     sources: Sequence[int] | None = None  # the call's inputs that the running loop's sources are (None: all, in order)
 
     def now(self) -> set[int]:
@@ -49,14 +62,18 @@ _WATCHED: ContextVar[_Watch | None] = ContextVar("aiayn_decode_watch", default=N
 
 
 @contextmanager
-def watching(stopped: Callable[[], Collection[int]], n: int, on_tokens: OnTokens | None = None) -> Iterator[None]:
+def watching(
+    stopped: Callable[[], Collection[int]], n: int, on_tokens: OnTokens | None = None, hold: Callable[[], bool] | None = None
+) -> Iterator[None]:
     """Within it (in this thread), decoding asks `stopped()` which of the call's `n` inputs to stop.
 
     :param stopped: the indices (0 to n - 1) of the inputs whose outputs are no longer wanted
     :param n: how many inputs the call has
     :param on_tokens: called after each step of a loop of one row a source with the inputs whose rows go on and
-        the token each adds (in the worker's thread: hand them on, do not decode there)"""
-    token = _WATCHED.set(_Watch(stopped, n, on_tokens))
+        the token each adds (in the worker's thread: hand them on, do not decode there)
+    :param hold: while it returns True the decoding waits between two steps (the server's heavy lane, while its light
+        lane has work), its inputs still stopped as `stopped` says"""
+    token = _WATCHED.set(_Watch(stopped, n, on_tokens, hold))
     try:
         yield
     finally:
@@ -119,3 +136,17 @@ def streams() -> bool:
     """Whether a watcher takes each step's tokens."""
     watch = _WATCHED.get()
     return watch is not None and watch.on_tokens is not None
+
+
+HOLD_POLL = 0.005  # seconds between looks at a hold
+
+
+def held() -> None:
+    """Waits while the watcher holds the decoding (between two steps), raising `Interrupted` where every input of the
+    call is stopped meanwhile."""
+    watch = _WATCHED.get()
+    if watch is None or watch.hold is None:
+        return
+    while watch.hold():
+        watch.now()
+        time.sleep(HOLD_POLL)

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from aiayn.blocks import DecoderState, TransformerModel
-from aiayn.builder.decode.interrupt import step_tokens, stopped_sources, streams, watched
+from aiayn.builder.decode.interrupt import held, step_tokens, stopped_sources, streams, watched
 from aiayn.builder.errors import UserError
 
 
@@ -122,6 +122,7 @@ def run_loop(
         )
     for step in range(1, int(max_len.max()) + 1 if max_len.numel() else 1):
         if origin is not None:
+            held()  # the server's heavy lane waits here while its light lane has work
             max_len = _stopped_end(origin, max_len, step)
         log_probs, states = next_log_probs(model, tokens, memory, memory_padding_mask, state, hidden=hidden)
         log_probs = rules.apply(log_probs, model.pad_id, eos_id, max_len.le(step))

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
@@ -30,7 +31,7 @@ from aiayn.builder.errors import UserError
 from aiayn.builder.serve.batcher import Batcher, Call, OnTokens
 from aiayn.builder.serve.body import BodyLimit
 from aiayn.builder.serve.errors import ERRORS, RequestError, add_error_handlers
-from aiayn.builder.serve.memory import batch_memory
+from aiayn.builder.serve.memory import Estimate, estimate
 from aiayn.builder.serve.messages import (
     GenerateRequest,
     GenerateResponse,
@@ -52,6 +53,15 @@ STREAMS: dict[int | str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
+class Terms:
+    """What the server holds a request to besides its options: its deadline (`timeout_s`; None: the server's), and
+    whether it is heavy (it queues and decodes in the batcher's heavy lane)."""
+
+    timeout_s: float | None = None
+    heavy: bool = False
+
+
+@dataclass(frozen=True)
 class Limits:
     """What one request may ask and how requests are batched.
 
@@ -70,6 +80,9 @@ class Limits:
         `timeout_s`): past them it is answered 504 and its decoding stopped between steps
     :param max_batch_memory_gb: GiB a request's largest decoding batch may hold at most (serve/memory.py's upper
         bound from the model's dims); a request above it is refused before it decodes
+    :param heavy_request_gb: a request whose lines would hold more than this many GiB decoded all at once (its
+        work, by the same estimate) decodes in the batcher's heavy lane, beside the others
+    :param heavy_threads: the torch threads of the heavy lane's calls (the light lane keeps the process's)
     :param cors_origins: the origins a browser may call the server from (CORS; none by default)"""
 
     max_lines: int = 256
@@ -84,6 +97,8 @@ class Limits:
     max_queue: int = 256
     request_timeout_s: float = 60.0
     max_batch_memory_gb: float = 4.0
+    heavy_request_gb: float = 0.25
+    heavy_threads: int = 1
     cors_origins: tuple[str, ...] = ()
 
     def exceeded(self, body: Any) -> tuple[str, str] | None:
@@ -122,6 +137,7 @@ class Service:
             max_batch_tokens=limits.max_batch_tokens,
             max_queue_delay=limits.max_queue_delay_ms / 1000,
             enabled=limits.batching,
+            heavy_setup=lambda: torch.set_num_threads(limits.heavy_threads),
         )
 
     def run(self, key: Hashable, items: list[Any], call: Call) -> list[Any]:
@@ -130,7 +146,7 @@ class Service:
         assert isinstance(key, tuple)
         name, endpoint, options = key
         self.metrics.batch.observe(len(items))
-        with watching(call.stopped, len(items), call.on_tokens):
+        with watching(call.stopped, len(items), call.on_tokens, call.hold):
             return CALLS[endpoint](self.models[name], items, json.loads(options))
 
     def pick(self, name: str | None, endpoint: str) -> Served:
@@ -145,8 +161,9 @@ class Service:
             raise RequestError(400, f"model: {one.name!r} is {one.model.kind}: POST {one.model.endpoints[0]}", "model")
         return one
 
-    def check_limits(self, body: Any, one: Served) -> None:
-        """A request's settings within the server's limits, and its output no longer than the model's own allows."""
+    def check_limits(self, body: Any, one: Served) -> Terms:
+        """A request's settings within the server's limits, and its output no longer than the model's own allows;
+        returns its terms: its deadline, and whether it is heavy (its work above --heavy-request-gb)."""
         over = self.limits.exceeded(body)
         if over is not None:
             raise RequestError(400, over[1], over[0])
@@ -155,16 +172,18 @@ class Service:
             raise RequestError(
                 400, f"max_len_a: {a} is more than the model's decode.max_len_a ({run}); a request may lower it only", "max_len_a"
             )
-        self.check_memory(body, one)
+        found = estimate(one, body)
+        self.check_memory(found)
+        return Terms(body.timeout_s, found.work > self.limits.heavy_request_gb * 2**30)
 
-    def check_memory(self, body: Any, one: Served) -> None:
+    def check_memory(self, found: Estimate) -> None:
         """A decoding request whose largest batch would hold more than --max-batch-memory-gb, refused before it decodes."""
-        found, most = batch_memory(one, body), self.limits.max_batch_memory_gb
-        if found is not None and found[0] > most * 2**30:
+        most = self.limits.max_batch_memory_gb
+        if found.batch is not None and found.batch > most * 2**30:
             raise RequestError(
                 400,
-                f"this request needs up to {found[0] / 2**30:.2f} GiB to decode one batch ({found[1]:,} rows of "
-                f"{found[2]:,} positions: sources x beam or candidates, the longest line and its output), more than this "
+                f"this request needs up to {found.batch / 2**30:.2f} GiB to decode one batch ({found.rows:,} rows of "
+                f"{found.positions:,} positions: sources x beam or candidates, the longest line and its output), more than this "
                 f"server's {most:g} GiB (aiayn serve --max-batch-memory-gb): send shorter lines, ask for a smaller beam or "
                 "fewer candidates, fewer new tokens, or a lower max_tokens",
             )
@@ -186,19 +205,29 @@ class Service:
         texts: list[str],
         options: dict,
         alone: bool = False,
-        timeout_s: float | None = None,
+        terms: Terms = Terms(),
         on_tokens: OnTokens | None = None,
     ) -> list[Any]:
-        """The request's items through the batcher; a client that leaves, or its deadline (`timeout_s`, at most the
-        server's), takes its request out of the queue, or stops its decoding between steps. `on_tokens`: the request
-        streams (alone), handed each step's tokens."""
+        """The request's items through the batcher; a client that leaves, or its deadline (its terms' timeout_s, at
+        most the server's), takes its request out of the queue, or stops its decoding between steps; a heavy request
+        queues in the batcher's heavy lane. `on_tokens`: the request streams (alone), handed each step's tokens."""
         self._check_room()
+        timeout_s = terms.timeout_s
         timeout = self.limits.request_timeout_s if timeout_s is None else timeout_s
         deadline = asyncio.get_running_loop().time() + timeout
         key = (one.name, endpoint, json.dumps(options, sort_keys=True))
         tokens = one.tokens(texts)
         self.metrics.tokens_in.labels(model=one.name, endpoint=endpoint).inc(tokens)
-        task = asyncio.ensure_future(self.batcher.submit(key, items, tokens, alone=alone, on_tokens=on_tokens))
+        task = asyncio.ensure_future(self.batcher.submit(key, items, tokens, alone=alone, on_tokens=on_tokens, heavy=terms.heavy))
+        try:
+            return await self._answered(task, request, one, endpoint, deadline, timeout_s)
+        finally:
+            task.cancel()  # a no-op where it is answered; else its client left, its deadline passed, or its caller went
+
+    async def _answered(
+        self, task: asyncio.Future, request: Request, one: Served, endpoint: str, deadline: float, timeout_s: float | None
+    ) -> list[Any]:
+        """The outputs of a request's queued `task`, or a 499 once its client left, a 504 past its deadline."""
         while True:
             left = deadline - asyncio.get_running_loop().time()
             done, _ = await asyncio.wait({task}, timeout=max(0.0, min(DISCONNECT_POLL, left)))
@@ -209,10 +238,8 @@ class Service:
                 )
                 return found
             if await request.is_disconnected():
-                task.cancel()
                 raise RequestError(499, "the client closed the connection")
-            if left <= 0:  # cancelled: out of the queue, or stopped between its decoding steps
-                task.cancel()
+            if left <= 0:  # cancelled (finally above): out of the queue, or stopped between its decoding steps
                 raise self.past_deadline(timeout_s)
 
     def _check_room(self) -> None:
@@ -233,7 +260,7 @@ class Service:
         endpoint: str,
         items: list[str],
         options: dict,
-        timeout_s: float | None,
+        terms: Terms,
         streams: list[TextStream],
         answer_of: Callable[[list[Any]], dict[str, Any]],
     ) -> StreamingResponse:
@@ -241,7 +268,7 @@ class Service:
         so that a refusal before it (a beam to stream, a line too long, the deadline) is an error with its status."""
 
         def answered(on_tokens: OnTokens) -> Awaitable[list[Any]]:
-            return self.queue(request, one, endpoint, items, items, options, True, timeout_s, on_tokens)
+            return self.queue(request, one, endpoint, items, items, options, True, terms, on_tokens)
 
         def texts_of(found: list[Any]) -> list[str]:
             return [f["hypotheses"][0]["text"] for f in found] if endpoint == "translate" else list(found)
@@ -330,6 +357,7 @@ def create_app(served: Sequence[Served], limits: Limits = Limits()) -> FastAPI:
         )
     app.add_middleware(RequestIds, metrics=service.metrics)  # outermost of ours: every answer has its id
     _add_translation_routes(app, service)
+    _add_score_route(app, service)
     _add_language_model_routes(app, service)
     _add_info_routes(app, service)
     return app
@@ -342,7 +370,7 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
         by default)."""
         one = service.pick(body.model, "/translate")
         service.check_lines(body.lines, "lines")
-        service.check_limits(body, one)
+        terms = service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "lines", *PER_REQUEST})
         # a strategy that draws takes one generator over its batch: its lines alone, not beside another request's
         alone = body.sampling or body.mbr_references is not None or body.strategy is not None or one.draws
@@ -358,20 +386,22 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
                 )
             decode = one.model.output_tokenizer.decode
             streams = [TextStream(decode) for _ in body.lines]
-            return await service.streamed(request, one, "translate", body.lines, options, body.timeout_s, streams, answer)
-        return answer(await service.queue(request, one, "translate", body.lines, body.lines, options, alone, body.timeout_s))
+            return await service.streamed(request, one, "translate", body.lines, options, terms, streams, answer)
+        return answer(await service.queue(request, one, "translate", body.lines, body.lines, options, alone, terms))
 
+
+def _add_score_route(app: FastAPI, service: Service) -> None:
     @app.post("/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:
         """What `aiayn score` gives: `src` and `tgt` for a translation model, `text` for a language model."""
         one = service.pick(body.model, "/score")
-        service.check_limits(body, one)
+        terms = service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "src", "tgt", "text", *PER_REQUEST})
         if not one.model.reads_sources:  # a language model's lines
             _check_text_request(one, body, options)
             assert body.text is not None
             service.check_lines(body.text, "text")
-            found = await service.queue(request, one, "score", body.text, body.text, options, timeout_s=body.timeout_s)
+            found = await service.queue(request, one, "score", body.text, body.text, options, terms=terms)
         else:
             if body.text is not None or body.src is None or body.tgt is None:
                 field = "text" if body.text is not None else "src" if body.src is None else "tgt"
@@ -384,7 +414,7 @@ def _add_translation_routes(app: FastAPI, service: Service) -> None:
                 )
             service.check_lines(body.src, "src")
             found = await service.queue(
-                request, one, "score", list(zip(body.src, body.tgt)), body.src + body.tgt, options, timeout_s=body.timeout_s
+                request, one, "score", list(zip(body.src, body.tgt)), body.src + body.tgt, options, terms=terms
             )
         return {"model": one.name, "scores": found}
 
@@ -406,7 +436,7 @@ def _add_language_model_routes(app: FastAPI, service: Service) -> None:
         a generator of its own: batching changes no sample)."""
         one = service.pick(body.model, "/generate")
         service.check_lines(body.prompts, "prompts")
-        service.check_limits(body, one)
+        terms = service.check_limits(body, one)
         options = body.model_dump(exclude={"model", "prompts", *PER_REQUEST})
         if body.stream:
             assert isinstance(one.model, LanguageModel)
@@ -418,11 +448,11 @@ def _add_language_model_routes(app: FastAPI, service: Service) -> None:
                 "generate",
                 body.prompts,
                 options,
-                body.timeout_s,
+                terms,
                 streams,
                 lambda texts: {"model": one.name, "texts": texts},
             )
-        texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options, timeout_s=body.timeout_s)
+        texts = await service.queue(request, one, "generate", body.prompts, body.prompts, options, terms=terms)
         return {"model": one.name, "texts": texts}
 
 
@@ -437,6 +467,7 @@ def _add_info_routes(app: FastAPI, service: Service) -> None:
             "models": list(service.models),
             "queued": len(batcher.pending),
             "running": batcher.running,
+            "lanes": {name: {"queued": len(lane.pending), "running": lane.running} for name, lane in batcher.lanes.items()},
             **counts,
         }
 

@@ -1,8 +1,10 @@
-"""Dynamic batching, as Triton's dynamic batcher and LitServe do it: requests wait in one queue;
+"""Dynamic batching, as Triton's dynamic batcher and LitServe do it: requests wait in a queue;
 the worker takes the oldest, then gathers the others that decode with the same settings (the same
 key) until the batch holds `max_batch_tokens` tokens or `max_queue_delay` seconds have passed since
-it began waiting, and runs them as one call in a worker thread (one call at a time: the model is
-shared). While a call runs, new requests queue, so a busy server batches more.
+it began waiting, and runs them as one call in a worker thread (one call at a time). While a call
+runs, new requests queue, so a busy server batches more. There are two such lanes (Triton's
+priority levels, by cost): a heavy request (the server says which) queues and decodes in a lane of
+its own, beside the light ones, so that it never makes them wait for its whole length.
 
 A request is never split; one larger than the budget runs alone. A request marked `alone` (its
 output would depend on its batch) is never merged. Where a merged call fails, each of its requests
@@ -39,10 +41,12 @@ class Job:
 class Call:
     """What a running call is handed besides its items: `stopped()`, the indices of the items whose
     request was cancelled since it began (read between decoding steps), and the streaming request's
-    `on_tokens` (None: none streams)."""
+    `on_tokens` (None: none streams), and `hold()`, while which it waits between two steps (the heavy
+    lane's, while the light lane has work)."""
 
     stopped: Callable[[], list[int]]
     on_tokens: OnTokens | None = None
+    hold: Callable[[], bool] | None = None
 
 
 Run = Callable[[Hashable, list[Any], Call], Sequence[Any]]
@@ -62,24 +66,36 @@ class Counts:
     split: int = 0
 
 
-class Batcher:
-    """The queue and its worker.
+class Lane:
+    """One queue and its worker (a thread of its own): Batcher's two lanes.
 
-    :param run: called in the worker thread with a key, the items of every request of a batch (in
-        queue order) and the `Call` (which of them were cancelled since; a stream's token hook);
-        returns one output an item
+    :param run: as Batcher's
+    :param counts: what the lanes have done, shared
     :param max_batch_tokens: the most tokens a merged batch holds
     :param max_queue_delay: seconds the oldest request waits for others to join it
-    :param enabled: False: every request alone, one after another (batching off)"""
+    :param enabled: False: every request alone, one after another (batching off)
+    :param setup: called once in the lane's thread before its first call (its torch threads)
+    :param hold: handed to its calls: while it returns True they wait between two decoding steps"""
 
-    def __init__(self, run: Run, *, max_batch_tokens: int, max_queue_delay: float, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        run: Run,
+        counts: Counts,
+        *,
+        max_batch_tokens: int,
+        max_queue_delay: float,
+        enabled: bool = True,
+        setup: Callable[[], None] | None = None,
+        hold: Callable[[], bool] | None = None,
+    ) -> None:
         self.run, self.max_batch_tokens, self.max_queue_delay, self.enabled = run, max_batch_tokens, max_queue_delay, enabled
+        self.hold = hold
         self.pending: list[Job] = []
-        self.counts = Counts()
+        self.counts = counts
         self.running = 0  # requests in the call now running
         self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-decode")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-decode", initializer=setup)
 
     async def submit(
         self, key: Hashable, items: list[Any], tokens: int, *, alone: bool = False, on_tokens: OnTokens | None = None
@@ -164,7 +180,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         items = [item for job in batch for item in job.items]
         try:
-            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items, _call(batch))
+            outputs = await loop.run_in_executor(self._executor, self.run, batch[0].key, items, _call(batch, self.hold))
         except Exception as e:  # noqa: BLE001 - handed to the request(s) that caused it
             if all(job.future.done() for job in batch):  # each was answered (cancelled) while it ran: stopped
                 self.counts.cancelled += len(batch)
@@ -196,7 +212,7 @@ class Batcher:
             job.future.set_result(outputs)
 
 
-def _call(batch: list[Job]) -> Call:
+def _call(batch: list[Job], hold: Callable[[], bool] | None) -> Call:
     """What a call on `batch` asks between its steps: the indices of its items whose request's future is done
     (cancelled: the client left or the deadline passed), read from the worker thread; a lone stream's hook."""
     spans, start = [], 0
@@ -207,4 +223,79 @@ def _call(batch: list[Job]) -> Call:
     def stopped() -> list[int]:
         return [i for job, span in spans if job.future.done() for i in span]
 
-    return Call(stopped, batch[0].on_tokens if len(batch) == 1 else None)
+    return Call(stopped, batch[0].on_tokens if len(batch) == 1 else None, hold)
+
+
+class Batcher:
+    """The two lanes requests queue in: the light one, where most requests go, and the heavy one, for a
+    request whose work would hold the others up (the server says which: builder/serve/memory.py). Each
+    lane batches and decodes as the module says, one call at a time; the two decode side by side, the
+    heavy lane's thread with fewer cores (`heavy_setup`), so that a heavy request delays a light one
+    by the cores it shares, never by its whole length.
+
+    :param run: called in a lane's thread with a key, the items of every request of a batch (in
+        queue order) and the `Call` (which of them were cancelled since; a stream's token hook);
+        returns one output an item
+    :param max_batch_tokens: the most tokens a merged batch holds
+    :param max_queue_delay: seconds the oldest request waits for others to join it
+    :param enabled: False: every request alone, one after another in its lane (batching off)
+    :param heavy_setup: called in the heavy lane's thread before its first call (e.g. torch.set_num_threads(1))"""
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        max_batch_tokens: int,
+        max_queue_delay: float,
+        enabled: bool = True,
+        heavy_setup: Callable[[], None] | None = None,
+    ) -> None:
+        self.counts = Counts()
+        self.light = Lane(run, self.counts, max_batch_tokens=max_batch_tokens, max_queue_delay=max_queue_delay, enabled=enabled)
+        self.heavy = Lane(
+            run,
+            self.counts,
+            max_batch_tokens=max_batch_tokens,
+            max_queue_delay=max_queue_delay,
+            enabled=enabled,
+            setup=heavy_setup,
+            hold=self.light_busy,
+        )
+
+    def light_busy(self) -> bool:
+        """Whether the light lane has a call running or requests waiting (read from the heavy lane's thread)."""
+        return self.light.running > 0 or bool(self.light.pending)
+
+    @property
+    def lanes(self) -> dict[str, Lane]:
+        """The lanes by name: light, heavy."""
+        return {"light": self.light, "heavy": self.heavy}
+
+    @property
+    def pending(self) -> list[Job]:
+        """The requests waiting, in both lanes."""
+        return self.light.pending + self.heavy.pending
+
+    @property
+    def running(self) -> int:
+        """The requests in the calls now running."""
+        return self.light.running + self.heavy.running
+
+    async def submit(
+        self,
+        key: Hashable,
+        items: list[Any],
+        tokens: int,
+        *,
+        alone: bool = False,
+        on_tokens: OnTokens | None = None,
+        heavy: bool = False,
+    ) -> list[Any]:
+        """A request's outputs (Lane.submit), decoded in the heavy lane where `heavy`."""
+        lane = self.heavy if heavy else self.light
+        return await lane.submit(key, items, tokens, alone=alone, on_tokens=on_tokens)
+
+    async def close(self) -> None:
+        """Stop both lanes (after the requests in flight are answered: the server drains first)."""
+        await self.light.close()
+        await self.heavy.close()

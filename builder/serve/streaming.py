@@ -75,9 +75,8 @@ async def stream_events(
     :param texts_of: each output's final text, from the outputs
     :param answer_of: the whole answer, from the outputs, as the request unstreamed gets it
     :param request_id: the request's id, for an error event"""
-    loop = asyncio.get_running_loop()
     steps: asyncio.Queue[tuple[list[int], list[int]]] = asyncio.Queue()
-    task = asyncio.ensure_future(answered(lambda inputs, tokens: loop.call_soon_threadsafe(steps.put_nowait, (inputs, tokens))))
+    task = asyncio.ensure_future(answered(_handed_to(steps)))
     began = False
     try:
         while not task.done() or not steps.empty():  # the steps the worker handed on before it returned, too
@@ -108,6 +107,16 @@ async def stream_events(
     finally:
         if not task.done():
             task.cancel()  # the client left: its decoding stops between two steps
+
+
+def _handed_to(steps: asyncio.Queue) -> OnTokens:
+    """A token hook, called in the worker's thread, that puts each step on `steps` in the event loop's."""
+    loop = asyncio.get_running_loop()
+
+    def on_tokens(inputs: list[int], tokens: list[int]) -> None:
+        loop.call_soon_threadsafe(steps.put_nowait, (inputs, tokens))
+
+    return on_tokens
 
 
 def _pieces(streams: list[TextStream], inputs: list[int], tokens: list[int]) -> list[str]:

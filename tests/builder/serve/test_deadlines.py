@@ -119,3 +119,23 @@ def test_a_client_that_leaves_a_stream_stops_its_decoding(runs, tmp_path):
         assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
     finally:
         assert server.stop() == 0
+
+
+def test_a_light_request_is_answered_while_a_heavy_one_decodes(runs, tmp_path):
+    """With --heavy-request-gb 0.01 a 64-line beam search is heavy (its own lane, one thread): a
+    one-line request sent while it decodes is answered while it still does."""
+    server = Server(runs["base"], "--heavy-request-gb", "0.01", log=tmp_path / "log")
+    heavy = {"lines": [LONG] * 64, "beam": 4, "max_len_b": 200, "timeout_s": 30.0}
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(server.post, "/translate", heavy)
+            for _ in range(3000):  # bounded: 30 s
+                if server.get("/health")[1]["lanes"]["heavy"]["running"] == 1:
+                    break
+                time.sleep(0.01)
+            assert server.post("/translate", {"lines": ["the dog"]})[0] == 200
+            lanes = server.get("/health")[1]["lanes"]
+            assert lanes == {"light": {"queued": 0, "running": 0}, "heavy": {"queued": 0, "running": 1}}
+            running.result()
+    finally:
+        assert server.stop() == 0
