@@ -3,6 +3,11 @@ concurrent clients, dynamic batching on and off, against the same requests sent 
 
     python benchmarks/serve.py [--run RUN] [--clients 1 8 32 64] [--requests 192] [--time-limit 60]
                                [--max-queue-delay-ms 5] [--max-batch-tokens 4096]
+    python benchmarks/serve.py --mixed [--requests 200] [--time-limit 60]
+
+--mixed: two models of the demo's size, 8 good clients sending four kinds of request (GOOD), alone
+and then beside one abusive client sending the most the default limits let a request ask; prints
+the good clients' requests/s and p50/p99 in each phase, their p99 ratio and the server's memory.
 
 The model: --run (a trained run, sent lines of its test split... or any text with --input), else
 the demo experiment's size (d_model 128, 2+2 layers, vocabulary 1000) with random weights, saved
