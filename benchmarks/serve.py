@@ -78,35 +78,7 @@ class Serving:
 def load(port: int, lines: list[str], clients: int, limit: int, seconds: float) -> tuple[float, list[float]]:
     """`clients` threads sending one line a request until `limit` are answered or `seconds` pass:
     (requests/s, each request's latency in seconds)."""
-    latencies: list[float] = []
-    taken = iter(range(limit))
-    lock = threading.Lock()
-    start = time.perf_counter()
-
-    def client() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        while time.perf_counter() - start < seconds:
-            with lock:
-                i = next(taken, None)
-            if i is None:
-                break
-            body = json.dumps({"lines": [lines[i % len(lines)]]})
-            sent = time.perf_counter()
-            connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
-            response = connection.getresponse()
-            response.read()
-            if response.status != 200:
-                raise SystemExit(f"request {i}: HTTP {response.status}")
-            with lock:
-                latencies.append(time.perf_counter() - sent)
-        connection.close()
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return len(latencies) / (time.perf_counter() - start), latencies
+    return send_load(port, [{"lines": [lines[i % len(lines)]]} for i in range(limit)], clients, seconds)
 
 
 GOOD = [  # (model, what a good client asks): short and long lines, beam and sampling, two models
@@ -135,8 +107,9 @@ def abusive_request() -> bytes:
     return json.dumps({"model": "a", "lines": [line] * 150, "beam": 16, "n_best": 16, "max_len_b": 256}).encode()
 
 
-def good_load(port: int, requests: list[dict], clients: int, seconds: float) -> tuple[float, list[float]]:
-    """`clients` threads sending `requests` in turn until all are answered or `seconds` pass."""
+def send_load(port: int, requests: list[dict], clients: int, seconds: float) -> tuple[float, list[float]]:
+    """`clients` threads, each with one keep-alive connection, sending `requests` to /translate in turn until all
+    are answered or `seconds` pass: (requests/s, each request's latency in seconds)."""
     latencies: list[float] = []
     taken, lock, start = iter(requests), threading.Lock(), time.perf_counter()
 
@@ -152,7 +125,7 @@ def good_load(port: int, requests: list[dict], clients: int, seconds: float) -> 
             response = connection.getresponse()
             response.read()
             if response.status != 200:
-                raise SystemExit(f"a good request: HTTP {response.status}")
+                raise SystemExit(f"{body}: HTTP {response.status}"[-300:])
             with lock:
                 latencies.append(time.perf_counter() - sent)
         connection.close()
@@ -213,7 +186,7 @@ def mixed(work: Path, clients: int, n: int, seconds: float) -> None:
         demo_checkpoint(work / f"{'ab'[seed]}.ckpt", seed=seed)
     server = Serving(f"a={work / 'a.ckpt'}", f"b={work / 'b.ckpt'}", log=work / "serve.log")
     try:
-        good_load(server.port, good_requests(8), 2, 60)  # warm-up
+        send_load(server.port, good_requests(8), 2, 60)  # warm-up
         print(f"mixed workload: {clients} good clients, {n} requests ({len(GOOD)} kinds, two models), at most {seconds:.0f} s; "
               f"{os.cpu_count()} CPUs")  # fmt: skip
         results = {}
@@ -222,7 +195,7 @@ def mixed(work: Path, clients: int, n: int, seconds: float) -> None:
             if abuser is not None:
                 abuser.start()
                 time.sleep(2.0)  # its request queued and decoding
-            rate, latencies = good_load(server.port, good_requests(n), clients, seconds)
+            rate, latencies = send_load(server.port, good_requests(n), clients, seconds)
             if abuser is not None:
                 abuser.stop()
             p50, p99 = np.percentile(latencies, [50, 99]) * 1000
