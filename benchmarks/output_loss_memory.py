@@ -1,5 +1,6 @@
 """Peak memory of a training step with the output projection and the loss apart (the batch's
-(n, V) logits held) and together in chunks (train.fused_output_loss), and their step times.
+(n, V) logits held), together in chunks (train.fused_output_loss), and apart with each layer's
+activations recomputed in backward (train.activation_checkpointing), and their step times.
 
     python benchmarks/output_loss_memory.py [--preset base] [--tokens 3125] [--steps 3]
 
@@ -24,11 +25,17 @@ from aiayn.builder.model.loss import batch_loss
 EPS = 0.1
 
 
-def one_mode(preset: str, tokens: int, steps: int, fused: bool, device: str) -> dict:
+MODES = ("apart", "fused", "checkpointed")
+
+
+def one_mode(preset: str, tokens: int, steps: int, mode: str, device: str) -> dict:
     torch.manual_seed(0)
     sizes = {k: PRESETS[preset][k] for k in ("d_model", "heads", "layers", "d_ff", "vocab")}
     dev = torch.device(device)
     model = aiayn_model(**sizes).to(dev)
+    fused = mode == "fused"
+    for stack in model.stacks().values():
+        stack.checkpointing = mode == "checkpointed"  # as train.activation_checkpointing sets it
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
     data = [to_device(b, dev) for b in batches({**PRESETS[preset], "tokens": tokens}, steps + 1)]
     step = lambda b: (
@@ -50,7 +57,7 @@ def one_mode(preset: str, tokens: int, steps: int, fused: bool, device: str) -> 
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else after - before
     targets = int(sum(int((b.tgt_out != PAD).sum()) for b in data[1:]) / steps)
-    return {"fused": fused, "peak_bytes": peak, "s_per_step": seconds, "targets": targets}
+    return {"mode": mode, "peak_bytes": peak, "s_per_step": seconds, "targets": targets}
 
 
 def main() -> None:
@@ -59,13 +66,13 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=3125, help="tokens per side of a batch (base: the paper's 25k over 8 GPUs)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--mode", choices=["apart", "fused"], help=argparse.SUPPRESS)  # a child process's one mode
+    p.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # a child process's one mode
     args = p.parse_args()
     if args.mode:
-        print(json.dumps(one_mode(args.preset, args.tokens, args.steps, args.mode == "fused", args.device)))
+        print(json.dumps(one_mode(args.preset, args.tokens, args.steps, args.mode, args.device)))
         return
     rows = []
-    for mode in ("apart", "fused"):
+    for mode in MODES:
         argv = [
             sys.executable,
             __file__,
@@ -87,12 +94,12 @@ def main() -> None:
     )
     what = "peak RSS rise over the steps" if args.device == "cpu" else "max_memory_allocated"
     for r in rows:
-        print(
-            f"  {'fused' if r['fused'] else 'apart':5}  {what}: {r['peak_bytes'] / 2**20:8.1f} MiB   {r['s_per_step'] * 1000:8.1f} ms/step"
-        )
-    ratio = rows[1]["peak_bytes"] / rows[0]["peak_bytes"] if rows[0]["peak_bytes"] else float("nan")
-    print(f"  fused / apart: memory {ratio:.2f}x, time {rows[1]['s_per_step'] / rows[0]['s_per_step']:.2f}x; "
-          f"the logits alone: {rows[0]['targets'] * V * 4 / 2**20:.1f} MiB in fp32")  # fmt: skip
+        print(f"  {r['mode']:12}  {what}: {r['peak_bytes'] / 2**20:8.1f} MiB   {r['s_per_step'] * 1000:8.1f} ms/step")
+    apart = rows[0]
+    for r in rows[1:]:
+        ratio = r["peak_bytes"] / apart["peak_bytes"] if apart["peak_bytes"] else float("nan")
+        print(f"  {r['mode']} / apart: memory {ratio:.2f}x, time {r['s_per_step'] / apart['s_per_step']:.2f}x")
+    print(f"  the logits alone: {apart['targets'] * V * 4 / 2**20:.1f} MiB in fp32")
 
 
 if __name__ == "__main__":

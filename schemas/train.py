@@ -95,6 +95,9 @@ class TrainSpec(Spec):
     # the output projection and the loss together in chunks of rows, recomputed in backward: the
     # batch's (n, V) logits are never held (less memory; the projection's FLOPs a third more)
     fused_output_loss: bool = False
+    # each layer's activations recomputed in backward instead of kept (torch.utils.checkpoint, non-reentrant;
+    # torchtune's enable_activation_checkpointing): the same gradients, less memory, about a third more compute
+    activation_checkpointing: bool = False
     # threads of a CPU run (torch.set_num_threads); auto: $OMP_NUM_THREADS where set (a sweep's
     # share), else the cores other processes leave free, looked at again every 5 s. The count
     # changes a run's numbers in the last bits: a number (or $OMP_NUM_THREADS) repeats bit for bit

@@ -67,6 +67,7 @@ MAY_CHANGE = (
     "train.validation",
     "train.checkpoint",
     "train.compile",
+    "train.activation_checkpointing",
     "train.cpu_threads",
     "train.max_tokens_per_batch",
     "train.average_last",

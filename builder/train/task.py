@@ -46,6 +46,9 @@ class TranslationTask(L.LightningModule):
         self.spec = ExperimentSpec.model_validate(experiment, context=registry.context)
         self.model = build_model(self.spec.model)
         freeze(self.model, self.spec.train.freeze)  # no gradients, no optimizer state
+        if self.spec.train.activation_checkpointing:  # each layer recomputed in backward (blocks/stack.py)
+            for stack in self.model.stacks().values():  # every graph names its stacks
+                stack.checkpointing = True
         self.criterion = smoothed_nll_chunked
         self.fused = self.spec.train.fused_output_loss  # projection and loss together (projected_loss.py)
         self.compiled_loss: StaticStepLoss | None = None  # the training step's loss under static shapes
