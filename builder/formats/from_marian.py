@@ -24,6 +24,8 @@ This module is imported only when a Marian folder is read, and needs `transforme
 """
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,19 @@ def load_marian(folder: str | Path, registry: Registry) -> ForInference:
     return ForInference(model.eval(), spec, src_tokenizer, tgt_tokenizer, folder, what, None)
 
 
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' own logging at errors only, for the call within (its load report is a warning)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def load_checked_weights(folder: Path, model_class: Any, what: str) -> Any:
     """The folder's model of `model_class` (MarianMTModel, GPT2LMHeadModel, ...; `what` names the
     folder's kind in messages); weights that are damaged, or of another model (a tensor missing or
@@ -104,9 +119,10 @@ def load_checked_weights(folder: Path, model_class: Any, what: str) -> Any:
     _check_json_object(folder / "generation_config.json")  # transformers reads it with the weights
     _generation_settings(folder)  # and its errors are the file's, not the weights'
     try:
-        hf, info = model_class.from_pretrained(
-            folder, output_loading_info=True, ignore_mismatched_sizes=True
-        )  # listed, then refused
+        with quiet_transformers():  # its load report of missing or mismatched tensors: aiayn's one line says them
+            hf, info = model_class.from_pretrained(
+                folder, output_loading_info=True, ignore_mismatched_sizes=True
+            )  # listed, then refused
     except Exception as e:  # safetensors, torch.load and transformers each raise their own
         reason = first_line(e) if len(first_line(e)) <= 120 else first_line(e)[:117] + "..."
         raise UserError(f"{where}: transformers cannot load the weights ({reason}); is the file whole? copy it again") from None

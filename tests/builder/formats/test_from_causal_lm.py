@@ -6,6 +6,9 @@ warm-started from a folder keeps every tensor it can; a folder aiayn cannot read
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -263,3 +266,18 @@ def test_damaged_config_values_are_one_message_each_and_nothing_is_built_of_them
     assert (code, err) == (2, f"aiayn generate: error: {listed} is neither a run directory nor a Hugging Face model aiayn "
                               "reads: its config.json says model_type ['gpt2'], and aiayn reads 'marian' (as opus-mt's), "
                               "'gpt2' and 'llama'; give a run directory, a .ckpt file or such a folder\n")  # fmt: skip
+
+
+@pytest.mark.slow  # a process of its own that imports transformers
+def test_transformers_load_report_stays_off_the_console(tmp_path):
+    """A folder whose weights do not fit its config.json, read in a process of its own (transformers'
+    logger writes to the real stderr, which the in-process `cli` does not capture): one line, aiayn's,
+    which names the tensors transformers' load report would have listed."""
+    shape = bad(tmp_path / "shape")
+    (shape / "config.json").write_text(json.dumps({**json.loads((shape / "config.json").read_text()), "n_inner": 64}))
+    run = subprocess.run([sys.executable, "-m", "aiayn", "generate", str(shape), "--prompt", "a", "-n", "2"],
+                         capture_output=True, text=True, env={**os.environ, "AIAYN_PLUGINS": ""}, timeout=120)  # fmt: skip
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(
+        f"aiayn generate: error: {shape}/model.safetensors: the weights"
+    ), run.stderr
