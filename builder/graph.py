@@ -47,6 +47,10 @@ class Graph:
         count; built on the meta device there."""
         return []
 
+    def flops_basis(self, length: int) -> str:
+        """What `aiayn show`'s forward FLOPs are counted per, for sequences of `length` tokens (the model reads one)."""
+        return f"token (a sequence of {length} tokens)"
+
     def tokenizer_layout(self, spec: ExperimentSpec) -> str | None:
         """How `aiayn show` says the text becomes ids, where the graph's reading decides it (None: the tokenizer's own)."""
         return None

@@ -11,6 +11,7 @@ import yaml
 
 from aiayn.builder.decode.checkpoint import source_model
 from aiayn.builder.errors import UserError, check_name_lengths
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.size import check_size
 from aiayn.builder.model.summary import render, summary
 from aiayn.builder.run.atomic import check_writable
@@ -94,7 +95,7 @@ def show(args: argparse.Namespace) -> int:
     print(f"# {args.experiment}, {f'{loaded.what} as aiayn reads it' if marian else what}")
     print(yaml.safe_dump(resolved, sort_keys=False, default_flow_style=None, width=100).rstrip())
     print()
-    print(render(info))
+    print(render(info, graph_of(spec)))
     return 0
 
 

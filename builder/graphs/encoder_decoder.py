@@ -19,6 +19,9 @@ class EncoderDecoderGraph(Graph):
     name = "encoder-decoder"
     sides = ("source", "target")
 
+    def flops_basis(self, length: int) -> str:
+        return f"target token (source = target = {length} tokens)"
+
     def __init__(self, spec: EncoderDecoderSpec) -> None:
         super().__init__(spec)
 

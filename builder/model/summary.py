@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aiayn.builder.graph import graph_of
+from aiayn.builder.graph import Graph, graph_of
 from aiayn.builder.model.parts import described_switches, registry_of
 from aiayn.builder.model.size import count_params, flops_per_token, frozen_count, memory_estimate, param_table
 from aiayn.schemas.experiment import ExperimentSpec
@@ -92,8 +92,8 @@ def tokenizer_layout(spec: ExperimentSpec) -> str:
     return graph_of(spec).tokenizer_layout(spec) or spec.data.tokenizer.layout(spec.model.embedding.shared_vocab)
 
 
-def render(info: dict[str, Any]) -> str:
-    """The human-readable table `aiayn show` prints under the resolved config."""
+def render(info: dict[str, Any], graph: Graph) -> str:
+    """The human-readable table `aiayn show` prints under the resolved config; `graph` says what its FLOPs are per."""
     width = max(len(b["block"]) for b in info["blocks"]) + 2
     lines = [f"{'block':<{width}}{'params':>14}{'x':>5}{'total':>14}"]
     for b in info["blocks"]:
@@ -107,12 +107,7 @@ def render(info: dict[str, Any]) -> str:
     lines.append(f"tokenizer: {info['tokenizer']}")
     lines.append("Table 3 columns: " + ", ".join(f"{k}={v}" for k, v in paper.items()))
     flops = info["flops_per_token"]
-    per = (  # a decoder-only model reads one sequence; an encoder-decoder a pair
-        f"token (a sequence of {flops['length']} tokens)"
-        if paper.get("graph") == "decoder-only"
-        else f"target token (source = target = {flops['length']} tokens)"
-    )
-    lines.append(f"forward FLOPs per {per}: {flops['forward'] / 1e6:,.1f} M")
+    lines.append(f"forward FLOPs per {graph.flops_basis(flops['length'])}: {flops['forward'] / 1e6:,.1f} M")
     mem = info["memory_bytes"]
     gib = {k: v / 2**30 for k, v in mem.items() if k != "tokens_per_batch"}
     lines.append(

@@ -37,6 +37,14 @@ def test_show_of_a_language_model_speaks_of_one_sequence(capsys):
     assert "forward FLOPs per token (a sequence of 64 tokens): 1.1 M" in lines
 
 
+def test_show_of_the_encoder_alone_speaks_of_one_sequence(capsys):
+    """What its FLOPs are per is the graph's answer (Graph.flops_basis): the encoder alone reads one sequence."""
+    assert main(["show", str(EXPERIMENTS / "encoder" / "demo.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "forward FLOPs per token (a sequence of 64 tokens): 1.1 M" in lines
+    assert not any("target token" in line for line in lines)
+
+
 def test_a_path_that_is_no_file_is_named_so(capsys):
     assert main(["validate", "/dev/null"]) == 2
     assert capsys.readouterr().err == "aiayn validate: error: /dev/null: is not a file\n"

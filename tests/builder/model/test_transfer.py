@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from aiayn.builder.errors import UserError
+from aiayn.builder.graph import graph_of
 from aiayn.builder.model.build import build_model
 from aiayn.builder.model.freeze import freeze, frozen_parameters
 from aiayn.builder.model.summary import render, summary
@@ -235,7 +236,7 @@ def test_show_counts_the_trainable_and_the_frozen():
     encoder = sum(p.numel() for n, p in built.named_parameters() if n.startswith("encoder."))
     assert info["frozen"] == encoder + 40 * 16  # base ties the tables: tgt_embed's is the one table
     assert info["trainable"] == info["params"] - info["frozen"]
-    lines = render(info).splitlines()
+    lines = render(info, graph_of(spec)).splitlines()
     assert lines[lines.index(next(line for line in lines if line.startswith("total"))) + 2].split() == [
         "frozen",
         "(train.freeze)",
