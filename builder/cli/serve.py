@@ -185,7 +185,7 @@ def limits_of(args: argparse.Namespace) -> "Limits":
             raise UserError(f"{flag}: give 1 or more, got {value}")
     for flag, gib in (("--max-batch-memory-gb", args.max_batch_memory_gb), ("--heavy-request-gb", args.heavy_request_gb)):
         if not 0 < gib <= 2**20:
-            raise UserError(f"{flag}: give more than 0 GiB, got {gib:g}")
+            raise UserError(f"{flag}: give more than 0 and at most 1048576 GiB, got {gib:g}")
     for flag, seconds in (("--request-timeout-s", args.request_timeout_s), ("--timeout-keep-alive", args.timeout_keep_alive)):
         if not 0 < seconds <= 86_400:
             raise UserError(f"{flag}: give more than 0 and at most 86400 seconds, got {seconds:g}")

@@ -385,6 +385,8 @@ def test_startup_errors_are_messages(runs):
     assert cli("serve", runs["base"], "--max-beam", "0")[::2] == (2, "aiayn serve: error: --max-beam: give 1 or more, got 0\n")
     assert cli("serve", runs["base"], "--request-timeout-s", "0")[::2] == (
         2, "aiayn serve: error: --request-timeout-s: give more than 0 and at most 86400 seconds, got 0\n")  # fmt: skip
+    assert cli("serve", runs["base"], "--max-batch-memory-gb", "inf")[::2] == (
+        2, "aiayn serve: error: --max-batch-memory-gb: give more than 0 and at most 1048576 GiB, got inf\n")  # fmt: skip
     code, _, err = cli("serve", f"base={runs['base']}", "--max-beam", "2", "--port", "0")  # the run's own beam is 4
     assert (code, err) == (2, "aiayn serve: error: base: its decode.beam is 4, more than this server allows (2): raise --max-beam, or "
                               "serve it with a lower one (aiayn serve reads the run's decode section)\n")  # fmt: skip
